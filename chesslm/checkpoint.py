@@ -1,0 +1,248 @@
+"""The checkpoint format: payload, atomic save, safe load, identity, best/terminal policy.
+
+A checkpoint is one dict of tensors and plain containers::
+
+    model, optimizer, scheduler   state_dicts
+    cursor                        {"epoch", "next_group", "step"}: the position in the batch plan
+    rng_by_rank                   every rank's python/torch/cuda RNG state
+    metrics                       history, best_nll, best_step, bad_checks, totals, ...
+    identity                      what must be equal to resume (see ``identity``)
+    lineage                       {"segment", "parent_sha256", "segment_start_step"}: which
+                                  segment wrote it, resuming which checkpoint
+
+Loading uses ``torch.load(weights_only=True)``: a file that would unpickle code or arbitrary
+objects is refused, and nothing in it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from chesslm import tokens
+from chesslm.integrity import sha256_file
+
+logger = logging.getLogger(__name__)
+
+IMPROVEMENT = 1e-4  # best.pt moves only when validation NLL drops by more than this
+PATIENCE = 5  # validation checks without improvement before early stop
+TERMINAL = ("early_stop_5_checks", "max_updates", "max_epochs")
+RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
+PACKAGE = Path(__file__).resolve().parent
+TRAINING_MODULES = (
+    "model.py", "batching.py", "optim.py", "checkpoint.py", "distributed.py", "evaluate.py",
+    "segment.py",
+)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot or must not be loaded."""
+
+
+def save(path: Path, payload: dict[str, Any]) -> str:
+    """Write ``payload`` atomically (temporary file, fsync, rename); returns its sha256."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        torch.save(payload, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return sha256_file(path)
+
+
+def copy_atomic(source: Path, destination: Path) -> None:
+    tmp = destination.with_name(destination.name + ".tmp")
+    shutil.copyfile(source, tmp)
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, destination)
+    _fsync_dir(destination.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load(path: Path | str) -> dict[str, Any]:
+    """Read a checkpoint onto the CPU without unpickling anything but tensors and containers.
+
+    :raises CheckpointError: if the file is unreadable or holds pickled objects or code.
+    """
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+        raise CheckpointError(
+            f"{path}: refused: the checkpoint holds pickled objects that weights_only=True does not"
+            f" allow (nothing was executed): {first}"
+        ) from None
+    except (OSError, RuntimeError, EOFError) as error:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({error})") from None
+    if not isinstance(payload, dict) or not {"model", "cursor", "identity"} <= set(payload):
+        raise CheckpointError(f"{path}: not a chesslm checkpoint (keys missing)")
+    return payload
+
+
+def payload(
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    cursor: dict[str, int],
+    rng_by_rank: list[dict[str, Any]],
+    metrics: dict[str, Any],
+    identity: dict[str, Any],
+    lineage: dict[str, Any],
+) -> dict[str, Any]:
+    raw = getattr(model, "module", model)  # save the bare model, not the DDP wrapper
+    return {
+        "model": raw.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "cursor": dict(cursor),
+        "rng_by_rank": rng_by_rank,
+        "metrics": metrics,
+        "identity": identity,
+        "lineage": lineage,
+    }
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This rank's RNG states, as plain containers and tensors (weights_only-loadable)."""
+    version, internal, gauss = random.getstate()
+    return {
+        "python": {"version": version, "internal": list(internal), "gauss": gauss},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    }
+
+
+def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["internal"]), py["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and state.get("cuda") is not None:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def code_hashes() -> dict[str, str]:
+    return {name: sha256_file(PACKAGE / name) for name in TRAINING_MODULES}
+
+
+def identity(
+    *,
+    preset: str,
+    model_config: dict[str, Any],
+    parameters: int,
+    dataset_fingerprint: str,
+    receipt_sha256: str | None,
+    world_size: int,
+    device: str,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything that must be equal for a checkpoint to be resumed (JSON-able).
+
+    ``settings`` holds seed, micro, accum, lr, epochs, schedule_steps, warmup_steps,
+    max_updates, validation_every_steps and legality_eval_games.
+    """
+    keys = (
+        "seed", "micro", "accum", "lr", "epochs", "schedule_steps", "warmup_steps",
+        "max_updates", "validation_every_steps", "legality_eval_games",
+    )
+    return {
+        "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(PACKAGE / "tokens.py")},
+        "model": {"preset": preset, **model_config},
+        "parameters": parameters,
+        "dataset_fingerprint": dataset_fingerprint,
+        "integrity_receipt_sha256": receipt_sha256,
+        "training_code": code_hashes(),
+        "world_size": world_size,
+        "device": device,
+        **{key: settings[key] for key in keys},
+        "optimizer": "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)",
+        "precision": (
+            "FP32 weights/gradients/optimizer; BF16 autocast SDPA"
+            if device == "cuda" else "FP32 weights/gradients/optimizer; FP32 compute"
+        ),
+        "sampling": "seeded length buckets, disjoint full games; right pad; zero-target dummy rank"
+        " on partial global batches",
+        "torch": str(torch.__version__),
+    }
+
+
+def identity_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Dotted names of the identity entries that differ (one level deep)."""
+    names = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            names += [f"{key}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        else:
+            names.append(key)
+    return names
+
+
+def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
+    """:raises CheckpointError: naming every identity key whose value changed."""
+    diff = identity_differences(saved, current)
+    if diff:
+        detail = "; ".join(
+            f"{name}: checkpoint {_lookup(saved, name)!r} != now {_lookup(current, name)!r}"
+            for name in diff
+        )
+        raise CheckpointError(f"incompatible checkpoint identity, changed: {', '.join(diff)} ({detail})")
+
+
+def _lookup(record: dict[str, Any], dotted: str) -> Any:
+    value: Any = record
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def improved(nll: float, best: float) -> bool:
+    """Whether a validation NLL is a new best (by more than IMPROVEMENT)."""
+    return nll < best - IMPROVEMENT
+
+
+def terminal_status(
+    *, bad_checks: int, step: int, epoch: int, max_updates: int | None, epochs: int
+) -> str | None:
+    """The terminal status a training state has reached, or None if it may go on.
+
+    Patience comes first, then the update cap, then the epoch schedule; a time-budget or
+    deadline pause is never terminal.
+    """
+    if bad_checks >= PATIENCE:
+        return "early_stop_5_checks"
+    if max_updates is not None and step >= max_updates:
+        return "max_updates"
+    if epoch >= epochs:
+        return "max_epochs"
+    return None
+
+
+def terminal_status_of(saved: dict[str, Any]) -> str | None:
+    """``terminal_status`` of a loaded checkpoint."""
+    return terminal_status(
+        bad_checks=saved["metrics"]["bad_checks"],
+        step=saved["cursor"]["step"],
+        epoch=saved["cursor"]["epoch"],
+        max_updates=saved["identity"].get("max_updates"),
+        epochs=saved["identity"]["epochs"],
+    )

@@ -1,0 +1,183 @@
+"""Validation metrics on raw, teacher-forced next-token logits, computed on the device.
+
+Nothing is masked or renormalised. Legality comes from the token cache's precomputed tables
+(``validation.legal_mask`` rows and per-ply legal move codes), so this module needs no chess
+engine and no per-token Python loop. The triple legality is teacher-forced: the destination
+is predicted after the *gold* source and the promotion after the gold source and destination;
+it is not a free-running legal-move rate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from chesslm import batching, model, tokens
+from chesslm.cache import N_MOVE_CODES, TokenCache
+from chesslm.deadline import Deadline
+
+logger = logging.getLogger(__name__)
+
+PHASES = ("source", "destination", "promotion", "eos")
+LEGALITY_SUBSET = (
+    "N evenly spaced game indices across immutable validation shard order; N=None means all"
+)
+PROTOCOL = (
+    "raw128 teacher-forced next-token logits; triple destination/promotion conditioned on gold"
+    " prefix; not free-running"
+)
+
+
+def legality_indices(n_games: int, sample: int | None) -> set[int]:
+    """``sample`` evenly spaced game indices (all games when None).
+
+    >>> sorted(legality_indices(10, 3))
+    [0, 3, 6]
+    """
+    if n_games < 1:
+        raise ValueError("validation data must be nonempty")
+    size = min(n_games, sample) if sample is not None else n_games
+    if size < 1:
+        raise ValueError(f"legality sample must be positive, got {sample!r}")
+    return {i * n_games // size for i in range(size)}
+
+
+class ValidationSet:
+    """The validation games and their legality tables, moved to ``device`` once."""
+
+    def __init__(self, cache: TokenCache, device: torch.device, *, legality_games: int | None) -> None:
+        self.games = cache.validation
+        self.device = device
+        n = len(self.games)
+        lengths = np.asarray(self.games.lengths, dtype=np.int64)
+        self.token_offsets = torch.from_numpy(np.asarray(self.games.offsets[:-1], dtype=np.int64)).to(device)
+        plies = (lengths - 2) // 3
+        ply_start = np.zeros(n, dtype=np.int64)
+        np.cumsum(plies[:-1], out=ply_start[1:])
+        self.ply_start = torch.from_numpy(ply_start).to(device)
+        self.packed_mask = torch.from_numpy(np.ascontiguousarray(cache.legal_mask())).to(device)
+        codes, offsets = cache.legal_moves()
+        ply_of_code = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+        # one globally sorted key per legal move: plies in order, codes sorted within a ply
+        keys = ply_of_code * N_MOVE_CODES + np.asarray(codes, dtype=np.int64)
+        self.legal_keys = torch.from_numpy(keys).to(device)
+        selected = np.zeros(n, dtype=bool)
+        selected[sorted(legality_indices(n, legality_games))] = True
+        self.selected = torch.from_numpy(selected).to(device)
+        self.bit_shifts = torch.arange(8, dtype=torch.uint8, device=device)
+
+    def __len__(self) -> int:
+        return len(self.games)
+
+    def legal(self, games: torch.Tensor, T: int) -> torch.Tensor:
+        """bool (B, T, vocab): tokens legal as target t of each game (its mask row t)."""
+        rows = self.token_offsets[games].unsqueeze(1) + torch.arange(T, device=self.device)
+        rows = rows.clamp(max=self.packed_mask.size(0) - 1)  # padding positions: any row, masked later
+        packed = self.packed_mask[rows]  # (B, T, 16)
+        bits = (packed.unsqueeze(-1) >> self.bit_shifts) & 1  # (B, T, 16, 8), little bit order
+        return bits.view(*packed.shape[:2], -1)[..., : tokens.VOCAB_SIZE].bool()
+
+
+@torch.no_grad()
+def evaluate(
+    net: torch.nn.Module,
+    data: ValidationSet,
+    *,
+    micro: int = 8,
+    deadline: Deadline | None = None,
+) -> dict[str, Any] | None:
+    """The validation metrics, or None if the deadline cut it short (a partial validation
+    must change neither best nor patience)."""
+    start = time.perf_counter()
+    was_training = net.training
+    net.eval()
+    try:
+        sums = _accumulate(net, data, micro, deadline)
+    finally:
+        net.train(was_training)
+    if sums is None:
+        return None
+    s = {k: v.item() for k, v in sums.items()}
+    targets = int(s["targets"])
+    return {
+        "nll": s["nll_sum"] / targets,
+        "valid_targets": targets,
+        "games": len(data),
+        "phase_accuracy": {
+            p: (s[f"correct_{p}"] / s[f"n_{p}"] if s[f"n_{p}"] else None) for p in PHASES
+        },
+        "phase_counts": {p: int(s[f"n_{p}"]) for p in PHASES},
+        "teacher_forced_triple_legality": s["legal_triples"] / max(1.0, s["moves"]),
+        "raw_reserved_probability": s["reserved_sum"] / targets,
+        "raw_illegal_token_probability": s["illegal_sum"] / max(1.0, s["legality_targets"]),
+        "legality_games": int(data.selected.sum().item()),
+        "legality_targets": int(s["legality_targets"]),
+        "legality_subset": LEGALITY_SUBSET,
+        "protocol": PROTOCOL,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def _accumulate(
+    net: torch.nn.Module, data: ValidationSet, micro: int, deadline: Deadline | None
+) -> dict[str, torch.Tensor] | None:
+    device = data.device
+    names = ["nll_sum", "targets", "reserved_sum", "illegal_sum", "legality_targets", "moves",
+             "legal_triples"] + [f"{k}_{p}" for p in PHASES for k in ("n", "correct")]
+    sums = {k: torch.zeros((), dtype=torch.float64, device=device) for k in names}
+    for first in range(0, len(data), micro):
+        if deadline is not None and deadline.soft_stop():
+            return None
+        index = list(range(first, min(first + micro, len(data))))
+        x, y = batching.collate([data.games[i] for i in index], device)
+        B, T = y.shape
+        with model.autocast(device):
+            logits = net(x)
+        logits = logits.float()
+        valid = y.ne(batching.IGNORE)
+        sums["nll_sum"] += F.cross_entropy(
+            logits.view(-1, logits.size(-1)), y.view(-1), ignore_index=batching.IGNORE, reduction="sum"
+        ).double()
+        probs = logits.softmax(-1)
+        pred = probs.argmax(-1)
+        sums["targets"] += valid.sum()
+        sums["reserved_sum"] += (probs[..., tokens.FIRST_RESERVED :].sum(-1) * valid).sum().double()
+
+        phase = torch.arange(T, device=device).remainder(3)  # 0 source, 1 destination, 2 promotion
+        is_eos = y.eq(tokens.EOS)
+        correct = pred.eq(y)
+        for p, selected in (
+            ("source", valid & phase.eq(0) & ~is_eos),
+            ("destination", valid & phase.eq(1) & ~is_eos),
+            ("promotion", valid & phase.eq(2) & ~is_eos),
+            ("eos", valid & is_eos),
+        ):
+            sums[f"n_{p}"] += selected.sum()
+            sums[f"correct_{p}"] += (selected & correct).sum()
+
+        games = torch.tensor(index, device=device)
+        counted = valid & data.selected[games].unsqueeze(1)  # targets of the legality sample
+        legal = data.legal(games, T)
+        sums["illegal_sum"] += ((probs * ~legal).sum(-1) * counted).sum().double()
+        sums["legality_targets"] += counted.sum()
+
+        # teacher-forced triples: argmax at the source, destination and promotion positions
+        moves = counted & phase.eq(0) & ~is_eos
+        padded = F.pad(pred, (0, 2), value=tokens.PAD)
+        src, dst, promo = padded[:, :T], padded[:, 1 : T + 1], padded[:, 2 : T + 2]
+        decodable = (src < 64) & (dst < 64) & (src != dst) & (promo >= tokens.PROMO_NONE) & (
+            promo <= tokens.PROMO_NONE + 4
+        )
+        code = (src * 64 + dst) * 5 + (promo - tokens.PROMO_NONE)
+        ply = data.ply_start[games].unsqueeze(1) + torch.arange(T, device=device) // 3
+        key = ply * N_MOVE_CODES + code.clamp(min=0, max=N_MOVE_CODES - 1)
+        at = torch.searchsorted(data.legal_keys, key).clamp(max=max(0, data.legal_keys.numel() - 1))
+        hit = data.legal_keys[at].eq(key) if data.legal_keys.numel() else torch.zeros_like(moves)
+        sums["moves"] += moves.sum()
+        sums["legal_triples"] += (moves & decodable & hit).sum()
+    return sums

@@ -1,0 +1,166 @@
+"""The GPT that reads a game's tokens and predicts the next one (nanoGPT layout, plain torch).
+
+Weights stay FP32; on CUDA the forward runs under BF16 autocast (``autocast(device)``), on
+CPU in FP32. Attention is ``scaled_dot_product_attention(is_causal=True)``: games are right
+padded, so every real target only ever attends to real tokens before it and needs no key mask.
+
+>>> model = GPT(PRESETS["tiny"])
+>>> model(torch.tensor([[69, 12, 28, 64]])).shape
+torch.Size([1, 4, 128])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from chesslm import tokens
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    block_size: int = 1024  # context: the longest game the cache may hold, in tokens
+    vocab_size: int = tokens.VOCAB_SIZE  # 128: already a multiple of 64, no padding needed
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    bias: bool = True  # GPT-2 has biases in Linears and LayerNorms
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PRESETS: dict[str, GPTConfig] = {
+    # GPT-2 small with a 128-token vocabulary: exactly 85,940,736 parameters.
+    "baseline": GPTConfig(),
+    # CPU sizes for the demo run and tests.
+    "tiny": GPTConfig(n_layer=2, n_head=2, n_embd=64),
+    "small": GPTConfig(n_layer=4, n_head=4, n_embd=128),
+}
+BASELINE_PARAMETERS = 85_940_736
+
+
+def config_for(preset: str) -> GPTConfig:
+    try:
+        return PRESETS[preset]
+    except KeyError:
+        raise ValueError(f"unknown model preset {preset!r}; known: {sorted(PRESETS)}") from None
+
+
+def autocast(device: torch.device | str) -> contextlib.AbstractContextManager[Any]:
+    """BF16 autocast on CUDA; nothing on CPU (FP32 keeps CPU runs bitwise reproducible)."""
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        assert config.n_embd % config.n_head == 0
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.n_head = config.n_head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+            )
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
+        self.apply(self._init_weights)
+        # scaled init of the residual projections, per the GPT-2 paper
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_parameters(self) -> int:
+        """Unique parameters (the tied head counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids (B, T)."""
+        _, T = idx.size()
+        if T > self.config.block_size:
+            raise ValueError(f"sequence of {T} tokens exceeds the context {self.config.block_size}")
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
+
+    def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
+        """Weight decay on matrices (dim >= 2) only; biases and LayerNorm gains are not decayed."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        return [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+
+
+def build(preset: str, *, device: torch.device | str = "cpu") -> GPT:
+    """The model of a preset, initialised from torch's current RNG, FP32, on ``device``."""
+    model = GPT(config_for(preset)).to(device)
+    if preset == "baseline" and model.num_parameters() != BASELINE_PARAMETERS:
+        raise ValueError(f"baseline parameter mismatch: {model.num_parameters()}")
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        raise ValueError("expected FP32 weights")
+    return model

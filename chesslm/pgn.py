@@ -1,0 +1,112 @@
+"""Reading PGN streams: `.pgn` or `.pgn.zst`, in chunks of whole games, never the whole file.
+
+``read_chunks`` yields text chunks that each hold whole games; ``split_games`` cuts a chunk
+into one string per game. Both are forgiving where PGN is (CRLF, a BOM, latin-1 bytes in
+headers, garbage between games: the parser counts what it cannot read), and strict where
+the file itself is broken (not zstd, a truncated stream): those raise ``PgnFileError``
+with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+READ_BLOCK = 1 << 20
+
+# A game starts at a line opening with "[" whose previous line is blank or not a tag line.
+_GAME_START_TEXT = re.compile(r"(?:(?<=\n\n)|(?<=[^\]\n]\n))(?=\[)")
+_GAME_START = re.compile(_GAME_START_TEXT.pattern.encode())
+
+
+class PgnFileError(ValueError):
+    """An input file cannot be read as PGN at all (the message names the file)."""
+
+
+def _raw_blocks(path: Path, digest: Any = None) -> Iterator[bytes]:
+    """Decompressed bytes of a file, block by block; zstd streams of many frames too.
+
+    ``digest`` (a hashlib object), if given, is fed the file's bytes as they are read.
+    """
+    with open(path, "rb") as fh:
+        if not path.name.endswith(".zst"):
+            while block := fh.read(READ_BLOCK):
+                if digest is not None:
+                    digest.update(block)
+                yield block
+            return
+        decompressor = zstandard.ZstdDecompressor()
+        frame = decompressor.decompressobj()
+        seen_input = False
+        while block := fh.read(READ_BLOCK):
+            if digest is not None:
+                digest.update(block)
+            seen_input = True
+            while block:
+                try:
+                    out = frame.decompress(block)
+                except zstandard.ZstdError as error:
+                    raise PgnFileError(f"{path}: not a valid zstd stream ({error})") from None
+                if out:
+                    yield out
+                if not frame.eof:
+                    break
+                block = frame.unused_data  # the next frame starts here
+                frame = decompressor.decompressobj()
+                if not block:
+                    seen_input = False  # a clean frame boundary at the end is complete
+        if seen_input and not frame.eof:
+            raise PgnFileError(f"{path}: zstd stream is truncated (incomplete last frame)")
+
+
+def read_chunks(
+    path: Path | str, *, chunk_bytes: int = 4 << 20, digest: Any = None
+) -> Iterator[str]:
+    """Text of whole games, about ``chunk_bytes`` at a time, with CRLF turned into LF.
+
+    :raises PgnFileError: if the file is missing, not zstd, or truncated.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PgnFileError(f"{path}: no such file")
+    pending = b""
+    carry = b""  # a CR at a block's end may pair with an LF in the next block
+    first = True
+    for block in _raw_blocks(path, digest):
+        if first:
+            block = block.removeprefix(b"\xef\xbb\xbf")  # UTF-8 byte order mark
+            first = False
+        block = carry + block
+        carry = b"\r" if block.endswith(b"\r") else b""
+        pending += block[: len(block) - len(carry)].replace(b"\r\n", b"\n")
+        if len(pending) < chunk_bytes:
+            continue
+        cut = _last_game_start(pending)
+        if cut > 0:
+            yield _decode(pending[:cut])
+            pending = pending[cut:]
+    pending += carry
+    if pending.strip():
+        yield _decode(pending)
+
+
+def _last_game_start(data: bytes) -> int:
+    """Offset of the last game start in ``data`` (searching its tail only), or -1."""
+    cut = -1
+    for match in _GAME_START.finditer(data, max(0, len(data) - (1 << 20))):
+        cut = match.start()
+    return cut
+
+
+def _decode(data: bytes) -> str:
+    # Moves are ASCII; a stray latin-1 byte in a header must not lose the game.
+    return data.decode("utf-8", errors="replace")
+
+
+def split_games(chunk: str) -> list[str]:
+    """One string per game (headers and movetext); blank pieces dropped."""
+    return [p for p in _GAME_START_TEXT.split(chunk) if p.strip()]

@@ -1,0 +1,206 @@
+"""The report's figures (SVG), drawn from the summary tables with matplotlib's object API.
+
+Figures are built with ``matplotlib.figure.Figure`` and never touch ``pyplot``, so no global
+backend or figure registry is involved. A figure with nothing to show says so in words
+instead of drawing empty axes (a CPU run has no GPU telemetry).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+PHASES = ("source", "destination", "promotion", "eos")
+STATUS_COLOURS = {
+    "time_budget": "tab:blue",
+    "total_deadline_soft_stop": "tab:cyan",
+    "early_stop_5_checks": "tab:green",
+    "max_updates": "tab:green",
+    "max_epochs": "tab:green",
+}
+# Fixed ids and no date make the SVG bytes depend on the data alone.
+SVG_RC = {"svg.hashsalt": "chesslm", "svg.fonttype": "none"}
+
+
+def draw_all(
+    tables: dict[str, pd.DataFrame], samples: pd.DataFrame, paths: dict[str, Path], *, run: str
+) -> None:
+    """Draw the five figures of a run into ``paths`` (keys as in ``summary.OUTPUT_FILES``)."""
+    segments = tables["segments"]
+    boundaries = segment_boundaries(segments)
+    train = _latest(tables["train_steps"])
+    checks = _latest(tables["validation"])
+    _save(nll_figure(train, checks, boundaries, run), paths["nll_plot"])
+    _save(validation_figure(checks, boundaries, run), paths["validation_plot"])
+    _save(throughput_figure(train, checks, boundaries, run), paths["throughput_plot"])
+    _save(gpu_figure(samples, segments, run), paths["gpu_plot"])
+    _save(segments_figure(segments, run), paths["segments_plot"])
+
+
+def segment_boundaries(segments: pd.DataFrame) -> list[float]:
+    """Optimizer steps at which a later segment resumed (first segment excluded)."""
+    if not len(segments) or "step_start" not in segments:
+        return []
+    starts = pd.to_numeric(segments["step_start"], errors="coerce").iloc[1:].dropna()
+    return sorted(set(starts.tolist()))
+
+
+def _latest(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by step; a step logged twice (replayed after a resume) keeps the later."""
+    if not len(frame):
+        return frame
+    key = ["kind", "step"] if "kind" in frame else ["step"]
+    return frame.drop_duplicates(subset=key, keep="last").sort_values("step")
+
+
+def _save(fig: Figure, path: Path) -> None:
+    with matplotlib.rc_context(SVG_RC):
+        fig.savefig(path, format="svg", metadata={"Date": None})
+
+
+def notice_figure(title: str, message: str) -> Figure:
+    """A small figure that states in words why there is nothing to plot."""
+    fig = Figure(figsize=(7, 1.6), layout="constrained")
+    fig.suptitle(title)
+    fig.text(0.5, 0.4, message, ha="center", va="center", wrap=True)
+    return fig
+
+
+def _mark_segments(ax: Any, boundaries: list[float]) -> None:
+    for i, step in enumerate(boundaries):
+        label = "segment boundary" if i == 0 else None
+        ax.axvline(step, color="grey", linestyle=":", linewidth=1, label=label)
+
+
+def nll_figure(
+    train: pd.DataFrame, validation: pd.DataFrame, boundaries: list[float], run: str
+) -> Figure:
+    title = f"{run}: training and validation NLL"
+    if not len(train) and not validation["validation.nll"].notna().any():
+        return notice_figure(title, "No training or validation record yet.")
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    if len(train):
+        ax.plot(train["step"], train["nll"], label="train (logged step)", linewidth=1)
+    ax.plot(validation["step"], validation["validation.nll"], "o-", label="validation")
+    _mark_segments(ax, boundaries)
+    ax.set(title=title, xlabel="optimizer step", ylabel="NLL (nats per target)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def validation_figure(validation: pd.DataFrame, boundaries: list[float], run: str) -> Figure:
+    title = f"{run}: phase accuracy and legality per validation"
+    if not validation["validation.nll"].notna().any():
+        return notice_figure(title, "No validation record yet.")
+    fig = Figure(figsize=(8, 6.5), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for phase in PHASES:
+        column = f"validation.phase_accuracy.{phase}"
+        if validation[column].notna().any():
+            top.plot(validation["step"], validation[column], "o-", label=f"{phase} accuracy")
+    column = "validation.teacher_forced_triple_legality"
+    if validation[column].notna().any():
+        top.plot(validation["step"], validation[column], "s--", label="teacher-forced legality")
+    top.set(title=title, ylabel="fraction", ylim=(-0.02, 1.02))
+    for column, label in (
+        ("validation.raw_illegal_token_probability", "probability on illegal tokens"),
+        ("validation.raw_reserved_probability", "probability on reserved ids"),
+    ):
+        if validation[column].notna().any():
+            bottom.plot(validation["step"], validation[column], "o-", label=label)
+    bottom.set(xlabel="optimizer step", ylabel="mean probability per target")
+    for ax in (top, bottom):
+        _mark_segments(ax, boundaries)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    return fig
+
+
+def throughput_figure(
+    train: pd.DataFrame, validation: pd.DataFrame, boundaries: list[float], run: str
+) -> Figure:
+    title = f"{run}: throughput and padding"
+    checks = validation[validation["kind"] == "check"]
+    if not len(train) and not len(checks):
+        return notice_figure(title, "No training record yet.")
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for frame, style, label in ((train, "-", "logged step"), (checks, "o", "check average")):
+        if len(frame) and frame["useful_targets_per_second"].notna().any():
+            top.plot(frame["step"], frame["useful_targets_per_second"], style, label=label)
+        if len(frame) and frame["padding_fraction"].notna().any():
+            bottom.plot(frame["step"], frame["padding_fraction"], style, label=label)
+    top.set(title=title, ylabel="useful targets per second")
+    bottom.set(xlabel="optimizer step", ylabel="padding fraction", ylim=(-0.02, 1.02))
+    for ax in (top, bottom):
+        _mark_segments(ax, boundaries)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    return fig
+
+
+def gpu_figure(samples: pd.DataFrame, segments: pd.DataFrame, run: str) -> Figure:
+    title = f"{run}: GPU utilisation, memory and power"
+    if not len(samples):
+        return notice_figure(
+            title, "No GPU telemetry was recorded (a CPU run, or the telemetry file is empty)."
+        )
+    origin = samples["time_unix"].min()
+    fig = Figure(figsize=(8, 7.5), layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    metrics = (
+        ("utilization_percent", "utilisation (%)"),
+        ("memory_used_MiB", "memory used (MiB)"),
+        ("power_W", "power draw (W)"),
+    )
+    starts = pd.to_numeric(segments.get("start_unix", pd.Series()), errors="coerce").dropna()
+    for ax, (metric, label) in zip(axes, metrics, strict=True):
+        for gpu, group in samples.groupby("gpu", sort=True):
+            ax.plot(group["time_unix"] - origin, group[metric], label=f"GPU {gpu}", linewidth=1)
+        for start in starts.iloc[1:]:
+            ax.axvline(start - origin, color="grey", linestyle=":", linewidth=1)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_title(title)
+    axes[0].legend(fontsize="small")
+    axes[-1].set_xlabel("time since the first telemetry sample (s); dotted: segment starts")
+    return fig
+
+
+def segments_figure(segments: pd.DataFrame, run: str) -> Figure:
+    title = f"{run}: segment timeline"
+    start = pd.to_numeric(segments.get("start_unix", pd.Series()), errors="coerce")
+    if not len(segments) or not start.notna().any():
+        return notice_figure(title, "No segment has recorded a start yet.")
+    end = pd.to_numeric(segments["end_unix"], errors="coerce")
+    origin = start.min()
+    fig = Figure(figsize=(8, 1.5 + 0.45 * len(segments)), layout="constrained")
+    ax = fig.add_subplot()
+    for i, row in segments.reset_index(drop=True).iterrows():
+        if pd.isna(start[i]):
+            continue
+        stop = end[i] if pd.notna(end[i]) else start[i]
+        colour = STATUS_COLOURS.get(row["status"], "tab:red")
+        ax.barh(i, stop - start[i], left=start[i] - origin, color=colour, edgecolor="black")
+        steps = f"steps {_int(row['step_start'])}-{_int(row['step_end'])}"
+        ax.annotate(
+            f" {row['status']} ({steps})", (stop - origin, i), va="center", fontsize="small"
+        )
+    ax.set_yticks(range(len(segments)), [f"segment {s}" for s in segments["segment"]])
+    ax.invert_yaxis()
+    ax.set(title=title, xlabel="time since the first segment started (s)")
+    ax.margins(x=0.35)
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def _int(value: Any) -> str:
+    return "?" if value is None or pd.isna(value) else str(int(value))

@@ -1,0 +1,566 @@
+"""One bounded training segment (or the throughput probe), run under torchrun.
+
+    python -m torch.distributed.run --standalone --nproc-per-node=W -m chesslm.segment train \\
+        --run NAME --cache DIR --run-dir results/NAME --segment N --status-out segments/N.json \\
+        [--previous-status segments/N-1.json] [hyper-parameters...]
+    python -m torch.distributed.run ... -m chesslm.segment probe --cache DIR --run-dir ... \\
+        --probe-out results/NAME/probe-results.json
+
+A segment resumes ``train/last.pt`` (checked against the previous segment's status), trains
+until a terminal status, its time budget (``--max-seconds``, at most 420), the job deadline
+(CHESS_JOB_DEADLINE) or ``--segment-updates`` optimizer updates, validates, saves ``last.pt``
+atomically and writes its status file last. It exits 0 on every orderly stop, resumable or
+terminal, so a workflow can chain segments until the status says ``terminal``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import logging
+import math
+import os
+import random
+import resource
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from chesslm import batching, checkpoint, distributed, evaluate, model, optim
+from chesslm.cache import TokenCache
+from chesslm.deadline import Deadline
+from chesslm.events import EventLog
+from chesslm.integrity import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.telemetry import Telemetry
+
+logger = logging.getLogger(__name__)
+MAX_SECONDS = 420
+TRAIN_EVENT_EVERY = 10
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m chesslm.segment", description=__doc__.split("\n")[0])
+    p.add_argument("mode", choices=["train", "probe"])
+    p.add_argument("--run", default="run", help="run name, recorded in status files")
+    p.add_argument("--cache", required=True, help="token cache directory (with cache.json)")
+    p.add_argument("--run-dir", required=True, help="results/{run}: checkpoints etc. go to train/")
+    p.add_argument("--integrity-receipt", help="the dataset's integrity receipt (hashed into the identity)")
+    p.add_argument("--segment", type=int, default=0)
+    p.add_argument("--previous-status", help="status file of segment N-1 (required for N > 0)")
+    p.add_argument("--status-out", help="where this segment's status JSON goes (train mode)")
+    p.add_argument("--probe-out", help="where probe-results.json goes (probe mode)")
+    p.add_argument("--model", default="tiny", help=f"preset: {', '.join(model.PRESETS)}")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--workers", type=int, default=1, help="must equal torchrun's --nproc-per-node")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--micro", type=int, default=8, help="games per rank per microbatch")
+    p.add_argument("--accum", type=int, default=2, help="global batches per optimizer update")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--max-seconds", type=int, default=MAX_SECONDS)
+    p.add_argument("--validation-every-steps", type=int)
+    p.add_argument("--legality-eval-games", type=int)
+    p.add_argument("--schedule-steps", type=int)
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--max-updates", type=int)
+    p.add_argument("--segment-updates", type=int, help="stop after this many updates (deterministic runs)")
+    args = p.parse_args(argv)
+    if not 1 <= args.epochs <= 20 or not 1 <= args.max_seconds <= MAX_SECONDS:
+        p.error(f"bounded limits violated: epochs must be 1-20, max-seconds 1-{MAX_SECONDS}")
+    for name in ("micro", "accum", "workers", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be positive")
+    for name in ("validation_every_steps", "legality_eval_games", "schedule_steps", "warmup_steps",
+                 "max_updates", "segment_updates"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.mode == "train" and not args.status_out:
+        p.error("train mode needs --status-out")
+    if args.mode == "probe" and not args.probe_out:
+        p.error("probe mode needs --probe-out")
+    if args.segment > 0 and not args.previous_status and args.mode == "train":
+        p.error(f"segment {args.segment} needs --previous-status")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    rank, world, _ = distributed.world_from_env()
+    logging.basicConfig(level=logging.INFO, format=f"[rank{rank}] %(levelname)s %(name)s: %(message)s")
+    try:  # fail in one line, before any setup, on an impossible launch
+        distributed.check_devices(args.device, args.workers)
+        if world != args.workers:
+            raise ValueError(
+                f"--workers {args.workers} but {world} processes were launched; use"
+                f" torchrun --nproc-per-node={args.workers}"
+            )
+    except ValueError as error:
+        if rank == 0:
+            print(f"chesslm.segment: error: {error}", file=sys.stderr)
+        return 2
+    if args.mode == "probe":
+        probe(args)
+    else:
+        train(args)
+    return 0
+
+
+# ----------------------------------------------------------------------------- setup
+
+class Trainer:
+    """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
+
+    def __init__(self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache) -> None:
+        self.args = args
+        self.ctx = ctx
+        self.lengths = [int(n) for n in cache.train.lengths]
+        torch.manual_seed(args.seed)
+        random.seed(args.seed)
+        self.net = model.build(args.model, device=ctx.device)
+        self.parameters = self.net.num_parameters()
+        self.ddp: torch.nn.Module = self.net
+        if distributed.active():
+            ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
+            self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
+        self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
+        self.steps_per_epoch = len(self.plan(0))
+        self.schedule_steps, self.warmup_steps = optim.horizon(
+            epochs=args.epochs, steps_per_epoch=self.steps_per_epoch,
+            schedule_steps=args.schedule_steps, warmup_steps=args.warmup_steps,
+        )
+        self.sched = optim.scheduler(
+            self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
+        )
+        receipt = args.integrity_receipt
+        self.identity = checkpoint.identity(
+            preset=args.model, model_config=self.net.config.to_dict(), parameters=self.parameters,
+            dataset_fingerprint=cache.fingerprint,
+            receipt_sha256=sha256_file(receipt) if receipt else None,
+            world_size=ctx.world, device=args.device,
+            settings={
+                "seed": args.seed, "micro": args.micro, "accum": args.accum, "lr": args.lr,
+                "epochs": args.epochs, "schedule_steps": self.schedule_steps,
+                "warmup_steps": self.warmup_steps, "max_updates": args.max_updates,
+                "validation_every_steps": args.validation_every_steps,
+                "legality_eval_games": args.legality_eval_games,
+            },
+        )
+
+    def plan(self, epoch: int) -> list[list[list[int]]]:
+        a, w = self.args, self.ctx.world
+        return batching.groups(
+            batching.global_batches(self.lengths, epoch=epoch, seed=a.seed, micro=a.micro, world=w),
+            a.accum,
+        )
+
+    def update(self, games: Any, group: list[list[int]], micro: int) -> tuple[dict[str, float], float]:
+        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped)."""
+        self.opt.zero_grad(set_to_none=True)
+        values = batching.backward_group(
+            self.ddp, games, group, micro=micro, rank=self.ctx.rank, world=self.ctx.world,
+            device=self.ctx.device,
+        )
+        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0, error_if_nonfinite=True)
+        self.opt.step()
+        self.sched.step()
+        return values, float(norm)
+
+
+def open_cache(path: str, ctx: distributed.Context) -> TokenCache:
+    cache = TokenCache(path, verify=ctx.is_main)  # rank 0 re-hashes; the others wait below
+    distributed.barrier()
+    if len(cache.train) == 0 or len(cache.validation) == 0:
+        raise ValueError(f"{path}: nonempty train and validation splits required")
+    return cache
+
+
+def lock_run_dir(train_dir: Path) -> int:
+    """Hold an exclusive lock on the run directory for the life of this process, so an
+    orphaned trainer (its snakemake killed) can never write beside a new one."""
+    fd = os.open(train_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{train_dir}: locked by another trainer process; not starting") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def memory_record(ctx: distributed.Context) -> dict[str, Any]:
+    cuda = ctx.device.type == "cuda"
+    return {
+        "rank": ctx.rank,
+        "peak_allocated": torch.cuda.max_memory_allocated(ctx.device) if cuda else None,
+        "peak_reserved": torch.cuda.max_memory_reserved(ctx.device) if cuda else None,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def synchronize(ctx: distributed.Context) -> None:
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+
+
+# ----------------------------------------------------------------------------- probe
+
+def probe(args: argparse.Namespace) -> None:
+    """Step times and memory for microbatches 2 and 8 of the longest training game."""
+    ctx = distributed.init(args.device, threads=args.threads)
+    train_dir = Path(args.run_dir) / "train"
+    train_dir.mkdir(parents=True, exist_ok=True)
+    events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
+    try:
+        cache = open_cache(args.cache, ctx)
+        trainer = Trainer(args, ctx, cache)
+        longest = max(range(len(cache.train)), key=lambda i: trainer.lengths[i])
+        games = [cache.train[longest]] * (8 * ctx.world)
+        start = time.perf_counter()
+        results = []
+        for micro in (2, 8):
+            if ctx.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(ctx.device)
+            times = []
+            for rep in range(3):  # the first of each shape is a warm-up
+                distributed.barrier()
+                synchronize(ctx)
+                t = time.perf_counter()
+                values, _ = trainer.update(games, [list(range(micro * ctx.world))], micro)
+                synchronize(ctx)
+                if rep:
+                    times.append(time.perf_counter() - t)
+            results.append({
+                "microbatch_per_gpu": micro, "sequence_length": int(len(games[0]) - 1),
+                "timed_steps": len(times), "step_seconds": times,
+                "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
+                "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
+                "memory": distributed.all_gather_object(memory_record(ctx)),
+            })
+        if ctx.is_main:
+            result = {
+                "status": "passed", "run": args.run, "parameters": trainer.parameters,
+                "model": args.model, "device": args.device, "world_size": ctx.world,
+                "results": results, "gpu_work_wall_seconds": time.perf_counter() - start,
+                "scope": "six optimizer steps total, one warmup per shape; repeated longest"
+                " training game; discarded weights; not production throughput",
+                "test_evaluated": False,
+            }
+            write_json_atomic(Path(args.probe_out), result)
+            events.write("probe_complete", **result)
+    finally:
+        distributed.teardown()
+
+
+# ----------------------------------------------------------------------------- train
+
+def find_resume(train_dir: Path, segment: int, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The checkpoint this segment continues from, or None for a fresh run.
+
+    ``last.pt`` must be the previous segment's (its sha256 is in that status), or one written by
+    an earlier, killed attempt of *this* segment that resumed from it (its lineage says so).
+    """
+    last = train_dir / "last.pt"
+    if previous is None:
+        if not last.exists():
+            return None
+        saved = checkpoint.load(last)
+        if saved.get("lineage", {}).get("segment") == 0:
+            return saved  # an earlier attempt of segment 0 was killed after a save
+        raise ValueError(
+            f"{last} was written by segment {saved.get('lineage', {}).get('segment')!r}; segment 0"
+            f" starts from scratch, so remove {train_dir} to restart the run"
+        )
+    expected = previous["last_pt_sha256"]
+    if not last.exists():
+        raise ValueError(f"{last} is missing; the previous status expects sha256 {expected}")
+    actual = sha256_file(last)
+    saved = checkpoint.load(last)
+    if actual == expected:
+        return saved
+    lineage = saved.get("lineage", {})
+    if lineage.get("segment") == segment and lineage.get("parent_sha256") == expected:
+        return saved
+    raise ValueError(
+        f"{last}: sha256 {actual} does not match the previous status's last_pt_sha256 {expected}"
+    )
+
+
+def train(args: argparse.Namespace) -> None:
+    start_unix = time.time()
+    rank, world, _ = distributed.world_from_env()
+    train_dir = Path(args.run_dir) / "train"
+    train_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_run_dir(train_dir) if rank == 0 else None  # noqa: F841  (held until exit)
+    previous = read_json(Path(args.previous_status)) if args.previous_status else None
+    # Read and verify the checkpoint on the CPU before any device or process-group setup.
+    saved = find_resume(train_dir, args.segment, previous)
+    segment_start = previous["step_end"] if previous else 0
+    base = {"run": args.run, "segment": args.segment, "start_unix": start_unix,
+            "world_size": world, "device": args.device}
+    if saved is not None and (terminal := checkpoint.terminal_status_of(saved)):
+        if rank == 0:  # resuming a finished run is a no-op with a receipt
+            results_path = train_dir / "results.json"
+            if not results_path.exists():
+                write_json_atomic(results_path, results_record(saved, terminal, train_dir, None, None))
+            write_status(args, base, saved, terminal, stop_reason=terminal, resume_action="no_op_terminal",
+                         step_start=saved["cursor"]["step"], last_sha=sha256_file(train_dir / "last.pt"))
+        return
+    deadline = Deadline.from_env()
+    if deadline is not None and deadline.soft_stop():
+        raise TimeoutError("job deadline reached before setup")
+    ctx = distributed.init(args.device, threads=args.threads)
+    try:
+        Segment(args, ctx, train_dir, saved, previous, segment_start, deadline, base).run()
+    except BaseException as error:
+        write_json_atomic(train_dir / f"failure-rank{ctx.rank}.json",
+                          {"error": repr(error), "segment": args.segment, "time_unix": time.time()})
+        raise
+    finally:
+        distributed.teardown()
+
+
+class Segment:
+    """The training loop of one segment: prose first, helpers below."""
+
+    def __init__(self, args: argparse.Namespace, ctx: distributed.Context, train_dir: Path,
+                 saved: dict[str, Any] | None, previous: dict[str, Any] | None, segment_start: int,
+                 deadline: Deadline | None, base: dict[str, Any]) -> None:
+        self.args, self.ctx, self.dir, self.deadline, self.base = args, ctx, train_dir, deadline, base
+        self.events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
+        self.cache = open_cache(args.cache, ctx)
+        self.t = Trainer(args, ctx, self.cache)
+        self.val = evaluate.ValidationSet(self.cache, ctx.device, legality_games=args.legality_eval_games)
+        self.cursor = {"epoch": 0, "next_group": 0, "step": 0}
+        self.metrics: dict[str, Any] = {
+            "history": [], "best_nll": math.inf, "best_step": None, "bad_checks": 0,
+            "initial_validation": None, "totals": {}, "work_seconds": 0.0, "segments": 0,
+            "test_evaluated": False,
+        }
+        self.resume_action = "fresh"
+        if saved is not None:
+            checkpoint.check_identity(saved["identity"], self.t.identity)
+            self.t.net.load_state_dict(saved["model"])
+            self.t.opt.load_state_dict(saved["optimizer"])
+            self.t.sched.load_state_dict(saved["scheduler"])
+            self.cursor = dict(saved["cursor"])
+            self.metrics = saved["metrics"]
+            checkpoint.restore_rng(saved["rng_by_rank"][ctx.rank], ctx.device)
+            self.resume_action = "resumed"
+        self.parent_sha = previous["last_pt_sha256"] if previous else None
+        self.stop_step = (
+            segment_start + args.segment_updates if args.segment_updates is not None else None
+        )
+        self.step_start = self.cursor["step"]
+        self.last_sha: str | None = None
+
+    def run(self) -> None:
+        a, ctx = self.args, self.ctx
+        self.events.write("segment_start", **self.base, cursor=self.cursor,
+                          resume_action=self.resume_action, stop_step=self.stop_step)
+        if ctx.is_main:
+            write_json_atomic(self.dir / "identity.json", self.t.identity)
+        self.events.write("data_validated", train_games=len(self.cache.train),
+                          validation_games=len(self.val), train_targets=sum(n - 1 for n in self.t.lengths),
+                          dataset_fingerprint=self.cache.fingerprint, test_evaluated=False)
+        distributed.barrier()
+        synchronize(ctx)
+        if ctx.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(ctx.device)
+        self.work_start = time.perf_counter()
+        with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=ctx.is_main):
+            if a.segment == 0 and self.resume_action == "fresh":
+                initial = self.validate()
+                self.metrics["initial_validation"] = initial
+                if initial is not None:
+                    self.events.write("initial_validation", **initial)
+            status, reason = self.loop()
+        self.metrics["work_seconds"] += time.perf_counter() - self.work_start
+        self.metrics["segments"] += 1
+        # the status below must describe the checkpoint on disk, so save once more if needed
+        self.save(improved=False)
+        memory = distributed.all_gather_object(memory_record(ctx))
+        if ctx.is_main:
+            payload = {"cursor": self.cursor, "metrics": self.metrics, "identity": self.t.identity}
+            if status in checkpoint.TERMINAL:
+                write_json_atomic(self.dir / "results.json",
+                                  results_record(payload, status, self.dir, memory, self.work_start))
+                self.events.write("finished", status=status, best_step=self.metrics["best_step"],
+                                  best_nll=_finite(self.metrics["best_nll"]))
+            self.events.write("segment_end", **self.base, status=status, stop_reason=reason,
+                              cursor=self.cursor, updates=self.cursor["step"] - self.step_start)
+            write_status(a, self.base, payload, status, stop_reason=reason,
+                         resume_action=self.resume_action, step_start=self.step_start,
+                         last_sha=self.last_sha)
+
+    def loop(self) -> tuple[str, str | None]:
+        """Train until a terminal status or a stop; returns (status, stop reason)."""
+        a = self.args
+        while True:
+            epoch = self.cursor["epoch"]
+            plan = self.t.plan(epoch)
+            reason, check_totals = None, Counter()
+            for index in range(self.cursor["next_group"], len(plan)):
+                reason = distributed.broadcast_object(self.stop_reason() if self.ctx.is_main else None)
+                if reason:
+                    break
+                values = self.step(plan[index], index, epoch)
+                check_totals.update(values)
+                if a.max_updates is not None and self.cursor["step"] >= a.max_updates:
+                    break
+                if a.validation_every_steps and self.cursor["step"] % a.validation_every_steps == 0:
+                    break
+            completed = self.cursor["next_group"] == len(plan)
+            if completed:
+                self.cursor = {"epoch": epoch + 1, "next_group": 0, "step": self.cursor["step"]}
+            if self.unvalidated_updates():
+                check = self.validate()
+                if check is None:  # cut by the deadline: changes neither best nor patience
+                    return "total_deadline_soft_stop", "total_deadline_soft_stop"
+                self.record_check(check, epoch, completed, check_totals)
+            terminal = checkpoint.terminal_status(
+                bad_checks=self.metrics["bad_checks"], step=self.cursor["step"],
+                epoch=self.cursor["epoch"], max_updates=a.max_updates, epochs=a.epochs,
+            )
+            if terminal or reason:
+                return terminal or reason, reason or terminal
+
+    def stop_reason(self) -> str | None:
+        """Why this segment must stop before the next update (rank 0 decides for all)."""
+        a, step = self.args, self.cursor["step"]
+        if a.max_updates is not None and step >= a.max_updates:
+            return "max_updates"
+        if self.stop_step is not None and step >= self.stop_step:
+            return "segment_updates"
+        if self.deadline is not None and self.deadline.soft_stop():
+            return "time_budget"
+        if time.perf_counter() - self.work_start >= a.max_seconds:
+            return "time_budget"
+        return None
+
+    def step(self, group: list[list[int]], index: int, epoch: int) -> dict[str, float]:
+        synchronize(self.ctx)
+        t = time.perf_counter()
+        values, norm = self.t.update(self.cache.train, group, self.args.micro)
+        synchronize(self.ctx)
+        elapsed = time.perf_counter() - t
+        values = {**values, "train_seconds": elapsed}
+        totals = Counter(self.metrics["totals"])
+        totals.update(values)
+        self.metrics["totals"] = dict(totals)
+        self.cursor = {"epoch": epoch, "next_group": index + 1, "step": self.cursor["step"] + 1}
+        if self.cursor["step"] % TRAIN_EVENT_EVERY == 0:
+            self.events.write(
+                "train", epoch=epoch + 1, step=self.cursor["step"],
+                nll=values["loss_sum"] / values["valid_targets"], lr=self.t.sched.get_last_lr()[0],
+                gradient_norm_before_clip=norm,
+                useful_targets_per_second=values["valid_targets"] / elapsed,
+                padded_tokens_per_second=values["padded_tokens"] / elapsed,
+                padding_fraction=1 - values["valid_targets"] / values["padded_tokens"],
+                gpu_work_wall_seconds=time.perf_counter() - self.work_start,
+            )
+        return values
+
+    def unvalidated_updates(self) -> bool:
+        history = self.metrics["history"]
+        last = history[-1]["step"] if history else 0
+        return self.cursor["step"] > last
+
+    def validate(self) -> dict[str, Any] | None:
+        result = None
+        if self.ctx.is_main:
+            result = evaluate.evaluate(self.t.net, self.val, micro=8, deadline=self.deadline)
+        return distributed.broadcast_object(result)
+
+    def record_check(self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter) -> None:
+        m = self.metrics
+        seconds = max(1e-9, totals["train_seconds"])
+        entry = {
+            "epoch": epoch + 1, "complete_epoch": completed, "step": self.cursor["step"],
+            "validation": check,
+            "train_nll": totals["loss_sum"] / max(1, totals["valid_targets"]),
+            "useful_targets_per_second": totals["valid_targets"] / seconds,
+            "padded_tokens_per_second": totals["padded_tokens"] / seconds,
+            "padding_fraction": 1 - totals["valid_targets"] / max(1, totals["padded_tokens"]),
+        }
+        m["history"].append(entry)
+        improved = checkpoint.improved(check["nll"], m["best_nll"])
+        if improved:
+            m["best_nll"], m["best_step"], m["bad_checks"] = check["nll"], self.cursor["step"], 0
+        else:
+            m["bad_checks"] += 1
+        self.events.write("validation", best_nll=_finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry)
+        self.save(improved)
+
+    def save(self, improved: bool) -> None:
+        """last.pt (and best.pt on improvement), atomically, with every rank's RNG state."""
+        rngs = distributed.all_gather_object(checkpoint.rng_state(self.ctx.device))
+        if self.ctx.is_main:
+            lineage = {"segment": self.args.segment, "parent_sha256": self.parent_sha}
+            payload = checkpoint.payload(
+                model=self.t.net, optimizer=self.t.opt, scheduler=self.t.sched, cursor=self.cursor,
+                rng_by_rank=rngs, metrics=self.metrics, identity=self.t.identity, lineage=lineage,
+            )
+            self.last_sha = checkpoint.save(self.dir / "last.pt", payload)
+            if improved:
+                checkpoint.copy_atomic(self.dir / "last.pt", self.dir / "best.pt")
+        distributed.barrier()
+
+
+# ----------------------------------------------------------------------------- records
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def results_record(saved: dict[str, Any], status: str, train_dir: Path,
+                   memory: list[dict[str, Any]] | None, work_start: float | None) -> dict[str, Any]:
+    """train/results.json of a finished run (the seed's results.json)."""
+    m = saved["metrics"]
+    best = train_dir / "best.pt"
+    return {
+        "status": status, "cursor": saved["cursor"], "best_step": m["best_step"],
+        "best_validation_nll": _finite(m["best_nll"]), "bad_checks": m["bad_checks"],
+        "history": m["history"], "initial_validation": m["initial_validation"],
+        "totals": m["totals"], "memory": memory,
+        "gpu_work_wall_seconds": m["work_seconds"], "segments": m["segments"],
+        "test_evaluated": False,
+        "best_checkpoint": "best.pt" if best.exists() else None,
+        "best_checkpoint_sha256": sha256_file(best) if best.exists() else None,
+        "last_checkpoint_sha256": sha256_file(train_dir / "last.pt"),
+        "identity_sha256": digest_json(saved["identity"]),
+        "identity": saved["identity"],
+    }
+
+
+def write_status(args: argparse.Namespace, base: dict[str, Any], saved: dict[str, Any], status: str, *,
+                 stop_reason: str | None, resume_action: str, step_start: int,
+                 last_sha: str | None) -> None:
+    """The segment's status file: written last and atomically, so it exists only when the
+    checkpoint it names is complete."""
+    m, cursor = saved["metrics"], saved["cursor"]
+    end = time.time()
+    record = {
+        **base, "status": status, "terminal": status in checkpoint.TERMINAL,
+        "stop_reason": stop_reason, "resume_action": resume_action,
+        "end_unix": end, "seconds": end - base["start_unix"],
+        "step_start": step_start, "step_end": cursor["step"], "updates": cursor["step"] - step_start,
+        "cursor": cursor, "best_step": m["best_step"], "best_validation_nll": _finite(m["best_nll"]),
+        "bad_checks": m["bad_checks"], "last_pt_sha256": last_sha,
+        "identity_sha256": digest_json(saved["identity"]), "test_evaluated": False,
+    }
+    path = Path(args.status_out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""Which split a game belongs to: a keyed hash of its id, nothing else.
+
+A game's split depends only on its id and the split key, never on input order, file
+boundaries or the number of workers, so adding a month of games never moves an old game
+from test into train.
+
+>>> assign("NRafdioG", key="chesslm-split-v1", validation=0.05, test=0.05)
+'train'
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+SPLITS = ("train", "validation", "test")
+
+
+def unit_interval(game_id: str, key: str) -> float:
+    """A number in [0, 1) that is uniform over ids and fixed for (id, key)."""
+    digest = hashlib.blake2b(game_id.encode(), key=key.encode()[:64], digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def assign(game_id: str, *, key: str, validation: float, test: float) -> str:
+    """'train', 'validation' or 'test' for a game id."""
+    if not (0 <= validation and 0 <= test and validation + test < 1):
+        raise ValueError(f"split fractions must be >= 0 and sum below 1: {validation=}, {test=}")
+    u = unit_interval(game_id, key)
+    if u < test:
+        return "test"
+    if u < test + validation:
+        return "validation"
+    return "train"

@@ -1,0 +1,663 @@
+"""Tables, figures and ``summary.md`` for one training run, read from its records alone.
+
+``summarise(run_dir)`` reads what training left in ``results/{run}/`` (``train/events.jsonl``,
+``train/gpu-telemetry.jsonl``, ``train/identity.json``, ``segments/*.json``,
+``probe-results.json``, ``results.json``) plus the dataset's integrity receipt, and writes
+``results/{run}/report/`` (the names in ``OUTPUT_FILES``). It works on a run in any state:
+every input is optional, a killed writer's truncated last line, unknown event stages and
+missing fields are skipped, and each skip is listed under "Skipped or missing input" in
+``summary.md``. A run without a terminal segment status is summarised as *partial*.
+
+Snakemake's ``summarise`` rule runs it once a run is complete (its input is ``results.json``);
+for a run still training, or one that was stopped, use the command line::
+
+    python -m chesslm.summary results/demo        # writes results/demo/report/
+
+This module reads JSON and draws with matplotlib; it never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from chesslm import plots
+
+LOGGER = logging.getLogger(__name__)
+
+OUTPUT_FILES: dict[str, str] = {
+    "data": "data.csv",
+    "validation": "validation.csv",
+    "train_steps": "train-steps.csv",
+    "segments": "segments.csv",
+    "telemetry": "gpu-telemetry.csv",
+    "probe": "probe.csv",
+    "nll_plot": "nll.svg",
+    "validation_plot": "validation-metrics.svg",
+    "throughput_plot": "throughput.svg",
+    "gpu_plot": "gpu.svg",
+    "segments_plot": "segments.svg",
+    "summary": "summary.md",
+}
+"""Name (as in the Snakemake rule's named outputs) -> file name under ``report/``."""
+
+KNOWN_STAGES = frozenset(
+    {"data_validated", "initial_validation", "train", "validation", "probe_complete"}
+    | {"finished", "segment_start", "segment_end"}
+)
+TERMINAL_STATUSES = frozenset({"early_stop_5_checks", "max_updates", "max_epochs"})
+
+# The seed's metrics, in its order; validation fields sit under ``validation.`` in checks.
+VALIDATION_METRICS = [
+    "nll",
+    "valid_targets",
+    "games",
+    *(f"phase_accuracy.{p}" for p in ("source", "destination", "promotion", "eos")),
+    *(f"phase_counts.{p}" for p in ("source", "destination", "promotion", "eos")),
+    "teacher_forced_triple_legality",
+    "raw_reserved_probability",
+    "raw_illegal_token_probability",
+    "legality_games",
+    "legality_targets",
+    "seconds",
+]
+CHECK_FIELDS = ["train_nll", "useful_targets_per_second", "padded_tokens_per_second"]
+CHECK_FIELDS += ["padding_fraction", "best_nll", "bad_checks"]
+TRAIN_FIELDS = ["epoch", "step", "nll", "lr", "gradient_norm_before_clip"]
+TRAIN_FIELDS += ["useful_targets_per_second", "padded_tokens_per_second", "padding_fraction"]
+TRAIN_FIELDS += ["gpu_work_wall_seconds"]
+SEGMENT_FIELDS = ["segment", "status", "terminal", "stop_reason", "start_unix", "end_unix"]
+SEGMENT_FIELDS += ["seconds", "step_start", "step_end", "updates", "best_step"]
+SEGMENT_FIELDS += ["best_validation_nll", "bad_checks", "last_pt_sha256", "world_size", "device"]
+TELEMETRY_METRICS = {"utilization_percent": 1, "memory_used_MiB": 2, "power_W": 3}
+# Text the seed repeats in every validation record; it describes the protocol, not a value.
+PROTOCOL_TEXT = ("validation.legality_subset", "validation.protocol")
+
+
+@dataclass
+class RunRecords:
+    """Everything read from one run directory; ``None`` or empty where a file is absent."""
+
+    run_dir: Path
+    events: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    identity: dict[str, Any] | None = None
+    probe: dict[str, Any] | None = None
+    results: dict[str, Any] | None = None
+    receipt: dict[str, Any] | None = None
+    receipt_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    """What was skipped or missing, one line each, for summary.md."""
+
+
+def read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file; unreadable lines are skipped and noted."""
+    if not path.is_file():
+        notes.append(f"{path.name}: not found")
+        return []
+    records = []
+    lines = path.read_text(errors="replace").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            last = "the last line, truncated (a killed writer?)" if number == len(lines) else ""
+            notes.append(f"{path.name} line {number}: not valid JSON, skipped {last}".rstrip())
+            continue
+        if not isinstance(record, dict):
+            notes.append(f"{path.name} line {number}: not a JSON object, skipped")
+            continue
+        records.append(record)
+    if not records:
+        notes.append(f"{path.name}: no records")
+    return records
+
+
+def read_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
+    """A JSON object, or ``None`` (noted) when the file is absent or unreadable."""
+    if not path.is_file():
+        notes.append(f"{path.relative_to(path.parents[1])}: not found")
+        return None
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        notes.append(f"{path.name}: not readable JSON ({error}), skipped")
+        return None
+    if not isinstance(value, dict):
+        notes.append(f"{path.name}: not a JSON object, skipped")
+        return None
+    return value
+
+
+def find_receipt(run_dir: Path, fingerprint: str | None) -> Path | None:
+    """The receipt under ``results/datasets/*/`` whose dataset fingerprint is ``fingerprint``."""
+    if not fingerprint:
+        return None
+    for path in sorted((run_dir.parent / "datasets").glob("*/integrity-receipt.json")):
+        try:
+            if json.loads(path.read_text()).get("dataset_fingerprint") == fingerprint:
+                return path
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
+def load_run(run_dir: Path | str, *, receipt_path: Path | str | None = None) -> RunRecords:
+    """Read every record of a run; absent files are noted, never fatal."""
+    run_dir = Path(run_dir)
+    rec = RunRecords(run_dir=run_dir)
+    train = run_dir / "train"
+    rec.events = read_jsonl(train / "events.jsonl", rec.notes)
+    telemetry_notes: list[str] = []
+    rec.telemetry = read_jsonl(train / "gpu-telemetry.jsonl", telemetry_notes)
+    rec.notes += [n for n in telemetry_notes if not n.endswith(("not found", "no records"))]
+    for path in sorted((run_dir / "segments").glob("*.json"), key=_segment_sort_key):
+        status = read_json(path, rec.notes)
+        if status is not None:
+            status.setdefault("segment", _segment_sort_key(path))
+            rec.segments.append(status)
+    rec.identity = read_json(train / "identity.json", rec.notes)
+    rec.probe = read_json(run_dir / "probe-results.json", rec.notes)
+    results_notes: list[str] = []
+    rec.results = read_json(run_dir / "results.json", results_notes)
+    rec.notes += [n for n in results_notes if not n.endswith("not found")]  # partial: expected
+    if not rec.segments and rec.results and isinstance(rec.results.get("segments"), list):
+        rec.segments = [s for s in rec.results["segments"] if isinstance(s, dict)]
+        rec.notes.append("segments/: no status files; segments taken from results.json")
+    fingerprint = (rec.identity or {}).get("dataset_fingerprint")
+    rec.receipt_path = Path(receipt_path) if receipt_path else find_receipt(run_dir, fingerprint)
+    if rec.receipt_path is None:
+        rec.notes.append("integrity receipt: not found (no receipt matches the run's dataset)")
+    else:
+        rec.receipt = read_json(rec.receipt_path, rec.notes)
+    return rec
+
+
+def _segment_sort_key(path: Path) -> int | float:
+    return int(path.stem) if path.stem.isdigit() else float("inf")
+
+
+def _get(record: dict[str, Any], dotted: str) -> Any:
+    value: Any = record
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        elif not isinstance(value, list):
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _note_missing(frame: pd.DataFrame, columns: list[str], what: str, notes: list[str]) -> None:
+    for column in columns:
+        missing = int(frame[column].isna().sum()) if column in frame else len(frame)
+        if missing and len(frame):
+            notes.append(f"{what}: field {column!r} missing in {missing} of {len(frame)}, left blank")
+
+
+def by_stage(rec: RunRecords) -> dict[str, list[dict[str, Any]]]:
+    """Events grouped by stage, each tagged with its segment; unknown stages are noted."""
+    bounds = [(s.get("segment"), s.get("step_start"), s.get("step_end")) for s in rec.segments]
+    markers = any(e.get("stage") == "segment_start" for e in rec.events)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    unknown: Counter[str] = Counter()
+    current = None
+    for event in rec.events:
+        stage = event.get("stage")
+        if stage == "segment_start":
+            current = event.get("segment")
+        if stage not in KNOWN_STAGES:
+            unknown[str(stage)] += 1
+            continue
+        segment = current if markers else _segment_of(event.get("step"), bounds)
+        grouped.setdefault(stage, []).append({"segment": segment, **event})
+    for stage, count in sorted(unknown.items()):
+        notes_stage = "records without a stage" if stage == "None" else f"stage {stage!r}"
+        rec.notes.append(f"events.jsonl: {count} {notes_stage} not known to the summary, ignored")
+    return grouped
+
+
+def _segment_of(step: Any, bounds: list[tuple[Any, Any, Any]]) -> Any:
+    if not isinstance(step, int | float):
+        return None
+    for segment, start, end in bounds:
+        if isinstance(start, int | float) and isinstance(end, int | float) and start <= step:
+            if step <= end and (step > start or start == 0):
+                return segment
+    return None
+
+
+def validation_table(stages: dict[str, list[dict[str, Any]]], notes: list[str]) -> pd.DataFrame:
+    """One row per validation: the initial one (step 0), then every check."""
+    rows = []
+    for event in stages.get("initial_validation", []):
+        metrics = {k: v for k, v in event.items() if k not in ("stage", "segment", "time_unix")}
+        rows.append(
+            {"kind": "initial", "segment": event["segment"], "time_unix": event.get("time_unix")}
+            | {"epoch": 0, "step": 0}
+            | _flatten(metrics, "validation.")
+        )
+    for event in stages.get("validation", []):
+        if not isinstance(event.get("validation"), dict) or event.get("step") is None:
+            notes.append(f"events.jsonl: validation record without step or metrics, skipped")
+            continue
+        rows.append({"kind": "check"} | _flatten(event))
+    columns = ["kind", "segment", "time_unix", "epoch", "complete_epoch", "step"]
+    columns += [f"validation.{m}" for m in VALIDATION_METRICS] + CHECK_FIELDS
+    frame = _frame(rows, columns, drop=("stage", *PROTOCOL_TEXT))
+    checks = frame[frame["kind"] == "check"]
+    _note_missing(checks, [f"validation.{m}" for m in VALIDATION_METRICS], "validation", notes)
+    _note_missing(checks, CHECK_FIELDS, "validation", notes)
+    return frame
+
+
+def train_table(stages: dict[str, list[dict[str, Any]]], notes: list[str]) -> pd.DataFrame:
+    """One row per logged training step (the seed logs every 10th optimizer step)."""
+    rows = [e for e in stages.get("train", []) if e.get("step") is not None]
+    if len(rows) < len(stages.get("train", [])):
+        notes.append("events.jsonl: train records without a step, skipped")
+    frame = _frame(rows, ["segment", "time_unix", *TRAIN_FIELDS], drop=("stage",))
+    _note_missing(frame, TRAIN_FIELDS, "train", notes)
+    replayed = int(frame["step"].duplicated().sum())
+    if replayed:
+        notes.append(f"train: {replayed} steps logged twice (replayed after a resume); plots use the later")
+    return frame
+
+
+def segments_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
+    """One row per segment: its status file, or its start/end events when the file is absent."""
+    rows = {s["segment"]: {"source": "status file", **s} for s in rec.segments}
+    for event in stages.get("segment_start", []) + stages.get("segment_end", []):
+        n = event.get("segment")
+        if n is None or (n in rows and rows[n]["source"] == "status file"):
+            continue
+        row = rows.setdefault(n, {"segment": n, "source": "events"})
+        key = "start_unix" if event["stage"] == "segment_start" else "end_unix"
+        row[key] = event.get("time_unix")
+        row.update({k: v for k, v in event.items() if k in SEGMENT_FIELDS and k != "segment"})
+    for n, row in rows.items():
+        if row["source"] == "events":
+            if row.get("end_unix") is None:
+                row.setdefault("status", "running or killed")
+            rec.notes.append(f"segment {n}: no status file, row built from events.jsonl")
+        if row.get("seconds") is None and row.get("end_unix") and row.get("start_unix"):
+            row["seconds"] = row["end_unix"] - row["start_unix"]
+    frame = _frame(
+        [rows[n] for n in sorted(rows, key=str)], [*SEGMENT_FIELDS, "source"], drop=("run",)
+    )
+    if len(frame):
+        frame = frame.sort_values("segment", key=pd.to_numeric).reset_index(drop=True)
+    status_rows = frame[frame["source"] == "status file"]
+    _note_missing(status_rows, SEGMENT_FIELDS, "segments", rec.notes)
+    return frame
+
+
+def telemetry_samples(rec: RunRecords) -> pd.DataFrame:
+    """Long form: one row per GPU per telemetry record (nvidia-smi's CSV text parsed)."""
+    rows, bad = [], 0
+    for record in rec.telemetry:
+        gpus = record.get("gpus")
+        lines = gpus.splitlines() if isinstance(gpus, str) else []
+        if not isinstance(gpus, str):
+            bad += 1
+        for line in lines:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 4 or not parts[0].isdigit():
+                bad += 1
+                continue
+            row = {"time_unix": record.get("time_unix"), "gpu": int(parts[0])}
+            for name, index in TELEMETRY_METRICS.items():
+                row[name] = pd.to_numeric(parts[index], errors="coerce")  # "[N/A]" -> NaN
+            rows.append(row)
+    if bad:
+        rec.notes.append(f"gpu-telemetry.jsonl: {bad} GPU lines not parsable, skipped")
+    return pd.DataFrame(rows, columns=["time_unix", "gpu", *TELEMETRY_METRICS])
+
+
+def telemetry_table(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU: samples, then mean, p95 and max of utilisation, memory and power."""
+    columns = ["gpu", "samples", "first_unix", "last_unix"]
+    columns += [f"{m}_{s}" for m in TELEMETRY_METRICS for s in ("mean", "p95", "max")]
+    rows = []
+    for gpu, group in samples.groupby("gpu", sort=True):
+        row = {"gpu": gpu, "samples": len(group)}
+        row |= {"first_unix": group["time_unix"].min(), "last_unix": group["time_unix"].max()}
+        for metric in TELEMETRY_METRICS:
+            values = group[metric].dropna()
+            row[f"{metric}_mean"] = values.mean()
+            row[f"{metric}_p95"] = values.quantile(0.95) if len(values) else None
+            row[f"{metric}_max"] = values.max()
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def probe_table(rec: RunRecords) -> pd.DataFrame:
+    """One row per probed microbatch size, peak memory per rank in bytes."""
+    rows = []
+    for result in (rec.probe or {}).get("results", []) or []:
+        if not isinstance(result, dict):
+            continue
+        times = result.get("step_seconds") or []
+        row = {"status": rec.probe.get("status"), "parameters": rec.probe.get("parameters")}
+        row |= {k: v for k, v in result.items() if not isinstance(v, list | dict)}
+        row |= {"step_seconds_mean": sum(times) / len(times) if times else None}
+        memory = [m for m in result.get("memory") or [] if isinstance(m, dict)]
+        for kind in ("peak_allocated", "peak_reserved"):
+            values = [m.get(kind) for m in memory if m.get(kind) is not None]
+            row[f"{kind}_bytes_max"] = max(values) if values else None
+            for m in memory:
+                row[f"rank{m.get('rank')}_{kind}_bytes"] = m.get(kind)
+        rows.append(row)
+    if rec.probe is not None and not rows:
+        rec.notes.append("probe-results.json: no 'results' list, probe table empty")
+    columns = ["status", "parameters", "microbatch_per_gpu", "sequence_length", "timed_steps"]
+    columns += ["step_seconds_mean", "useful_targets_per_second", "padded_tokens_per_second"]
+    return _frame(rows, columns)
+
+
+def data_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
+    """One row: the data this run trained on and its integrity receipt."""
+    receipt = rec.receipt or {}
+    identity_fp = (rec.identity or {}).get("dataset_fingerprint")
+    validated = (stages.get("data_validated") or [{}])[-1]
+    row = {
+        "dataset_fingerprint": identity_fp,
+        "receipt_path": str(rec.receipt_path) if rec.receipt_path else None,
+        "receipt_dataset_fingerprint": receipt.get("dataset_fingerprint"),
+        "receipt_sha256": receipt.get("receipt_sha256"),
+        "receipt_seal_valid": _seal_valid(receipt) if receipt else None,
+        "fingerprints_match": (identity_fp == receipt.get("dataset_fingerprint"))
+        if identity_fp and receipt
+        else None,
+    }
+    row |= {k: validated.get(k) for k in ("train_games", "validation_games", "train_targets")}
+    row["test_evaluated"] = test_evaluated(rec)
+    if row["fingerprints_match"] is False:
+        rec.notes.append("integrity receipt: its dataset fingerprint differs from identity.json's")
+    return pd.DataFrame([row])
+
+
+def _seal_valid(receipt: dict[str, Any]) -> bool:
+    from chesslm.integrity import digest_json
+
+    body = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
+    return receipt.get("receipt_sha256") == digest_json(body)
+
+
+def test_evaluated(rec: RunRecords) -> bool:
+    """True only if some record says the test split was evaluated (it never should be)."""
+    sources = [rec.results, rec.probe, *rec.events, *rec.segments]
+    return any(isinstance(s, dict) and s.get("test_evaluated") is True for s in sources)
+
+
+test_evaluated.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str], drop: tuple = ()) -> pd.DataFrame:
+    """Known columns first in a fixed order, then any extra scalar fields the records carry."""
+    rows = [{k: v for k, v in _flatten(r).items() if k not in drop} for r in rows]
+    extra = sorted({k for r in rows for k in r} - set(columns))
+    return pd.DataFrame(rows, columns=columns + extra)
+
+
+@dataclass
+class RunState:
+    """Where the run stands: complete (results.json or a terminal segment) or partial."""
+
+    complete: bool
+    status: str | None
+    source: str
+
+
+def run_state(rec: RunRecords, segments: pd.DataFrame) -> RunState:
+    if rec.results is not None:
+        return RunState(True, rec.results.get("status"), "results.json")
+    for _, row in segments.iloc[::-1].iterrows():
+        if _true(row.get("terminal")) or row.get("status") in TERMINAL_STATUSES:
+            return RunState(True, row["status"], f"segment {row['segment']} (no results.json yet)")
+    last = segments.iloc[-1] if len(segments) else None
+    if last is None:
+        return RunState(False, None, "no segment has run")
+    return RunState(False, last.get("status"), f"segment {last['segment']}")
+
+
+def _true(value: Any) -> bool:
+    return isinstance(value, bool | np.bool_) and bool(value)
+
+
+def _num(value: Any, spec: str = ".4g") -> str:
+    if value is None or isinstance(value, str) or pd.isna(value):
+        return "n/a" if value is None or not isinstance(value, str) else value
+    return format(value, spec)
+
+
+def _utc(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "n/a"
+    return pd.Timestamp(float(value), unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows] + [""]
+
+
+def _best(rec: RunRecords, validation: pd.DataFrame) -> tuple[Any, Any, str]:
+    """Best step and NLL: from results.json, else the last status file, else the checks."""
+    if rec.results and rec.results.get("best_validation_nll") is not None:
+        return rec.results.get("best_step"), rec.results["best_validation_nll"], "results.json"
+    for status in reversed(rec.segments):
+        if status.get("best_validation_nll") is not None:
+            source = f"segment {status.get('segment')} status"
+            return status.get("best_step"), status["best_validation_nll"], source
+    checks = validation[validation["kind"] == "check"].dropna(subset=["validation.nll"])
+    if len(checks):
+        row = checks.loc[checks["validation.nll"].idxmin()]
+        return row["step"], row["validation.nll"], "lowest validation check in events.jsonl"
+    return None, None, "no validation check yet"
+
+
+def render_markdown(
+    rec: RunRecords,
+    state: RunState,
+    tables: dict[str, pd.DataFrame],
+    samples: pd.DataFrame,
+    paths: dict[str, Path],
+) -> str:
+    """summary.md: identity, state, best check, times, throughput, memory, data, skips."""
+    results, identity = rec.results or {}, rec.identity or {}
+    segments, validation, train = tables["segments"], tables["validation"], tables["train_steps"]
+    out = [f"# Run `{rec.run_dir.name}`", ""]
+    if state.complete:
+        out.append(f"**Complete.** Final status `{state.status}` (from {state.source}).")
+    else:
+        out.append(
+            f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
+            f"(from {state.source}). Everything below covers only the records written so far."
+        )
+    out += ["", f"test_evaluated: {str(test_evaluated(rec)).lower()}", ""]
+
+    step, nll, source = _best(rec, validation)
+    checks = validation[validation["kind"] == "check"]
+    initial = validation[validation["kind"] == "initial"]
+    out += ["## Outcome", "", f"- best step {_num(step, '')}, best validation NLL "]
+    out[-1] += f"{_num(nll, '.4f')} nats/target (from {source})"
+    if len(initial):
+        out.append(f"- initial validation NLL {_num(initial['validation.nll'].iloc[0], '.4f')}")
+    if len(checks):
+        last = checks.iloc[-1]
+        out.append(
+            f"- {len(checks)} validation checks; the last at step {_num(last['step'], '')}: "
+            f"NLL {_num(last['validation.nll'], '.4f')}, bad checks {_num(last['bad_checks'], '')}"
+        )
+    out.append("")
+
+    out += ["## Identity", ""]
+    if identity:
+        rows = [[k, v if not isinstance(v, dict | list) else json.dumps(v, sort_keys=True)]
+                for k, v in identity.items()]
+        out += _md_table(["key", "value"], rows)
+    else:
+        out += ["identity.json was not found.", ""]
+
+    out += ["## Time", ""]
+    if len(segments):
+        seconds = pd.to_numeric(segments["seconds"], errors="coerce")
+        span = pd.to_numeric(segments["end_unix"], errors="coerce").max() - pd.to_numeric(
+            segments["start_unix"], errors="coerce"
+        ).min()
+        out.append(
+            f"{len(segments)} segments, {_num(seconds.sum(), '.1f')} s in segments in all, "
+            f"{_num(span, '.1f')} s from the first start to the last end."
+        )
+        out.append("")
+        columns = ["segment", "status", "stop_reason", "start_unix", "end_unix", "seconds"]
+        columns += ["step_start", "step_end", "updates"]
+        rows = [
+            [_utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c == "seconds" else "")
+             for c in columns]
+            for _, r in segments.iterrows()
+        ]
+        out += _md_table([c.replace("_unix", " (UTC)") for c in columns], rows)
+    else:
+        out += ["No segment has recorded a start yet.", ""]
+    for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
+        if results.get(key) is not None:
+            out.append(f"- results.json {key}: {_num(results[key], '.1f')} s")
+    out.append("")
+
+    out += ["## Throughput", ""]
+    if len(train):
+        out.append(
+            f"- training records ({len(train)}): median "
+            f"{_num(train['useful_targets_per_second'].median(), ',.0f')} useful targets/s, "
+            f"{_num(train['padded_tokens_per_second'].median(), ',.0f')} padded tokens/s, "
+            f"mean padding fraction {_num(train['padding_fraction'].mean(), '.3f')}"
+        )
+    totals = results.get("totals") or {}
+    if totals.get("valid_targets") and totals.get("train_seconds"):
+        rate = totals["valid_targets"] / totals["train_seconds"]
+        out.append(f"- results.json totals: {_num(rate, ',.0f')} useful targets/s")
+    for _, row in tables["probe"].iterrows():
+        out.append(
+            f"- probe, microbatch {_num(row['microbatch_per_gpu'], '')} per GPU: "
+            f"{_num(row['useful_targets_per_second'], ',.0f')} useful targets/s"
+        )
+    out.append("")
+
+    out += ["## Memory", ""]
+    for entry in results.get("memory") or []:
+        if isinstance(entry, dict):
+            gib = {k: _num((entry.get(k) or float("nan")) / 2**30, ".2f") for k in
+                   ("peak_allocated", "peak_reserved")}
+            out.append(
+                f"- rank {entry.get('rank')}: peak allocated {gib['peak_allocated']} GiB, "
+                f"peak reserved {gib['peak_reserved']} GiB (results.json)"
+            )
+    probe = tables["probe"]
+    if len(probe) and "peak_reserved_bytes_max" in probe:
+        peak = pd.to_numeric(probe["peak_reserved_bytes_max"], errors="coerce").max()
+        out.append(f"- probe: peak reserved {_num(peak / 2**30, '.2f')} GiB on the busiest rank")
+    if len(samples):
+        for _, row in tables["telemetry"].iterrows():
+            out.append(
+                f"- GPU {row['gpu']}: memory max {_num(row['memory_used_MiB_max'], ',.0f')} MiB, "
+                f"utilisation mean {_num(row['utilization_percent_mean'], '.1f')} %, "
+                f"power mean {_num(row['power_W_mean'], '.1f')} W ({row['samples']} samples)"
+            )
+    else:
+        out.append(
+            "- No GPU telemetry was recorded (a CPU run, or gpu-telemetry.jsonl is absent or "
+            "empty): the GPU table is empty and the GPU figure says so."
+        )
+    out.append("")
+
+    data = tables["data"].iloc[0]
+    out += ["## Data", ""]
+    out.append(f"- dataset fingerprint (identity.json): `{_num(data['dataset_fingerprint'])}`")
+    if rec.receipt is not None:
+        out.append(
+            f"- integrity receipt `{data['receipt_path']}`: dataset fingerprint "
+            f"`{data['receipt_dataset_fingerprint']}`, receipt_sha256 `{data['receipt_sha256']}`, "
+            f"seal valid: {data['receipt_seal_valid']}, matches identity: "
+            f"{data['fingerprints_match']}"
+        )
+    else:
+        out.append("- integrity receipt: not found")
+    counts = ", ".join(f"{k} {_num(data[k], '')}" for k in ("train_games", "validation_games"))
+    out += [f"- {counts}, train targets {_num(data['train_targets'], '')}", ""]
+
+    out += ["## Files", ""]
+    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    out += ["## Skipped or missing input", ""]
+    notes = list(dict.fromkeys(rec.notes))
+    out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
+    return "\n".join(out) + "\n"
+
+
+def summarise(
+    run_dir: Path | str, out_dir: Path | str | None = None, *, receipt: Path | str | None = None
+) -> dict[str, Path]:
+    """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path."""
+    rec = load_run(run_dir, receipt_path=receipt)
+    out = Path(out_dir) if out_dir else rec.run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {name: out / filename for name, filename in OUTPUT_FILES.items()}
+    stages = by_stage(rec)
+    samples = telemetry_samples(rec)
+    tables = {
+        "data": data_table(rec, stages),
+        "validation": validation_table(stages, rec.notes),
+        "train_steps": train_table(stages, rec.notes),
+        "segments": segments_table(rec, stages),
+        "telemetry": telemetry_table(samples),
+        "probe": probe_table(rec),
+    }
+    for name, table in tables.items():
+        table.to_csv(paths[name], index=False)
+    plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
+    state = run_state(rec, tables["segments"])
+    paths["summary"].write_text(render_markdown(rec, state, tables, samples, paths))
+    LOGGER.info("wrote %d files to %s (%d notes)", len(paths), out, len(rec.notes))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m chesslm.summary", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("run_dir", type=Path, help="a run directory, e.g. results/demo")
+    parser.add_argument("--out", type=Path, help="output folder (default RUN_DIR/report)")
+    parser.add_argument("--receipt", type=Path, help="integrity receipt (default: found by fingerprint)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not args.run_dir.is_dir():
+        parser.error(f"not a directory: {str(args.run_dir)!r}")
+    summarise(args.run_dir, args.out, receipt=args.receipt)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

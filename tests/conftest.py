@@ -1,0 +1,64 @@
+"""Shared fixtures: tiny token caches made from the embedded Lichess sample."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chess.pgn
+import numpy as np
+import pytest
+import zstandard
+
+from chesslm import cache, gamearrays, tokens
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
+
+
+def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
+    """The first ``n`` sample games with at least one move, cut to ``max_plies`` plies."""
+    out = []
+    with open(SAMPLE, "rb") as fh:
+        text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8")
+        while len(out) < n:
+            game = chess.pgn.read_game(text)
+            if game is None:
+                break
+            moves = list(game.mainline_moves())[:max_plies]
+            if moves:
+                out.append(np.array(tokens.encode_moves(moves), dtype=np.uint8))
+    return out
+
+
+def make_cache(directory: Path, *, n_train: int, n_val: int, max_plies: int = 24,
+               fingerprint: str = "test-fingerprint") -> Path:
+    games = sample_games(n_train + n_val, max_plies=max_plies)
+    shards = directory / "shards"
+    shards.mkdir(parents=True, exist_ok=True)
+    for split, part in (("train", games[:n_train]), ("validation", games[n_train:])):
+        gamearrays.save(shards / split, gamearrays.pack(part, [f"{split}{i}" for i in range(len(part))]))
+    out = directory / "token-cache"
+    cache.build(out, {"train": [shards / "train"], "validation": [shards / "validation"]},
+                meta={"dataset_fingerprint": fingerprint})
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 training and 6 validation games of at most 24 plies."""
+    return make_cache(tmp_path_factory.mktemp("cache"), n_train=24, n_val=6)
+
+
+def run_segment(args: list[str], *, workers: int = 2, env: dict[str, str] | None = None,
+                timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``torchrun --standalone --nproc-per-node=workers -m chesslm.segment args`` (gloo, CPU)."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={workers}", "-m", "chesslm.segment", *args,
+               f"--workers={workers}"]
+    return subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=timeout,
+                          cwd=ROOT)

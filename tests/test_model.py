@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import torch
+
+from chesslm import model, optim
+
+
+def test_baseline_has_exactly_the_gpt2_small_parameter_count() -> None:
+    with torch.device("meta"):  # no memory, no init cost
+        net = model.GPT(model.PRESETS["baseline"])
+    assert net.num_parameters() == model.BASELINE_PARAMETERS == 85_940_736
+    assert net.lm_head.weight is net.transformer.wte.weight
+
+
+def test_tiny_forward_is_causal_and_fp32() -> None:
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    assert all(p.dtype == torch.float32 for p in net.parameters())
+    x = torch.tensor([[69, 12, 28, 64, 6, 21, 64]])
+    full = net(x)
+    assert full.shape == (1, 7, 128)
+    # changing a later token must not change earlier logits
+    y = x.clone()
+    y[0, 5] = 30
+    torch.testing.assert_close(net(y)[:, :5], full[:, :5], rtol=0, atol=0)
+
+
+def test_right_padding_does_not_change_valid_logits() -> None:
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    x = torch.tensor([[69, 12, 28, 64]])
+    padded = torch.tensor([[69, 12, 28, 64, 71, 71]])
+    torch.testing.assert_close(net(padded)[:, :4], net(x), rtol=1e-6, atol=1e-6)
+
+
+def test_weight_decay_only_on_matrices() -> None:
+    net = model.build("tiny")
+    decay, no_decay = net.param_groups(0.1)
+    assert all(p.dim() >= 2 for p in decay["params"]) and decay["weight_decay"] == 0.1
+    assert all(p.dim() < 2 for p in no_decay["params"]) and no_decay["weight_decay"] == 0.0
+    opt = optim.optimizer(net, 3e-4, device=torch.device("cpu"))
+    assert opt.defaults["betas"] == (0.9, 0.95)
+
+
+def test_schedule_horizon_defaults_and_refuses_long_warmup() -> None:
+    assert optim.horizon(epochs=2, steps_per_epoch=50, schedule_steps=None, warmup_steps=None) == (100, 10)
+    import pytest
+
+    with pytest.raises(ValueError, match="warmup_steps"):
+        optim.horizon(epochs=1, steps_per_epoch=5, schedule_steps=None, warmup_steps=5)

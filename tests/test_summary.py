@@ -1,0 +1,404 @@
+"""chesslm.summary: tables checked against the records they came from, figures, bad input,
+and one real ``snakemake`` + ``snakemake --report`` run of workflow/rules/report.smk."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from chesslm import summary
+from chesslm.integrity import digest_json
+
+REPO = Path(__file__).resolve().parents[1]
+T0 = 1_795_000_000.0  # a fixed time_unix origin
+FINGERPRINT = "f" * 64
+SHA = "a" * 64
+
+
+# --- a synthetic run with the seed's record shapes ---------------------------------------
+
+
+def validation_metrics(step: int) -> dict:
+    """The seed's evaluate() result, improving with the step."""
+    nll = 4.6 * math.exp(-step / 150) + 1.4
+    accuracy = 1 - nll / 6.5
+    return {
+        "nll": nll,
+        "valid_targets": 48_213,
+        "games": 512,
+        "phase_accuracy": {
+            "source": accuracy * 0.8,
+            "destination": accuracy,
+            "promotion": 0.97 + step / 1e5,
+            "eos": 0.5 + step / 1e3,
+        },
+        "phase_counts": {"source": 15_900, "destination": 15_900, "promotion": 15_900, "eos": 513},
+        "teacher_forced_triple_legality": min(0.99, 0.2 + step / 400),
+        "raw_reserved_probability": 0.3 * math.exp(-step / 40),
+        "raw_illegal_token_probability": 0.6 * math.exp(-step / 100),
+        "legality_games": 64,
+        "legality_targets": 6_011,
+        "legality_subset": "N evenly spaced game indices across immutable validation shard order",
+        "protocol": "raw128 teacher-forced next-token logits; not free-running",
+        "seconds": 11.5 + step / 100,
+    }
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def make_run(
+    root: Path,
+    run: str = "pilot",
+    *,
+    segments: tuple[tuple[int, int, str], ...] = ((0, 120, "time_budget"), (120, 240, "time_budget"),
+                                                  (240, 300, "early_stop_5_checks")),
+    complete: bool = True,
+    gpus: int = 2,
+) -> Path:
+    """results/{run}/ as training leaves it: events, telemetry, statuses, probe, results."""
+    run_dir = root / "results" / run
+    (run_dir / "segments").mkdir(parents=True)
+    receipt_body = {"format": "chesslm-integrity-receipt-v1", "dataset_fingerprint": FINGERPRINT}
+    receipt = {**receipt_body, "receipt_sha256": digest_json(receipt_body)}
+    receipt_path = root / "results" / "datasets" / "sample" / "integrity-receipt.json"
+    receipt_path.parent.mkdir(parents=True)
+    receipt_path.write_text(json.dumps(receipt))
+    identity = {"model": {"n_layer": 12}, "parameters": 85_940_736, "world_size": 2,
+                "dataset_fingerprint": FINGERPRINT, "seed": 2026, "microbatch": 8}
+    (run_dir / "train").mkdir()
+    (run_dir / "train" / "identity.json").write_text(json.dumps(identity))
+    events: list[dict] = []
+    telemetry: list[dict] = []
+    t = T0
+    best, bad, best_step = float("inf"), 0, None
+    for n, (first, last, status) in enumerate(segments):
+        start = t
+        events.append({"time_unix": t, "stage": "segment_start", "segment": n, "step": first})
+        if n == 0:
+            events.append({"time_unix": t + 1, "stage": "data_validated", "train_games": 9_000,
+                           "validation_games": 512, "train_targets": 1_234_567,
+                           "test_evaluated": False})
+            events.append({"time_unix": t + 2, "stage": "initial_validation",
+                           **validation_metrics(0)})
+        for step in range(first + 10, last + 1, 10):
+            t += 3.0
+            events.append({"time_unix": t, "stage": "train", "epoch": 1 + step // 200,
+                           "step": step, "nll": 4.6 * math.exp(-step / 140) + 1.35,
+                           "lr": 3e-4 * min(1, step / 30), "gradient_norm_before_clip": 2.0 / (1 + step / 50),
+                           "useful_targets_per_second": 70_000 + step, "padded_tokens_per_second": 80_000 + step,
+                           "padding_fraction": 0.125 - step / 1e5, "gpu_work_wall_seconds": t - start})
+            if step % 40 == 0 or step == last:
+                metrics = validation_metrics(step)
+                if metrics["nll"] < best - 1e-4:
+                    best, bad, best_step = metrics["nll"], 0, step
+                else:
+                    bad += 1
+                events.append({"time_unix": t + 0.5, "stage": "validation", "epoch": 1 + step // 200,
+                               "complete_epoch": step % 200 == 0, "step": step,
+                               "validation": metrics, "train_nll": metrics["nll"] - 0.05,
+                               "useful_targets_per_second": 71_000.0 + step,
+                               "padded_tokens_per_second": 81_000.0 + step,
+                               "padding_fraction": 0.12, "best_nll": best, "bad_checks": bad})
+        for second in range(int(start), int(t), 2):
+            lines = [f"{g}, {90 - g}, {60_000 + 10 * g + second % 7}, {400.5 + g}" for g in range(gpus)]
+            telemetry.append({"time_unix": float(second), "gpus": "\n".join(lines)})
+        terminal = status in summary.TERMINAL_STATUSES
+        end = t + 2
+        events.append({"time_unix": end, "stage": "segment_end", "segment": n, "status": status})
+        (run_dir / "segments" / f"{n}.json").write_text(json.dumps({
+            "run": run, "segment": n, "status": status, "terminal": terminal,
+            "stop_reason": status, "start_unix": start, "end_unix": end, "seconds": end - start,
+            "step_start": first, "step_end": last, "updates": last - first,
+            "cursor": {"epoch": last // 200, "next_group": last % 200, "step": last},
+            "best_step": best_step, "best_validation_nll": best, "bad_checks": bad,
+            "last_pt_sha256": f"{n:x}" * 64, "world_size": 2, "device": "cuda"}))
+        t = end + 30
+    if gpus:
+        write_jsonl(run_dir / "train" / "gpu-telemetry.jsonl", telemetry)
+    probe = {"status": "passed", "parameters": 85_940_736, "gpu_work_wall_seconds": 21.0,
+             "results": [{"microbatch_per_gpu": m, "sequence_length": 611, "timed_steps": 2,
+                          "step_seconds": [0.2 * m, 0.21 * m], "useful_targets_per_second": 12_000.0 * m,
+                          "padded_tokens_per_second": 12_500.0 * m,
+                          "memory": [{"rank": r, "peak_allocated": m * 2**30 + r, "peak_reserved": m * 2**31 + r}
+                                     for r in range(2)]}
+                         for m in (2, 8)]}
+    (run_dir / "probe-results.json").write_text(json.dumps(probe))
+    if complete:
+        status = segments[-1][2]
+        events.append({"time_unix": t, "stage": "finished", "status": status,
+                       "best_step": best_step, "best_nll": best})
+        (run_dir / "results.json").write_text(json.dumps({
+            "status": status, "best_step": best_step, "best_validation_nll": best,
+            "memory": [{"rank": r, "peak_allocated": 30 * 2**30, "peak_reserved": 34 * 2**30}
+                       for r in range(2)],
+            "totals": {"valid_targets": 1e7, "train_seconds": 140.0}, "test_evaluated": False,
+            "segments": [json.loads((run_dir / "segments" / f"{n}.json").read_text())
+                         for n in range(len(segments))]}))
+    write_jsonl(run_dir / "train" / "events.jsonl", events)
+    return run_dir
+
+
+def events_of(run_dir: Path, stage: str) -> list[dict]:
+    lines = (run_dir / "train" / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e.get("stage") == stage]
+
+
+def read_csv(paths: dict[str, Path], name: str) -> pd.DataFrame:
+    return pd.read_csv(paths[name])
+
+
+# --- tables against their records ------------------------------------------------------
+
+
+@pytest.fixture
+def complete_run(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    run_dir = make_run(tmp_path)
+    return run_dir, summary.summarise(run_dir)
+
+
+def test_writes_every_output_non_empty(complete_run):
+    run_dir, paths = complete_run
+    assert set(paths) == set(summary.OUTPUT_FILES)
+    for name, path in paths.items():
+        assert path.parent == run_dir / "report"
+        assert path.stat().st_size > 0, name
+    for name in ("nll_plot", "validation_plot", "throughput_plot", "gpu_plot", "segments_plot"):
+        text = paths[name].read_text()
+        assert text.startswith("<?xml") and "<svg" in text and "</svg>" in text
+
+
+def test_validation_table_matches_events(complete_run):
+    run_dir, paths = complete_run
+    table = read_csv(paths, "validation")
+    checks = events_of(run_dir, "validation")
+    assert list(table["kind"]) == ["initial"] + ["check"] * len(checks)
+    assert len(checks) == 8  # steps 40, 80, 120 | 160, 200, 240 | 280, 300
+    initial = table.iloc[0]
+    assert initial["step"] == 0
+    assert initial["validation.nll"] == pytest.approx(validation_metrics(0)["nll"])
+    rows = table[table["kind"] == "check"].reset_index(drop=True)
+    for i, event in enumerate(checks):
+        row = rows.iloc[i]
+        assert row["step"] == event["step"]
+        assert row["validation.nll"] == pytest.approx(event["validation"]["nll"], rel=1e-12)
+        for phase, value in event["validation"]["phase_accuracy"].items():
+            assert row[f"validation.phase_accuracy.{phase}"] == pytest.approx(value, rel=1e-12)
+        for key in ("teacher_forced_triple_legality", "raw_reserved_probability",
+                    "raw_illegal_token_probability", "legality_targets", "seconds"):
+            assert row[f"validation.{key}"] == pytest.approx(event["validation"][key], rel=1e-12)
+        for key in ("train_nll", "useful_targets_per_second", "best_nll", "bad_checks"):
+            assert row[key] == pytest.approx(event[key], rel=1e-12)
+    assert list(rows["segment"]) == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert "validation.protocol" not in table  # protocol text, not a metric
+
+
+def test_train_table_matches_events(complete_run):
+    run_dir, paths = complete_run
+    table = read_csv(paths, "train_steps")
+    events = events_of(run_dir, "train")
+    assert len(table) == len(events) == 30
+    assert list(table["step"]) == [e["step"] for e in events]
+    for column in summary.TRAIN_FIELDS:
+        assert table[column].tolist() == pytest.approx([e[column] for e in events], rel=1e-12)
+    assert table.groupby("segment").size().tolist() == [12, 12, 6]
+
+
+def test_segments_table_matches_status_files(complete_run):
+    run_dir, paths = complete_run
+    table = read_csv(paths, "segments")
+    statuses = [json.loads((run_dir / "segments" / f"{n}.json").read_text()) for n in range(3)]
+    assert len(table) == 3
+    for column in ("segment", "status", "stop_reason", "start_unix", "end_unix", "seconds",
+                   "step_start", "step_end", "updates", "last_pt_sha256"):
+        assert table[column].tolist() == [s[column] for s in statuses], column
+    assert table["terminal"].tolist() == [False, False, True]
+
+
+def test_telemetry_table_per_gpu(complete_run):
+    run_dir, paths = complete_run
+    table = read_csv(paths, "telemetry")
+    records = [json.loads(line) for line in
+               (run_dir / "train" / "gpu-telemetry.jsonl").read_text().splitlines()]
+    assert table["gpu"].tolist() == [0, 1]
+    assert table["samples"].tolist() == [len(records)] * 2
+    for gpu in (0, 1):
+        memory = pd.Series([float(r["gpus"].splitlines()[gpu].split(",")[2]) for r in records])
+        row = table.iloc[gpu]
+        assert row["utilization_percent_mean"] == 90 - gpu
+        assert row["power_W_max"] == pytest.approx(400.5 + gpu)
+        assert row["memory_used_MiB_mean"] == pytest.approx(memory.mean())
+        assert row["memory_used_MiB_p95"] == pytest.approx(memory.quantile(0.95))
+        assert row["memory_used_MiB_max"] == memory.max()
+
+
+def test_probe_and_data_tables(complete_run):
+    run_dir, paths = complete_run
+    probe = read_csv(paths, "probe")
+    assert probe["microbatch_per_gpu"].tolist() == [2, 8]
+    assert probe["useful_targets_per_second"].tolist() == [24_000.0, 96_000.0]
+    assert probe["step_seconds_mean"].tolist() == pytest.approx([0.41, 1.64])
+    assert probe["peak_reserved_bytes_max"].tolist() == [2 * 2**31 + 1, 8 * 2**31 + 1]
+    data = read_csv(paths, "data").iloc[0]
+    assert data["dataset_fingerprint"] == data["receipt_dataset_fingerprint"] == FINGERPRINT
+    assert bool(data["receipt_seal_valid"]) and bool(data["fingerprints_match"])
+    assert data["train_games"] == 9_000 and not bool(data["test_evaluated"])
+
+
+def test_summary_markdown_of_complete_run(complete_run):
+    run_dir, paths = complete_run
+    text = paths["summary"].read_text()
+    results = json.loads((run_dir / "results.json").read_text())
+    assert "**Complete.** Final status `early_stop_5_checks`" in text
+    assert "test_evaluated: false" in text
+    assert f"best step {results['best_step']}, best validation NLL " \
+           f"{results['best_validation_nll']:.4f}" in text
+    assert FINGERPRINT in text and "seal valid: True" in text
+    assert "GPU 1: memory max" in text and "rank 0: peak allocated 30.00 GiB" in text
+    assert "85940736" in text  # identity
+    assert "Nothing was skipped." in text
+
+
+def test_outputs_are_deterministic(complete_run):
+    run_dir, paths = complete_run
+    before = {name: path.read_bytes() for name, path in paths.items()}
+    summary.summarise(run_dir)
+    assert {name: path.read_bytes() for name, path in paths.items()} == before
+
+
+# --- partial, CPU and bad input --------------------------------------------------------
+
+
+def test_partial_run_with_a_running_segment(tmp_path):
+    run_dir = make_run(tmp_path, segments=((0, 120, "time_budget"), (120, 240, "time_budget")),
+                       complete=False)
+    # Segment 2 started (event written) but has no status file yet.
+    with open(run_dir / "train" / "events.jsonl", "a") as fh:
+        fh.write(json.dumps({"time_unix": T0 + 999, "stage": "segment_start", "segment": 2}) + "\n")
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    assert "**Partial run: no terminal status yet.**" in text
+    assert "segment 2: no status file" in text
+    segments = read_csv(paths, "segments")
+    assert segments["status"].tolist() == ["time_budget", "time_budget", "running or killed"]
+    assert len(read_csv(paths, "validation")) == 1 + 6
+
+
+def test_cpu_run_without_telemetry(tmp_path):
+    run_dir = make_run(tmp_path, gpus=0)
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    assert "No GPU telemetry was recorded" in text
+    assert len(read_csv(paths, "telemetry")) == 0
+    svg = paths["gpu_plot"].read_text()
+    assert "No GPU telemetry" in svg and "utilisation (%)" not in svg  # a notice, no empty axes
+
+
+def test_empty_telemetry_file(tmp_path):
+    run_dir = make_run(tmp_path)
+    (run_dir / "train" / "gpu-telemetry.jsonl").write_text("")
+    paths = summary.summarise(run_dir)
+    assert "No GPU telemetry was recorded" in paths["summary"].read_text()
+
+
+def test_truncated_last_lines(tmp_path):
+    run_dir = make_run(tmp_path)
+    for name in ("events.jsonl", "gpu-telemetry.jsonl"):
+        path = run_dir / "train" / name
+        path.write_text(path.read_text() + '{"time_unix": 1795000999.0, "stage": "tra')
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    assert "events.jsonl line 75: not valid JSON, skipped the last line, truncated" in text
+    assert "gpu-telemetry.jsonl line" in text
+    assert len(read_csv(paths, "train_steps")) == 30
+
+
+def test_unknown_stages_and_missing_optional_fields(tmp_path):
+    run_dir = make_run(tmp_path)
+    path = run_dir / "train" / "events.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    for event in events:
+        if event["stage"] == "train" and event["step"] == 50:
+            del event["lr"], event["gradient_norm_before_clip"]
+        if event["stage"] == "validation" and event["step"] == 80:
+            del event["validation"]["phase_accuracy"], event["train_nll"]
+    events.insert(5, {"time_unix": T0 + 5, "stage": "checkpoint_saved", "step": 20})
+    events.insert(6, {"time_unix": T0 + 6, "note": "no stage at all"})
+    write_jsonl(path, events)
+    (run_dir / "probe-results.json").unlink()
+    (run_dir / "train" / "identity.json").unlink()
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    assert "1 stage 'checkpoint_saved' not known to the summary, ignored" in text
+    assert "1 records without a stage" in text
+    assert "train: field 'lr' missing in 1 of 30, left blank" in text
+    assert "validation: field 'validation.phase_accuracy.source' missing in 1 of 8" in text
+    assert "validation: field 'train_nll' missing in 1 of 8" in text
+    assert "probe-results.json: not found" in text and "identity.json was not found." in text
+    train = read_csv(paths, "train_steps")
+    assert len(train) == 30 and train["lr"].isna().sum() == 1
+    assert len(read_csv(paths, "probe")) == 0
+
+
+def test_empty_run_directory(tmp_path):
+    run_dir = tmp_path / "results" / "fresh"
+    run_dir.mkdir(parents=True)
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    assert "**Partial run: no terminal status yet.**" in text and "no segment has run" in text
+    assert all(p.stat().st_size > 0 for p in paths.values())
+
+
+def test_command_line(tmp_path):
+    run_dir = make_run(tmp_path, complete=False)
+    done = subprocess.run([sys.executable, "-m", "chesslm.summary", str(run_dir)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "report" / "summary.md").is_file()
+
+
+def test_does_not_import_torch():
+    code = "import sys, chesslm.summary; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_rule_lists_every_output():
+    text = (REPO / "workflow" / "rules" / "report.smk").read_text()
+    for name, filename in summary.OUTPUT_FILES.items():
+        assert f"{name}=report(" in text and f'"results/{{run}}/report/{filename}"' in text
+
+
+# --- real snakemake --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_snakemake_rule_and_report(tmp_path):
+    make_run(tmp_path, "demo")
+    (tmp_path / "config.yaml").write_text("runs:\n  demo:\n    dataset: sample\n")
+    rules = REPO / "workflow" / "rules" / "report.smk"
+    (tmp_path / "Snakefile").write_text(
+        f'configfile: "config.yaml"\n'
+        f'report: "{REPO / "workflow" / "report" / "workflow.rst"}"\n\n'
+        f'include: "{rules}"\n\n'
+        "rule all:\n    input:\n        get_summary_targets(),\n"
+    )
+    snakemake = [str(Path(sys.executable).with_name("snakemake")), "--cores", "1"]
+    done = subprocess.run(snakemake, cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "results" / "demo" / "report" / "summary.md").is_file()
+    assert (tmp_path / "logs" / "summarise" / "demo.log").is_file()
+    target = "results/demo/report/summary.md"
+    done = subprocess.run([*snakemake, "--report", "report.html", target], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    assert "Hardware" in html and "Training" in html and "Probe" in html and "Data" in html

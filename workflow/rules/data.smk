@@ -1,0 +1,66 @@
+# Data stages: PGN -> dataset (convert) -> integrity receipt (verify) -> token cache.
+# Only `convert` (writing) and `verify` (hashing) ever take the test split as input.
+
+
+rule convert:
+    input:
+        pgn=get_pgn_inputs,
+    output:
+        manifest="results/datasets/{dataset}/manifest.json",
+        train=directory("results/datasets/{dataset}/train"),
+        validation=directory("results/datasets/{dataset}/validation"),
+        held_out=directory("results/datasets/{dataset}/test"),
+    params:
+        settings=lambda wildcards: dataset_settings(wildcards.dataset),
+    threads: 8
+    resources:
+        mem_mb=4000,
+    log:
+        "logs/datasets/{dataset}/convert.log",
+    script:
+        "../scripts/convert.py"
+
+
+rule verify:
+    input:
+        manifest="results/datasets/{dataset}/manifest.json",
+        train="results/datasets/{dataset}/train",
+        validation="results/datasets/{dataset}/validation",
+        held_out="results/datasets/{dataset}/test",
+    output:
+        receipt="results/datasets/{dataset}/integrity-receipt.json",
+    resources:
+        mem_mb=1000,
+    log:
+        "logs/datasets/{dataset}/verify.log",
+    script:
+        "../scripts/verify.py"
+
+
+rule token_cache:
+    input:
+        receipt="results/datasets/{dataset}/integrity-receipt.json",
+        manifest="results/datasets/{dataset}/manifest.json",
+        train="results/datasets/{dataset}/train",
+        validation="results/datasets/{dataset}/validation",
+    output:
+        meta="results/datasets/{dataset}/token-cache/cache.json",
+        arrays=multiext(
+            "results/datasets/{dataset}/token-cache/",
+            "train.tokens.npy",
+            "train.offsets.npy",
+            "train.ids.npy",
+            "validation.tokens.npy",
+            "validation.offsets.npy",
+            "validation.ids.npy",
+            "validation.legal_mask.npy",
+            "validation.legal_moves.npy",
+            "validation.legal_move_offsets.npy",
+        ),
+    threads: 4
+    resources:
+        mem_mb=4000,
+    log:
+        "logs/datasets/{dataset}/token_cache.log",
+    script:
+        "../scripts/token_cache.py"

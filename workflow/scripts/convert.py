@@ -1,0 +1,14 @@
+"""Adapter for rule convert: PGN files -> dataset shards + manifest."""
+
+from pathlib import Path
+
+from chesslm import dataset, logs
+
+with logs.step("convert", snakemake.log[0]) as log:  # noqa: F821
+    manifest = dataset.convert(
+        [Path(p) for p in snakemake.input.pgn],  # noqa: F821
+        Path(snakemake.output.manifest).parent,  # noqa: F821
+        snakemake.params.settings,  # noqa: F821
+        workers=snakemake.threads,  # noqa: F821
+    )
+    log.info("fingerprint %s", manifest["fingerprint"])

@@ -1,0 +1,21 @@
+"""Rule summarise: chesslm.summary for one complete run, into the rule's named outputs."""
+
+import sys
+
+sys.stderr = open(snakemake.log[0], "w")  # noqa: F821  (first, so import errors land in the log)
+
+import logging  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from chesslm.summary import OUTPUT_FILES, summarise  # noqa: E402
+
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(message)s")
+out_dir = Path(snakemake.output.summary).parent  # noqa: F821
+written = summarise(
+    Path(snakemake.input.results).parent,  # noqa: F821
+    out_dir,
+    receipt=snakemake.input.receipt,  # noqa: F821
+)
+expected = {name: Path(getattr(snakemake.output, name)) for name in OUTPUT_FILES}  # noqa: F821
+if expected != written:
+    raise ValueError(f"rule outputs {expected!r} differ from the files written {written!r}")

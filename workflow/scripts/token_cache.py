@@ -1,0 +1,14 @@
+"""Adapter for rule token_cache: verified train/validation shards -> token cache."""
+
+from pathlib import Path
+
+from chesslm import cache, logs
+
+with logs.step("token_cache", snakemake.log[0]) as log:  # noqa: F821
+    info = cache.build_from_dataset(
+        Path(snakemake.input.manifest).parent,  # noqa: F821
+        Path(snakemake.input.receipt),  # noqa: F821
+        Path(snakemake.output.meta).parent,  # noqa: F821
+        workers=snakemake.threads,  # noqa: F821
+    )
+    log.info("token cache: %s", info["splits"])
