@@ -132,6 +132,7 @@ def build_from_dataset(
 
     Every shard read is first checked against the integrity receipt.
     """
+    integrity.check_receipt(receipt_path, dataset_dir, [])  # the manifest, before reading it
     manifest = integrity.read_json(dataset_dir / "manifest.json")
     names = [name for s in SPLITS for name in dataset.split_files(manifest, s)]
     receipt = integrity.check_receipt(receipt_path, dataset_dir, names)

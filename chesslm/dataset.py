@@ -133,7 +133,7 @@ def parse_chunk(text: str, settings: Settings) -> ChunkResult:
         ).astype(np.uint8)
         for i, (headers, error) in enumerate(zip(view.headers, view.parse_errors, strict=True)):
             moves = triples[offsets[i] : offsets[i + 1]]
-            if not headers and error is not None:
+            if not headers and (error is not None or len(moves) == 0):
                 result.skipped["unparsable"] += 1  # text that is no game at all
                 continue
             reason = classify(headers, error, len(moves), settings)

@@ -7,6 +7,7 @@ import pytest
 
 from chesslm import tokens
 from chesslm.tokens import BOS, EOS, PROMO_NONE, State, decode_move, encode_moves
+from tests.helpers import all_sample_games
 
 
 def expected_masks(board: chess.Board, move: chess.Move | None, plies: int) -> list[set[int]]:
@@ -28,7 +29,8 @@ def allowed(state: State) -> set[int]:
     return {i for i, ok in enumerate(state.mask(legal=True)) if ok}
 
 
-def test_every_sample_game_round_trips_and_masks_match_python_chess(sample_games):
+def test_every_sample_game_round_trips_and_masks_match_python_chess():
+    sample_games = all_sample_games()
     assert len(sample_games) == 4754
     checked_tokens = 0
     for game in sample_games:

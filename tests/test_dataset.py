@@ -1,0 +1,216 @@
+"""Conversion of PGN into a dataset, checked against python-chess, and every bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import chess.pgn
+import numpy as np
+import pytest
+import zstandard
+
+from chesslm import dataset, gamearrays, split, tokens
+from chesslm.pgn import PgnFileError
+from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
+
+SETTINGS = dataset.Settings()
+
+
+def load_dataset(out: Path) -> dict[str, tuple[str, list[int]]]:
+    """id -> (split, tokens) of every game in a converted dataset."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    games = {}
+    for name in split.SPLITS:
+        for prefix in manifest["shards"][name]:
+            shard = gamearrays.Games(out / prefix)
+            for i in range(len(shard)):
+                games[shard.id(i)] = (name, shard[i].tolist())
+    return games
+
+
+def oracle(text: str, context: int = 1024) -> dict[str, list[int]]:
+    """What python-chess says the kept games are: id -> tokens."""
+    handle = io.StringIO(text)
+    kept = {}
+    while (game := chess.pgn.read_game(handle)) is not None:
+        moves = list(game.mainline_moves())
+        standard = game.headers.get("Variant", "Standard").lower() in ("standard", "chess")
+        if game.errors or not moves or not standard or "FEN" in game.headers:
+            continue
+        if 2 + 3 * len(moves) > context:
+            continue
+        gid = re.search(r"lichess\.org/(\w{8})", game.headers.get("Site", "")).group(1)
+        kept.setdefault(gid, tokens.encode_moves(moves))
+    return kept
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "in.pgn") -> Path:
+    path = tmp_path / name
+    if name.endswith(".zst"):
+        data = text.encode() if isinstance(text, str) else text
+        path.write_bytes(zstandard.ZstdCompressor().compress(data))
+    elif isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def game(site: str, moves: str, extra: str = "") -> str:
+    return (
+        f'[Event "Rated Blitz game"]\n[Site "https://lichess.org/{site}"]\n{extra}'
+        f'[Result "*"]\n\n{moves} *\n\n'
+    )
+
+
+def test_sample_agrees_with_python_chess_on_every_game(tmp_path):
+    sample_games = all_sample_games()
+    manifest = dataset.convert([SAMPLE], tmp_path / "ds", SETTINGS, workers=2)
+    converted = load_dataset(tmp_path / "ds")
+    assert sum(manifest["games"].values()) == len(converted) == 4754
+    assert set(manifest["skipped"].values()) == {0}
+    for g in sample_games:
+        gid = g.headers["Site"].rsplit("/", 1)[1]
+        assert converted[gid][1] == tokens.encode_moves(g.mainline_moves()), gid
+    assert all(isinstance(v, int) for v in manifest["games"].values())
+    for name in split.SPLITS:
+        assert manifest["games"][name] > 0
+
+
+def test_split_depends_only_on_the_id(tmp_path):
+    text = first_games_pgn(400)
+    parts = text.split("\n\n[Event ")
+    a = "\n\n[Event ".join(parts[:150]) + "\n"
+    b = "[Event " + "\n\n[Event ".join(parts[150:])
+    whole = load_dataset(
+        (dataset.convert([write(tmp_path, text)], tmp_path / "one", SETTINGS), tmp_path / "one")[1]
+    )
+    dataset.convert(
+        [write(tmp_path, b, "b.pgn.zst"), write(tmp_path, a, "a.pgn")],
+        tmp_path / "two",
+        dataset.Settings(shard_games=37),
+        workers=2,
+    )
+    swapped = load_dataset(tmp_path / "two")
+    assert whole == swapped  # same games, same splits, whatever the order and sharding
+    assert {s for s, _ in whole.values()} == set(split.SPLITS)
+
+
+def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
+    long_moves = " ".join("Nf3 Nf6 Ng1 Ng8" for _ in range(3))
+    annotated = game("aaaaaaa7", "1. e4 {a comment} $1 (1. d4 d5 (1... Nf6)) 1... e5 $2 2. Nf3 !?")
+    text = (
+        game("aaaaaaa1", "1. e4 e5 2. Nf3 Nc6")
+        + game("aaaaaaa2", "1. e4 e5 2. Ke3", "")  # illegal move mid-game
+        + game("aaaaaaa3", "1. e4", '[Variant "Atomic"]\n')
+        + game("aaaaaaa4", "1. Kb1", '[FEN "8/8/8/8/8/8/8/K6k w - - 0 1"]\n[SetUp "1"]\n')
+        + game("aaaaaaa5", "")  # zero moves
+        + game("aaaaaaa1", "1. d4 d5")  # duplicate id
+        + game("aaaaaaa6", long_moves)  # 12 plies: over a context of 32 tokens
+        + "\x00\xff garbage }{ after a result ;; 1. e4\n\n"  # ignored, as python-chess does
+        + "[garbage \x00\xff }{ between games\n\n"  # no game at all: unparsable
+        + game("aaaaaaa8", "1. e4 e5 2. Qxz9 Nc6")  # a move that is not SAN: unparsable
+        + annotated
+    )
+    path = write(tmp_path, text)
+    manifest = dataset.convert([path], tmp_path / "ds", dataset.Settings(context=32))
+    games = load_dataset(tmp_path / "ds")
+    assert set(games) == {"aaaaaaa1", "aaaaaaa7"}
+    assert manifest["skipped"] == {
+        "custom_start": 1,
+        "duplicate_id": 1,
+        "illegal_move": 1,
+        "no_moves": 1,
+        "too_long": 1,
+        "too_short": 0,
+        "unparsable": 2,
+        "variant": 1,
+    }
+    assert games["aaaaaaa7"][1] == oracle(annotated)["aaaaaaa7"]  # mainline only
+    assert games["aaaaaaa1"][1] == tokens.encode_moves(
+        chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3", "b8c6")
+    )
+
+
+def test_crlf_bom_and_latin1_headers_give_the_same_games(tmp_path):
+    text = first_games_pgn(50)
+    plain = load_dataset(
+        (dataset.convert([write(tmp_path, text)], tmp_path / "a", SETTINGS), tmp_path / "a")[1]
+    )
+    odd = ("\ufeff" + text.replace("\n", "\r\n")).encode("utf-8")
+    odd = odd.replace(b'[Event "Rated', b'[Event "R\xe9ted')  # latin-1 byte in a header
+    dataset.convert(
+        [write(tmp_path, odd, "odd.pgn.zst")],
+        tmp_path / "b",
+        dataset.Settings(),
+    )
+    assert load_dataset(tmp_path / "b") == plain
+    assert len(plain) == 50
+
+
+def test_games_without_a_lichess_id_get_a_content_id(tmp_path):
+    text = '[Event "casual"]\n\n1. e4 e5 *\n\n[Event "casual"]\n\n1. d4 d5 *\n'
+    dataset.convert([write(tmp_path, text)], tmp_path / "ds", SETTINGS)
+    ids = set(load_dataset(tmp_path / "ds"))
+    assert len(ids) == 2 and all(i.startswith("c") for i in ids)
+
+
+def test_a_single_game_converts_and_records_empty_splits(tmp_path):
+    manifest = dataset.convert(
+        [write(tmp_path, game("abcdefgh", "1. e4 e5"))], tmp_path / "ds", SETTINGS
+    )
+    assert sum(manifest["games"].values()) == 1
+    assert sorted(manifest["games"].values()) == [0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("empty.pgn", b"", "empty file"),
+        ("none.pgn", b"just some words\nno games here\n", "no usable games"),
+        ("notzstd.pgn.zst", b"plain text pretending to be zstd", "not a valid zstd stream"),
+        ("missing.pgn", None, "no such file"),
+    ],
+)
+def test_unreadable_input_stops_with_one_line_naming_the_file(tmp_path, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    out = tmp_path / "ds"
+    with pytest.raises((dataset.ConvertError, PgnFileError)) as error:
+        dataset.convert([path], out, SETTINGS)
+    text = str(error.value)
+    assert message in text and str(path) in text and "\n" not in text
+    assert not (out / "manifest.json").exists()
+    assert not any((out / s).exists() for s in split.SPLITS)
+
+
+def test_truncated_zstd_is_refused_and_leaves_nothing(tmp_path):
+    whole = SAMPLE.read_bytes()
+    path = tmp_path / "cut.pgn.zst"
+    path.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "ds"
+    with pytest.raises(PgnFileError, match="truncated") as error:
+        dataset.convert([path], out, SETTINGS, workers=2)
+    assert str(path) in str(error.value)
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_a_failed_reconversion_keeps_the_previous_dataset(tmp_path):
+    out = tmp_path / "ds"
+    good = dataset.convert([write(tmp_path, first_games_pgn(20))], out, SETTINGS)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(dataset.ConvertError):
+        dataset.convert([write(tmp_path, b"", "empty.pgn")], out, SETTINGS)
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert before == after and json.loads((out / "manifest.json").read_text()) == good
+
+
+def test_shards_are_plain_npy_without_pickle(tmp_path):
+    dataset.convert([write(tmp_path, first_games_pgn(30))], tmp_path / "ds", SETTINGS)
+    for path in (tmp_path / "ds").rglob("*.npy"):
+        array = np.load(path, allow_pickle=False)
+        assert array.dtype != object

@@ -1,0 +1,138 @@
+"""verify and the token cache refuse a dataset changed by one byte, naming the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chesslm import cache, dataset, gamearrays, integrity, tokens
+from tests.helpers import first_games_pgn
+
+
+@pytest.fixture
+def verified(tmp_path) -> tuple[Path, Path]:
+    pgn = tmp_path / "in.pgn"
+    pgn.write_text(first_games_pgn(200))
+    ds = tmp_path / "ds"
+    dataset.convert([pgn], ds, dataset.Settings(validation=0.1, test=0.1))
+    receipt = ds / "integrity-receipt.json"
+    integrity.write_json_atomic(receipt, integrity.verify_dataset(ds))
+    return ds, receipt
+
+
+def flip_byte(path: Path, offset: int = -1) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_receipt_covers_every_file_of_all_three_splits(verified):
+    ds, receipt_path = verified
+    receipt = json.loads(receipt_path.read_text())
+    on_disk = {p.relative_to(ds).as_posix() for p in ds.rglob("*.npy")}
+    assert set(receipt["files"]) == on_disk
+    assert {name.split("/")[0] for name in on_disk} == {"train", "validation", "test"}
+    assert receipt["all_files_verified"] and receipt["test_decoded"] is False
+
+
+@pytest.mark.parametrize("split_name", ["train", "validation", "test"])
+def test_verify_refuses_a_tampered_shard(verified, split_name):
+    ds, _ = verified
+    shard = ds / f"{split_name}/00000.tokens.npy"
+    flip_byte(shard)
+    with pytest.raises(integrity.IntegrityError, match="does not match the manifest") as error:
+        integrity.verify_dataset(ds)
+    assert str(shard) in str(error.value)
+
+
+def test_verify_refuses_a_tampered_manifest(verified):
+    ds, _ = verified
+    manifest = ds / "manifest.json"
+    text = manifest.read_text()
+    digit = text.index('"validation": ', text.index('"games"')) + len('"validation": ')
+    manifest.write_text(text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1 :])
+    with pytest.raises(integrity.IntegrityError, match="fingerprint") as error:
+        integrity.verify_dataset(ds)
+    assert str(manifest) in str(error.value)
+
+
+def test_token_cache_refuses_a_shard_changed_after_verify(verified, tmp_path):
+    ds, receipt = verified
+    shard = ds / "validation/00000.tokens.npy"
+    flip_byte(shard)
+    with pytest.raises(integrity.IntegrityError, match="does not match the receipt") as error:
+        cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+    assert str(shard) in str(error.value)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_token_cache_refuses_a_tampered_receipt_or_manifest(verified, tmp_path):
+    ds, receipt = verified
+    original = receipt.read_text()
+    receipt.write_text(original.replace('"test_decoded": false', '"test_decoded": true'))
+    with pytest.raises(integrity.IntegrityError, match="receipt has been altered") as error:
+        cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+    assert str(receipt) in str(error.value)
+    receipt.write_text(original)
+    flip_byte(ds / "manifest.json", offset=-3)
+    with pytest.raises(integrity.IntegrityError, match="manifest changed") as error:
+        cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+    assert "manifest.json" in str(error.value)
+
+
+def test_token_cache_holds_train_and_validation_only(verified, tmp_path):
+    ds, receipt = verified
+    info = cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+    opened = cache.TokenCache(tmp_path / "cache", verify=True)
+    test_ids = set(gamearrays.Games(ds / "test/00000").ids.tolist())
+    assert test_ids, "the fixture must have test games for this check to mean anything"
+    cached = set(opened.train.ids.tolist()) | set(opened.validation.ids.tolist())
+    assert not cached & test_ids
+    manifest = json.loads((ds / "manifest.json").read_text())
+    assert len(opened.train) == manifest["games"]["train"] == info["splits"]["train"]["games"]
+    assert len(opened.validation) == manifest["games"]["validation"]
+    assert opened.fingerprint == manifest["fingerprint"]
+
+
+def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path):
+    ds, receipt = verified
+    cache.build_from_dataset(ds, receipt, tmp_path / "cache", workers=2)
+    opened = cache.TokenCache(tmp_path / "cache")
+    masks = cache.unpack_mask(opened.legal_mask())
+    codes, code_offsets = opened.legal_moves()
+    row = ply = 0
+    for g in range(len(opened.validation)):
+        game = opened.validation[g]
+        state = tokens.State()
+        for j, token in enumerate(game):
+            state.feed(token)
+            assert masks[row + j].tolist() == state.mask(legal=True)
+            if j % 3 == 0 and j + 1 < len(game) - 1:  # a move starts after token j
+                legal = {
+                    cache.move_code(*tokens.move_tokens(m)) for m in state.board.legal_moves
+                }
+                assert set(codes[code_offsets[ply] : code_offsets[ply + 1]].tolist()) == legal
+                ply += 1
+        row += len(game)
+    assert row == len(masks) and ply == len(code_offsets) - 1
+
+
+def test_token_cache_refuses_an_empty_validation_split(tmp_path):
+    pgn = tmp_path / "in.pgn"
+    pgn.write_text(first_games_pgn(5))
+    ds = tmp_path / "ds"
+    dataset.convert([pgn], ds, dataset.Settings(validation=0.0, test=0.0))
+    receipt = ds / "integrity-receipt.json"
+    integrity.write_json_atomic(receipt, integrity.verify_dataset(ds))
+    with pytest.raises(ValueError, match="validation split is empty"):
+        cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+
+
+def test_cache_arrays_are_memory_mapped(verified, tmp_path):
+    ds, receipt = verified
+    cache.build_from_dataset(ds, receipt, tmp_path / "cache")
+    opened = cache.TokenCache(tmp_path / "cache")
+    assert isinstance(opened.train.tokens, np.memmap)
