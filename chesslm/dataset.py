@@ -20,7 +20,7 @@ import re
 import shutil
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,22 +79,31 @@ class Settings:
 
 @dataclass
 class ChunkResult:
-    """What a worker returns for one chunk: kept candidates in input order, and skips."""
+    """What a worker returns for one chunk: kept games in input order, and skips.
+
+    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]`` and split
+    ``splits[i]`` (the split is a pure function of the id, so workers compute it).
+    """
 
     ids: list[str] = field(default_factory=list)
-    games: list[np.ndarray] = field(default_factory=list)
+    splits: list[str] = field(default_factory=list)
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     skipped: Counter[str] = field(default_factory=Counter)
 
 
-def game_id(headers: dict[str, str], moves: np.ndarray) -> str:
-    """The Lichess id from ``Site`` (or ``GameId``), else one derived from the content."""
+def game_id(headers: dict[str, str], moves: Callable[[], np.ndarray]) -> str:
+    """The Lichess id from ``Site`` (or ``GameId``), else one derived from the content.
+
+    ``moves`` gives the game's move array; it is called only when there is no Lichess id.
+    """
     match = _LICHESS_ID.search(headers.get("Site", ""))
     if match:
         return match.group(1)
     gid = headers.get("GameId", "")
     if re.fullmatch(r"[A-Za-z0-9]{8}", gid):
         return gid
-    content = repr(sorted(headers.items())).encode() + moves.tobytes()
+    content = repr(sorted(headers.items())).encode() + moves().tobytes()
     return "c" + hashlib.blake2b(content, digest_size=8).hexdigest()
 
 
@@ -119,33 +128,67 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
 
 
 def parse_chunk(text: str, settings: Settings) -> ChunkResult:
-    """Parse and tokenise the games of one chunk (runs in a worker process)."""
+    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
     result = ChunkResult()
     texts = pgn.split_games(text)
     if not texts:
         return result
     parsed = native.parse_games_from_strings(texts, num_threads=1)
+    pieces: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
     for view in parsed.chunks:
-        offsets = view.move_offsets.astype(np.int64)
-        triples = np.stack(
-            [view.from_squares, view.to_squares, _PROMO_LUT[view.promotions.astype(np.int64) + 1]],
-            axis=1,
-        ).astype(np.uint8)
+        move_offsets = view.move_offsets.astype(np.int64)
+        plies = np.diff(move_offsets)
+        keep = np.zeros(len(plies), dtype=bool)
         for i, (headers, error) in enumerate(zip(view.headers, view.parse_errors, strict=True)):
-            moves = triples[offsets[i] : offsets[i + 1]]
-            if not headers and (error is not None or len(moves) == 0):
+            if not headers and (error is not None or plies[i] == 0):
                 result.skipped["unparsable"] += 1  # text that is no game at all
                 continue
-            reason = classify(headers, error, len(moves), settings)
+            reason = classify(headers, error, int(plies[i]), settings)
             if reason:
                 result.skipped[reason] += 1
                 continue
-            game = np.empty(2 + 3 * len(moves), dtype=np.uint8)
-            game[0], game[-1] = tokens.BOS, tokens.EOS
-            game[1:-1] = moves.ravel()
-            result.ids.append(game_id(headers, moves))
-            result.games.append(game)
+            keep[i] = True
+            gid = game_id(headers, lambda i=i: moves_of(view, move_offsets, i))
+            result.ids.append(gid)
+            result.splits.append(
+                split.assign(
+                    gid, key=settings.split_key, validation=settings.validation, test=settings.test
+                )
+            )
+        pieces.append(_tokenise(view, move_offsets, keep))
+        lengths.append(2 + 3 * plies[keep])
+    result.tokens = np.concatenate(pieces)
+    result.offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
     return result
+
+
+def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
+    """Source, destination and promotion arrays of game i, stacked (for content ids)."""
+    a, b = move_offsets[i], move_offsets[i + 1]
+    return np.stack([view.from_squares[a:b], view.to_squares[a:b], view.promotions[a:b]])
+
+
+def _tokenise(view: Any, move_offsets: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """BOS, source, destination, promotion per move, EOS for each kept game, back to back."""
+    plies = np.diff(move_offsets)[keep]
+    starts = move_offsets[:-1][keep]
+    lengths = 2 + 3 * plies
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    if not len(plies):
+        return out
+    game_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    out[game_start] = tokens.BOS
+    out[game_start + lengths - 1] = tokens.EOS
+    # Move j of kept game g sits at game_start[g] + 1 + 3 * j; it is move starts[g] + j.
+    game_of_move = np.repeat(np.arange(len(plies)), plies)
+    j = np.arange(int(plies.sum())) - np.repeat(np.cumsum(plies) - plies, plies)
+    src = starts[game_of_move] + j
+    dst = game_start[game_of_move] + 1 + 3 * j
+    out[dst] = view.from_squares[src]
+    out[dst + 1] = view.to_squares[src]
+    out[dst + 2] = _PROMO_LUT[view.promotions[src].astype(np.int64) + 1]
+    return out
 
 
 class _ShardWriter:
@@ -251,15 +294,12 @@ def _convert_into(
     done = 0
     for result in _results(inputs, settings, workers, digests):
         skipped.update(result.skipped)
-        for gid, game in zip(result.ids, result.games, strict=True):
+        for i, (gid, name) in enumerate(zip(result.ids, result.splits, strict=True)):
             if gid in seen:
                 skipped["duplicate_id"] += 1
                 continue
             seen.add(gid)
-            name = split.assign(
-                gid, key=settings.split_key, validation=settings.validation, test=settings.test
-            )
-            writers[name].add(gid, game)
+            writers[name].add(gid, result.tokens[result.offsets[i] : result.offsets[i + 1]])
         done += len(result.ids) + sum(result.skipped.values())
         LOGGER.info("read %d games so far", done)
     kept = sum(w.count for w in writers.values())

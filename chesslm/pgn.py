@@ -18,9 +18,9 @@ import zstandard
 
 READ_BLOCK = 1 << 20
 
-# A game starts at a line opening with "[" whose previous line is blank or not a tag line.
-_GAME_START_TEXT = re.compile(r"(?:(?<=\n\n)|(?<=[^\]\n]\n))(?=\[)")
-_GAME_START = re.compile(_GAME_START_TEXT.pattern.encode())
+# A game starts at a line opening with "[" whose previous line is blank or not a tag line
+# (tag lines end with "]"). Candidates are found by the literal "\n[" (fast), then filtered.
+_LINE_BRACKET = re.compile(r"\n\[")
 
 
 class PgnFileError(ValueError):
@@ -95,11 +95,11 @@ def read_chunks(
 
 
 def _last_game_start(data: bytes) -> int:
-    """Offset of the last game start in ``data`` (searching its tail only), or -1."""
-    cut = -1
-    for match in _GAME_START.finditer(data, max(0, len(data) - (1 << 20))):
-        cut = match.start()
-    return cut
+    """Offset of the last game start in ``data``, or -1."""
+    i = data.rfind(b"\n[")
+    while i > 0 and data[i - 1 : i] == b"]":
+        i = data.rfind(b"\n[", 0, i)
+    return i + 1 if i > 0 else -1
 
 
 def _decode(data: bytes) -> str:
@@ -109,4 +109,11 @@ def _decode(data: bytes) -> str:
 
 def split_games(chunk: str) -> list[str]:
     """One string per game (headers and movetext); blank pieces dropped."""
-    return [p for p in _GAME_START_TEXT.split(chunk) if p.strip()]
+    starts = [0]
+    for match in _LINE_BRACKET.finditer(chunk):
+        i = match.start()
+        if i > 0 and chunk[i - 1] != "]":
+            starts.append(i + 1)
+    starts.append(len(chunk))
+    pieces = (chunk[a:b] for a, b in zip(starts, starts[1:], strict=False))
+    return [p for p in pieces if p.strip()]

@@ -42,7 +42,9 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
     cmd = [exe, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    result = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=900, cwd=workdir
+    )
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({result.returncode}):\n"

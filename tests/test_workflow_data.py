@@ -1,0 +1,115 @@
+"""The data stages through real snakemake: plan, run, no-op rerun, refusals, the sealed test split."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chesslm import gamearrays
+from tests.helpers import ROOT, first_games_pgn, snakemake
+
+pytestmark = pytest.mark.slow
+
+RECEIPT = "results/datasets/mini/integrity-receipt.json"
+CACHE = "results/datasets/mini/token-cache/cache.json"
+
+
+def make_workdir(path: Path, pgn_text: str | bytes | None = None, name: str = "mini.pgn") -> Path:
+    """A scratch working directory: the project's config and resources plus a `mini` dataset."""
+    (path / "config").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "config.yaml", path / "config" / "config.yaml")
+    (path / "resources").symlink_to(ROOT / "resources")
+    data = pgn_text if pgn_text is not None else first_games_pgn(300)
+    (path / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    (path / "mini.yaml").write_text(
+        f"datasets:\n  mini:\n    pgn: [{name}]\n    split: {{validation: 0.1, test: 0.1}}\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    workdir = make_workdir(tmp_path_factory.mktemp("wf"))
+    plan = snakemake(workdir, CACHE, "--configfile", "mini.yaml", "-n")
+    for rule in ("convert", "verify", "token_cache"):
+        assert rule in plan.stdout
+    snakemake(workdir, CACHE, "--cores", "2", "--configfile", "mini.yaml")
+    return workdir
+
+
+def test_run_then_rerun_is_nothing_to_be_done(built):
+    again = snakemake(built, CACHE, RECEIPT, "--cores", "2", "--configfile", "mini.yaml")
+    assert "Nothing to be done" in again.stdout + again.stderr
+    assert (built / "logs/datasets/mini/convert.log").read_text().strip()
+
+
+def test_no_test_split_game_reaches_the_token_cache(built):
+    ds = built / "results/datasets/mini"
+    manifest = json.loads((ds / "manifest.json").read_text())
+    test_ids = {i for p in manifest["shards"]["test"] for i in gamearrays.Games(ds / p).ids}
+    assert manifest["games"]["test"] == len(test_ids) > 0
+    cached = set()
+    for split_name in ("train", "validation"):
+        cached |= set(gamearrays.Games(ds / "token-cache" / split_name).ids.tolist())
+    assert len(cached) == manifest["games"]["train"] + manifest["games"]["validation"]
+    assert not cached & test_ids
+
+
+def test_tampered_shard_makes_verify_refuse_naming_the_file(built, tmp_path):
+    workdir = tmp_path / "copy"
+    shutil.copytree(built, workdir, symlinks=True)
+    shard = workdir / "results/datasets/mini/test/00000.ids.npy"
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    result = snakemake(
+        workdir, RECEIPT, "--cores", "1", "--configfile", "mini.yaml", "-f", check=False
+    )
+    assert result.returncode != 0
+    assert "test/00000.ids.npy" in result.stderr and "does not match the manifest" in result.stderr
+    assert not (workdir / RECEIPT).exists()  # a failed job leaves no receipt behind
+
+
+def test_truncated_input_fails_with_one_line_and_no_dataset(tmp_path):
+    whole = (ROOT / "resources/lichess-sample.pgn.zst").read_bytes()
+    workdir = make_workdir(tmp_path / "w", whole[: len(whole) // 3], name="mini.pgn.zst")
+    result = snakemake(workdir, RECEIPT, "--cores", "2", "--configfile", "mini.yaml", check=False)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "convert failed" in line]
+    assert len(lines) == 1 and "mini.pgn.zst" in lines[0] and "truncated" in lines[0]
+    assert not (workdir / "results/datasets/mini/manifest.json").exists()
+    assert not (workdir / "results/datasets/mini/train").exists()
+
+
+def test_the_test_split_is_read_by_convert_and_verify_only(tmp_path):
+    """Build the DAG of every target the workflow offers; only verify may take test files."""
+    workdir = make_workdir(tmp_path / "w")
+    datasets = ["sample", "mini"]
+    runs = ["demo", "pilot"]
+    targets = ["all"]
+    for d in datasets:
+        base = f"results/datasets/{d}"
+        targets += [
+            f"{base}/manifest.json",
+            f"{base}/integrity-receipt.json",
+            f"{base}/token-cache/cache.json",
+        ]
+    for r in runs:
+        targets += [
+            f"results/{r}/probe-results.json",
+            f"results/{r}/segments/0.json",
+            f"results/{r}/results.json",
+            f"results/{r}/report/summary.md",
+        ]
+    result = snakemake(workdir, *targets, "--configfile", "mini.yaml", "--detailed-summary", "-F")
+    rows = [line.split("\t") for line in result.stdout.splitlines()[1:] if "\t" in line]
+    rules = {row[2] for row in rows}
+    assert {"convert", "verify", "token_cache", "probe", "train_segment"} <= rules, rules
+    for output, _date, rule, _log, inputs, *_ in rows:
+        for path in inputs.split(","):
+            parts = Path(path).parts
+            if len(parts) >= 4 and parts[:2] == ("results", "datasets") and parts[3] == "test":
+                assert rule == "verify", f"rule {rule} ({output}) reads the test split: {path}"
