@@ -92,7 +92,9 @@ def backward_group(
     """
     local = [[games[i] for i in batch[rank * micro : (rank + 1) * micro]] for batch in group]
     valid = sum(len(g) - 1 for part in local for g in part)
-    total = distributed.all_reduce_sum(torch.tensor([float(valid)], dtype=torch.float64, device=device))
+    total = distributed.all_reduce_sum(
+        torch.tensor([float(valid)], dtype=torch.float64, device=device)
+    )
     scale = world / total.item()
     stats = torch.zeros(3, dtype=torch.float64, device=device)
     for k, part in enumerate(local):
@@ -104,7 +106,10 @@ def backward_group(
             with model.autocast(device):
                 logits = net(x)
             loss_sum = F.cross_entropy(
-                logits.float().view(-1, logits.size(-1)), y.view(-1), ignore_index=IGNORE, reduction="sum"
+                logits.float().view(-1, logits.size(-1)),
+                y.view(-1),
+                ignore_index=IGNORE,
+                reduction="sum",
             )
             (loss_sum * scale).backward()
         stats[0] += loss_sum.detach().double()

@@ -196,8 +196,7 @@ class TokenCache:
             actual = sha256_file(self.directory / name)
             if actual != digest:
                 raise ValueError(
-                    f"{self.directory / name}: sha256 {actual} does not match cache.json"
-                    f" ({digest})"
+                    f"{self.directory / name}: sha256 {actual} does not match cache.json ({digest})"
                 )
 
     @property
@@ -218,6 +217,6 @@ class TokenCache:
 
 def unpack_mask(bits: np.ndarray) -> np.ndarray:
     """bool [n, VOCAB_SIZE] from the packed uint8 [n, 16] rows."""
-    return np.unpackbits(np.asarray(bits), axis=-1, bitorder="little", count=tokens.VOCAB_SIZE).astype(
-        bool
-    )
+    return np.unpackbits(
+        np.asarray(bits), axis=-1, bitorder="little", count=tokens.VOCAB_SIZE
+    ).astype(bool)

@@ -37,7 +37,12 @@ TERMINAL = ("early_stop_5_checks", "max_updates", "max_epochs")
 RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
 PACKAGE = Path(__file__).resolve().parent
 TRAINING_MODULES = (
-    "model.py", "batching.py", "optim.py", "checkpoint.py", "distributed.py", "evaluate.py",
+    "model.py",
+    "batching.py",
+    "optim.py",
+    "checkpoint.py",
+    "distributed.py",
+    "evaluate.py",
     "segment.py",
 )
 
@@ -159,8 +164,16 @@ def identity(
     max_updates, validation_every_steps and legality_eval_games.
     """
     keys = (
-        "seed", "micro", "accum", "lr", "epochs", "schedule_steps", "warmup_steps",
-        "max_updates", "validation_every_steps", "legality_eval_games",
+        "seed",
+        "micro",
+        "accum",
+        "lr",
+        "epochs",
+        "schedule_steps",
+        "warmup_steps",
+        "max_updates",
+        "validation_every_steps",
+        "legality_eval_games",
     )
     return {
         "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(PACKAGE / "tokens.py")},
@@ -175,7 +188,8 @@ def identity(
         "optimizer": "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)",
         "precision": (
             "FP32 weights/gradients/optimizer; BF16 autocast SDPA"
-            if device == "cuda" else "FP32 weights/gradients/optimizer; FP32 compute"
+            if device == "cuda"
+            else "FP32 weights/gradients/optimizer; FP32 compute"
         ),
         "sampling": "seeded length buckets, disjoint full games; right pad; zero-target dummy rank"
         " on partial global batches",
@@ -205,7 +219,9 @@ def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
             f"{name}: checkpoint {_lookup(saved, name)!r} != now {_lookup(current, name)!r}"
             for name in diff
         )
-        raise CheckpointError(f"incompatible checkpoint identity, changed: {', '.join(diff)} ({detail})")
+        raise CheckpointError(
+            f"incompatible checkpoint identity, changed: {', '.join(diff)} ({detail})"
+        )
 
 
 def _lookup(record: dict[str, Any], dotted: str) -> Any:

@@ -13,6 +13,7 @@ with a manifest is complete.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -149,7 +150,7 @@ def parse_chunk(text: str, settings: Settings) -> ChunkResult:
                 result.skipped[reason] += 1
                 continue
             keep[i] = True
-            gid = game_id(headers, lambda i=i: moves_of(view, move_offsets, i))
+            gid = game_id(headers, functools.partial(moves_of, view, move_offsets, i))
             result.ids.append(gid)
             result.splits.append(
                 split.assign(

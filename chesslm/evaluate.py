@@ -50,17 +50,23 @@ def legality_indices(n_games: int, sample: int | None) -> set[int]:
 class ValidationSet:
     """The validation games and their legality tables, moved to ``device`` once."""
 
-    def __init__(self, cache: TokenCache, device: torch.device, *, legality_games: int | None) -> None:
+    def __init__(
+        self, cache: TokenCache, device: torch.device, *, legality_games: int | None
+    ) -> None:
         self.games = cache.validation
         self.device = device
         n = len(self.games)
         lengths = np.asarray(self.games.lengths, dtype=np.int64)
-        self.token_offsets = torch.from_numpy(np.asarray(self.games.offsets[:-1], dtype=np.int64)).to(device)
+        self.token_offsets = torch.from_numpy(
+            np.asarray(self.games.offsets[:-1], dtype=np.int64)
+        ).to(device)
         plies = (lengths - 2) // 3
         ply_start = np.zeros(n, dtype=np.int64)
         np.cumsum(plies[:-1], out=ply_start[1:])
         self.ply_start = torch.from_numpy(ply_start).to(device)
-        self.packed_mask = torch.from_numpy(np.ascontiguousarray(cache.legal_mask())).to(device)
+        self.packed_mask = torch.from_numpy(np.array(cache.legal_mask())).to(
+            device
+        )  # copy: mmap is read-only
         codes, offsets = cache.legal_moves()
         ply_of_code = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
         # one globally sorted key per legal move: plies in order, codes sorted within a ply
@@ -77,7 +83,9 @@ class ValidationSet:
     def legal(self, games: torch.Tensor, T: int) -> torch.Tensor:
         """bool (B, T, vocab): tokens legal as target t of each game (its mask row t)."""
         rows = self.token_offsets[games].unsqueeze(1) + torch.arange(T, device=self.device)
-        rows = rows.clamp(max=self.packed_mask.size(0) - 1)  # padding positions: any row, masked later
+        rows = rows.clamp(
+            max=self.packed_mask.size(0) - 1
+        )  # padding positions: any row, masked later
         packed = self.packed_mask[rows]  # (B, T, 16)
         bits = (packed.unsqueeze(-1) >> self.bit_shifts) & 1  # (B, T, 16, 8), little bit order
         return bits.view(*packed.shape[:2], -1)[..., : tokens.VOCAB_SIZE].bool()
@@ -127,8 +135,15 @@ def _accumulate(
     net: torch.nn.Module, data: ValidationSet, micro: int, deadline: Deadline | None
 ) -> dict[str, torch.Tensor] | None:
     device = data.device
-    names = ["nll_sum", "targets", "reserved_sum", "illegal_sum", "legality_targets", "moves",
-             "legal_triples"] + [f"{k}_{p}" for p in PHASES for k in ("n", "correct")]
+    names = [
+        "nll_sum",
+        "targets",
+        "reserved_sum",
+        "illegal_sum",
+        "legality_targets",
+        "moves",
+        "legal_triples",
+    ] + [f"{k}_{p}" for p in PHASES for k in ("n", "correct")]
     sums = {k: torch.zeros((), dtype=torch.float64, device=device) for k in names}
     for first in range(0, len(data), micro):
         if deadline is not None and deadline.soft_stop():
@@ -141,7 +156,10 @@ def _accumulate(
         logits = logits.float()
         valid = y.ne(batching.IGNORE)
         sums["nll_sum"] += F.cross_entropy(
-            logits.view(-1, logits.size(-1)), y.view(-1), ignore_index=batching.IGNORE, reduction="sum"
+            logits.view(-1, logits.size(-1)),
+            y.view(-1),
+            ignore_index=batching.IGNORE,
+            reduction="sum",
         ).double()
         probs = logits.softmax(-1)
         pred = probs.argmax(-1)
@@ -170,8 +188,12 @@ def _accumulate(
         moves = counted & phase.eq(0) & ~is_eos
         padded = F.pad(pred, (0, 2), value=tokens.PAD)
         src, dst, promo = padded[:, :T], padded[:, 1 : T + 1], padded[:, 2 : T + 2]
-        decodable = (src < 64) & (dst < 64) & (src != dst) & (promo >= tokens.PROMO_NONE) & (
-            promo <= tokens.PROMO_NONE + 4
+        decodable = (
+            (src < 64)
+            & (dst < 64)
+            & (src != dst)
+            & (promo >= tokens.PROMO_NONE)
+            & (promo <= tokens.PROMO_NONE + 4)
         )
         code = (src * 64 + dst) * 5 + (promo - tokens.PROMO_NONE)
         ply = data.ply_start[games].unsqueeze(1) + torch.arange(T, device=device) // 3

@@ -71,7 +71,9 @@ def verify_dataset(dataset_dir: Path) -> dict[str, Any]:
             raise IntegrityError(f"{path}: listed in the manifest but missing")
         actual = sha256_file(path)
         if actual != expected:
-            raise IntegrityError(f"{path}: sha256 {actual} does not match the manifest ({expected})")
+            raise IntegrityError(
+                f"{path}: sha256 {actual} does not match the manifest ({expected})"
+            )
     body = {
         "format": RECEIPT_FORMAT,
         "dataset_fingerprint": manifest["fingerprint"],

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -138,6 +139,7 @@ def throughput_figure(
         if len(frame) and frame["padding_fraction"].notna().any():
             bottom.plot(frame["step"], frame["padding_fraction"], style, label=label)
     top.set(title=title, ylabel="useful targets per second")
+    top.set_ylim(bottom=0)
     bottom.set(xlabel="optimizer step", ylabel="padding fraction", ylim=(-0.02, 1.02))
     for ax in (top, bottom):
         _mark_segments(ax, boundaries)
@@ -164,15 +166,29 @@ def gpu_figure(samples: pd.DataFrame, segments: pd.DataFrame, run: str) -> Figur
     starts = pd.to_numeric(segments.get("start_unix", pd.Series()), errors="coerce").dropna()
     for ax, (metric, label) in zip(axes, metrics, strict=True):
         for gpu, group in samples.groupby("gpu", sort=True):
-            ax.plot(group["time_unix"] - origin, group[metric], label=f"GPU {gpu}", linewidth=1)
+            x, y = _break_gaps(group["time_unix"].to_numpy() - origin, group[metric].to_numpy())
+            ax.plot(x, y, label=f"GPU {gpu}", linewidth=1)
         for start in starts.iloc[1:]:
             ax.axvline(start - origin, color="grey", linestyle=":", linewidth=1)
         ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+    axes[0].set_ylim(0, 102)
     axes[0].set_title(title)
     axes[0].legend(fontsize="small")
     axes[-1].set_xlabel("time since the first telemetry sample (s); dotted: segment starts")
     return fig
+
+
+def _break_gaps(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Insert NaN where samples pause (between segments), so lines do not bridge idle time."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order].astype(float), y[order].astype(float)
+    steps = np.diff(x)
+    if not len(steps):
+        return x, y
+    gaps = np.flatnonzero(steps > max(5.0, 5 * float(np.median(steps)))) + 1
+    return np.insert(x, gaps, np.nan), np.insert(y, gaps, np.nan)
 
 
 def segments_figure(segments: pd.DataFrame, run: str) -> Figure:

@@ -1,7 +1,7 @@
 """One bounded training segment (or the throughput probe), run under torchrun.
 
     python -m torch.distributed.run --standalone --nproc-per-node=W -m chesslm.segment train \\
-        --run NAME --cache DIR --run-dir results/NAME --segment N --status-out segments/N.json \\
+        --run-name NAME --cache DIR --run-dir results/NAME --segment N --status-out segments/N.json \\
         [--previous-status segments/N-1.json] [hyper-parameters...]
     python -m torch.distributed.run ... -m chesslm.segment probe --cache DIR --run-dir ... \\
         --probe-out results/NAME/probe-results.json
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import logging
 import math
 import os
@@ -46,12 +45,19 @@ TRAIN_EVENT_EVERY = 10
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m chesslm.segment", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m chesslm.segment", description=__doc__.split("\n")[0]
+    )
     p.add_argument("mode", choices=["train", "probe"])
-    p.add_argument("--run", default="run", help="run name, recorded in status files")
+    # not "--run": torchrun would take it for an abbreviation of its own --run-path
+    p.add_argument(
+        "--run-name", dest="run", default="run", help="run name, recorded in status files"
+    )
     p.add_argument("--cache", required=True, help="token cache directory (with cache.json)")
     p.add_argument("--run-dir", required=True, help="results/{run}: checkpoints etc. go to train/")
-    p.add_argument("--integrity-receipt", help="the dataset's integrity receipt (hashed into the identity)")
+    p.add_argument(
+        "--integrity-receipt", help="the dataset's integrity receipt (hashed into the identity)"
+    )
     p.add_argument("--segment", type=int, default=0)
     p.add_argument("--previous-status", help="status file of segment N-1 (required for N > 0)")
     p.add_argument("--status-out", help="where this segment's status JSON goes (train mode)")
@@ -71,15 +77,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--schedule-steps", type=int)
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--max-updates", type=int)
-    p.add_argument("--segment-updates", type=int, help="stop after this many updates (deterministic runs)")
+    p.add_argument(
+        "--segment-updates", type=int, help="stop after this many updates (deterministic runs)"
+    )
     args = p.parse_args(argv)
     if not 1 <= args.epochs <= 20 or not 1 <= args.max_seconds <= MAX_SECONDS:
         p.error(f"bounded limits violated: epochs must be 1-20, max-seconds 1-{MAX_SECONDS}")
     for name in ("micro", "accum", "workers", "threads"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be positive")
-    for name in ("validation_every_steps", "legality_eval_games", "schedule_steps", "warmup_steps",
-                 "max_updates", "segment_updates"):
+    for name in (
+        "validation_every_steps",
+        "legality_eval_games",
+        "schedule_steps",
+        "warmup_steps",
+        "max_updates",
+        "segment_updates",
+    ):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be positive")
     if args.mode == "train" and not args.status_out:
@@ -94,7 +108,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     rank, world, _ = distributed.world_from_env()
-    logging.basicConfig(level=logging.INFO, format=f"[rank{rank}] %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format=f"[rank{rank}] %(levelname)s %(name)s: %(message)s"
+    )
     try:  # fail in one line, before any setup, on an impossible launch
         distributed.check_devices(args.device, args.workers)
         if world != args.workers:
@@ -115,10 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- setup
 
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
-    def __init__(self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache) -> None:
+    def __init__(
+        self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache
+    ) -> None:
         self.args = args
         self.ctx = ctx
         self.lengths = [int(n) for n in cache.train.lengths]
@@ -133,22 +152,32 @@ class Trainer:
         self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
         self.steps_per_epoch = len(self.plan(0))
         self.schedule_steps, self.warmup_steps = optim.horizon(
-            epochs=args.epochs, steps_per_epoch=self.steps_per_epoch,
-            schedule_steps=args.schedule_steps, warmup_steps=args.warmup_steps,
+            epochs=args.epochs,
+            steps_per_epoch=self.steps_per_epoch,
+            schedule_steps=args.schedule_steps,
+            warmup_steps=args.warmup_steps,
         )
         self.sched = optim.scheduler(
             self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
         )
         receipt = args.integrity_receipt
         self.identity = checkpoint.identity(
-            preset=args.model, model_config=self.net.config.to_dict(), parameters=self.parameters,
+            preset=args.model,
+            model_config=self.net.config.to_dict(),
+            parameters=self.parameters,
             dataset_fingerprint=cache.fingerprint,
             receipt_sha256=sha256_file(receipt) if receipt else None,
-            world_size=ctx.world, device=args.device,
+            world_size=ctx.world,
+            device=args.device,
             settings={
-                "seed": args.seed, "micro": args.micro, "accum": args.accum, "lr": args.lr,
-                "epochs": args.epochs, "schedule_steps": self.schedule_steps,
-                "warmup_steps": self.warmup_steps, "max_updates": args.max_updates,
+                "seed": args.seed,
+                "micro": args.micro,
+                "accum": args.accum,
+                "lr": args.lr,
+                "epochs": args.epochs,
+                "schedule_steps": self.schedule_steps,
+                "warmup_steps": self.warmup_steps,
+                "max_updates": args.max_updates,
                 "validation_every_steps": args.validation_every_steps,
                 "legality_eval_games": args.legality_eval_games,
             },
@@ -161,11 +190,18 @@ class Trainer:
             a.accum,
         )
 
-    def update(self, games: Any, group: list[list[int]], micro: int) -> tuple[dict[str, float], float]:
+    def update(
+        self, games: Any, group: list[list[int]], micro: int
+    ) -> tuple[dict[str, float], float]:
         """One optimizer update; raises on a non-finite gradient norm (nothing is stepped)."""
         self.opt.zero_grad(set_to_none=True)
         values = batching.backward_group(
-            self.ddp, games, group, micro=micro, rank=self.ctx.rank, world=self.ctx.world,
+            self.ddp,
+            games,
+            group,
+            micro=micro,
+            rank=self.ctx.rank,
+            world=self.ctx.world,
             device=self.ctx.device,
         )
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0, error_if_nonfinite=True)
@@ -190,7 +226,9 @@ def lock_run_dir(train_dir: Path) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RuntimeError(f"{train_dir}: locked by another trainer process; not starting") from None
+        raise RuntimeError(
+            f"{train_dir}: locked by another trainer process; not starting"
+        ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
@@ -212,6 +250,7 @@ def synchronize(ctx: distributed.Context) -> None:
 
 
 # ----------------------------------------------------------------------------- probe
+
 
 def probe(args: argparse.Namespace) -> None:
     """Step times and memory for microbatches 2 and 8 of the longest training game."""
@@ -238,18 +277,27 @@ def probe(args: argparse.Namespace) -> None:
                 synchronize(ctx)
                 if rep:
                     times.append(time.perf_counter() - t)
-            results.append({
-                "microbatch_per_gpu": micro, "sequence_length": int(len(games[0]) - 1),
-                "timed_steps": len(times), "step_seconds": times,
-                "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
-                "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
-                "memory": distributed.all_gather_object(memory_record(ctx)),
-            })
+            results.append(
+                {
+                    "microbatch_per_gpu": micro,
+                    "sequence_length": int(len(games[0]) - 1),
+                    "timed_steps": len(times),
+                    "step_seconds": times,
+                    "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
+                    "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
+                    "memory": distributed.all_gather_object(memory_record(ctx)),
+                }
+            )
         if ctx.is_main:
             result = {
-                "status": "passed", "run": args.run, "parameters": trainer.parameters,
-                "model": args.model, "device": args.device, "world_size": ctx.world,
-                "results": results, "gpu_work_wall_seconds": time.perf_counter() - start,
+                "status": "passed",
+                "run": args.run,
+                "parameters": trainer.parameters,
+                "model": args.model,
+                "device": args.device,
+                "world_size": ctx.world,
+                "results": results,
+                "gpu_work_wall_seconds": time.perf_counter() - start,
                 "scope": "six optimizer steps total, one warmup per shape; repeated longest"
                 " training game; discarded weights; not production throughput",
                 "test_evaluated": False,
@@ -262,7 +310,10 @@ def probe(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- train
 
-def find_resume(train_dir: Path, segment: int, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+
+def find_resume(
+    train_dir: Path, segment: int, previous: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """The checkpoint this segment continues from, or None for a fresh run.
 
     ``last.pt`` must be the previous segment's (its sha256 is in that status), or one written by
@@ -304,15 +355,30 @@ def train(args: argparse.Namespace) -> None:
     # Read and verify the checkpoint on the CPU before any device or process-group setup.
     saved = find_resume(train_dir, args.segment, previous)
     segment_start = previous["step_end"] if previous else 0
-    base = {"run": args.run, "segment": args.segment, "start_unix": start_unix,
-            "world_size": world, "device": args.device}
+    base = {
+        "run": args.run,
+        "segment": args.segment,
+        "start_unix": start_unix,
+        "world_size": world,
+        "device": args.device,
+    }
     if saved is not None and (terminal := checkpoint.terminal_status_of(saved)):
         if rank == 0:  # resuming a finished run is a no-op with a receipt
             results_path = train_dir / "results.json"
             if not results_path.exists():
-                write_json_atomic(results_path, results_record(saved, terminal, train_dir, None, None))
-            write_status(args, base, saved, terminal, stop_reason=terminal, resume_action="no_op_terminal",
-                         step_start=saved["cursor"]["step"], last_sha=sha256_file(train_dir / "last.pt"))
+                write_json_atomic(
+                    results_path, results_record(saved, terminal, train_dir, None, None)
+                )
+            write_status(
+                args,
+                base,
+                saved,
+                terminal,
+                stop_reason=terminal,
+                resume_action="no_op_terminal",
+                step_start=saved["cursor"]["step"],
+                last_sha=sha256_file(train_dir / "last.pt"),
+            )
         return
     deadline = Deadline.from_env()
     if deadline is not None and deadline.soft_stop():
@@ -321,8 +387,10 @@ def train(args: argparse.Namespace) -> None:
     try:
         Segment(args, ctx, train_dir, saved, previous, segment_start, deadline, base).run()
     except BaseException as error:
-        write_json_atomic(train_dir / f"failure-rank{ctx.rank}.json",
-                          {"error": repr(error), "segment": args.segment, "time_unix": time.time()})
+        write_json_atomic(
+            train_dir / f"failure-rank{ctx.rank}.json",
+            {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
+        )
         raise
     finally:
         distributed.teardown()
@@ -331,18 +399,40 @@ def train(args: argparse.Namespace) -> None:
 class Segment:
     """The training loop of one segment: prose first, helpers below."""
 
-    def __init__(self, args: argparse.Namespace, ctx: distributed.Context, train_dir: Path,
-                 saved: dict[str, Any] | None, previous: dict[str, Any] | None, segment_start: int,
-                 deadline: Deadline | None, base: dict[str, Any]) -> None:
-        self.args, self.ctx, self.dir, self.deadline, self.base = args, ctx, train_dir, deadline, base
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        ctx: distributed.Context,
+        train_dir: Path,
+        saved: dict[str, Any] | None,
+        previous: dict[str, Any] | None,
+        segment_start: int,
+        deadline: Deadline | None,
+        base: dict[str, Any],
+    ) -> None:
+        self.args, self.ctx, self.dir, self.deadline, self.base = (
+            args,
+            ctx,
+            train_dir,
+            deadline,
+            base,
+        )
         self.events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
         self.cache = open_cache(args.cache, ctx)
         self.t = Trainer(args, ctx, self.cache)
-        self.val = evaluate.ValidationSet(self.cache, ctx.device, legality_games=args.legality_eval_games)
+        self.val = evaluate.ValidationSet(
+            self.cache, ctx.device, legality_games=args.legality_eval_games
+        )
         self.cursor = {"epoch": 0, "next_group": 0, "step": 0}
         self.metrics: dict[str, Any] = {
-            "history": [], "best_nll": math.inf, "best_step": None, "bad_checks": 0,
-            "initial_validation": None, "totals": {}, "work_seconds": 0.0, "segments": 0,
+            "history": [],
+            "best_nll": math.inf,
+            "best_step": None,
+            "bad_checks": 0,
+            "initial_validation": None,
+            "totals": {},
+            "work_seconds": 0.0,
+            "segments": 0,
             "test_evaluated": False,
         }
         self.resume_action = "fresh"
@@ -364,13 +454,23 @@ class Segment:
 
     def run(self) -> None:
         a, ctx = self.args, self.ctx
-        self.events.write("segment_start", **self.base, cursor=self.cursor,
-                          resume_action=self.resume_action, stop_step=self.stop_step)
+        self.events.write(
+            "segment_start",
+            **self.base,
+            cursor=self.cursor,
+            resume_action=self.resume_action,
+            stop_step=self.stop_step,
+        )
         if ctx.is_main:
             write_json_atomic(self.dir / "identity.json", self.t.identity)
-        self.events.write("data_validated", train_games=len(self.cache.train),
-                          validation_games=len(self.val), train_targets=sum(n - 1 for n in self.t.lengths),
-                          dataset_fingerprint=self.cache.fingerprint, test_evaluated=False)
+        self.events.write(
+            "data_validated",
+            train_games=len(self.cache.train),
+            validation_games=len(self.val),
+            train_targets=sum(n - 1 for n in self.t.lengths),
+            dataset_fingerprint=self.cache.fingerprint,
+            test_evaluated=False,
+        )
         distributed.barrier()
         synchronize(ctx)
         if ctx.device.type == "cuda":
@@ -391,15 +491,34 @@ class Segment:
         if ctx.is_main:
             payload = {"cursor": self.cursor, "metrics": self.metrics, "identity": self.t.identity}
             if status in checkpoint.TERMINAL:
-                write_json_atomic(self.dir / "results.json",
-                                  results_record(payload, status, self.dir, memory, self.work_start))
-                self.events.write("finished", status=status, best_step=self.metrics["best_step"],
-                                  best_nll=_finite(self.metrics["best_nll"]))
-            self.events.write("segment_end", **self.base, status=status, stop_reason=reason,
-                              cursor=self.cursor, updates=self.cursor["step"] - self.step_start)
-            write_status(a, self.base, payload, status, stop_reason=reason,
-                         resume_action=self.resume_action, step_start=self.step_start,
-                         last_sha=self.last_sha)
+                write_json_atomic(
+                    self.dir / "results.json",
+                    results_record(payload, status, self.dir, memory, self.work_start),
+                )
+                self.events.write(
+                    "finished",
+                    status=status,
+                    best_step=self.metrics["best_step"],
+                    best_nll=_finite(self.metrics["best_nll"]),
+                )
+            self.events.write(
+                "segment_end",
+                **self.base,
+                status=status,
+                stop_reason=reason,
+                cursor=self.cursor,
+                updates=self.cursor["step"] - self.step_start,
+            )
+            write_status(
+                a,
+                self.base,
+                payload,
+                status,
+                stop_reason=reason,
+                resume_action=self.resume_action,
+                step_start=self.step_start,
+                last_sha=self.last_sha,
+            )
 
     def loop(self) -> tuple[str, str | None]:
         """Train until a terminal status or a stop; returns (status, stop reason)."""
@@ -409,7 +528,9 @@ class Segment:
             plan = self.t.plan(epoch)
             reason, check_totals = None, Counter()
             for index in range(self.cursor["next_group"], len(plan)):
-                reason = distributed.broadcast_object(self.stop_reason() if self.ctx.is_main else None)
+                reason = distributed.broadcast_object(
+                    self.stop_reason() if self.ctx.is_main else None
+                )
                 if reason:
                     break
                 values = self.step(plan[index], index, epoch)
@@ -427,8 +548,11 @@ class Segment:
                     return "total_deadline_soft_stop", "total_deadline_soft_stop"
                 self.record_check(check, epoch, completed, check_totals)
             terminal = checkpoint.terminal_status(
-                bad_checks=self.metrics["bad_checks"], step=self.cursor["step"],
-                epoch=self.cursor["epoch"], max_updates=a.max_updates, epochs=a.epochs,
+                bad_checks=self.metrics["bad_checks"],
+                step=self.cursor["step"],
+                epoch=self.cursor["epoch"],
+                max_updates=a.max_updates,
+                epochs=a.epochs,
             )
             if terminal or reason:
                 return terminal or reason, reason or terminal
@@ -459,8 +583,11 @@ class Segment:
         self.cursor = {"epoch": epoch, "next_group": index + 1, "step": self.cursor["step"] + 1}
         if self.cursor["step"] % TRAIN_EVENT_EVERY == 0:
             self.events.write(
-                "train", epoch=epoch + 1, step=self.cursor["step"],
-                nll=values["loss_sum"] / values["valid_targets"], lr=self.t.sched.get_last_lr()[0],
+                "train",
+                epoch=epoch + 1,
+                step=self.cursor["step"],
+                nll=values["loss_sum"] / values["valid_targets"],
+                lr=self.t.sched.get_last_lr()[0],
                 gradient_norm_before_clip=norm,
                 useful_targets_per_second=values["valid_targets"] / elapsed,
                 padded_tokens_per_second=values["padded_tokens"] / elapsed,
@@ -480,11 +607,15 @@ class Segment:
             result = evaluate.evaluate(self.t.net, self.val, micro=8, deadline=self.deadline)
         return distributed.broadcast_object(result)
 
-    def record_check(self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter) -> None:
+    def record_check(
+        self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter
+    ) -> None:
         m = self.metrics
         seconds = max(1e-9, totals["train_seconds"])
         entry = {
-            "epoch": epoch + 1, "complete_epoch": completed, "step": self.cursor["step"],
+            "epoch": epoch + 1,
+            "complete_epoch": completed,
+            "step": self.cursor["step"],
             "validation": check,
             "train_nll": totals["loss_sum"] / max(1, totals["valid_targets"]),
             "useful_targets_per_second": totals["valid_targets"] / seconds,
@@ -497,7 +628,9 @@ class Segment:
             m["best_nll"], m["best_step"], m["bad_checks"] = check["nll"], self.cursor["step"], 0
         else:
             m["bad_checks"] += 1
-        self.events.write("validation", best_nll=_finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry)
+        self.events.write(
+            "validation", best_nll=_finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry
+        )
         self.save(improved)
 
     def save(self, improved: bool) -> None:
@@ -506,8 +639,14 @@ class Segment:
         if self.ctx.is_main:
             lineage = {"segment": self.args.segment, "parent_sha256": self.parent_sha}
             payload = checkpoint.payload(
-                model=self.t.net, optimizer=self.t.opt, scheduler=self.t.sched, cursor=self.cursor,
-                rng_by_rank=rngs, metrics=self.metrics, identity=self.t.identity, lineage=lineage,
+                model=self.t.net,
+                optimizer=self.t.opt,
+                scheduler=self.t.sched,
+                cursor=self.cursor,
+                rng_by_rank=rngs,
+                metrics=self.metrics,
+                identity=self.t.identity,
+                lineage=lineage,
             )
             self.last_sha = checkpoint.save(self.dir / "last.pt", payload)
             if improved:
@@ -517,21 +656,33 @@ class Segment:
 
 # ----------------------------------------------------------------------------- records
 
+
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def results_record(saved: dict[str, Any], status: str, train_dir: Path,
-                   memory: list[dict[str, Any]] | None, work_start: float | None) -> dict[str, Any]:
+def results_record(
+    saved: dict[str, Any],
+    status: str,
+    train_dir: Path,
+    memory: list[dict[str, Any]] | None,
+    work_start: float | None,
+) -> dict[str, Any]:
     """train/results.json of a finished run (the seed's results.json)."""
     m = saved["metrics"]
     best = train_dir / "best.pt"
     return {
-        "status": status, "cursor": saved["cursor"], "best_step": m["best_step"],
-        "best_validation_nll": _finite(m["best_nll"]), "bad_checks": m["bad_checks"],
-        "history": m["history"], "initial_validation": m["initial_validation"],
-        "totals": m["totals"], "memory": memory,
-        "gpu_work_wall_seconds": m["work_seconds"], "segments": m["segments"],
+        "status": status,
+        "cursor": saved["cursor"],
+        "best_step": m["best_step"],
+        "best_validation_nll": _finite(m["best_nll"]),
+        "bad_checks": m["bad_checks"],
+        "history": m["history"],
+        "initial_validation": m["initial_validation"],
+        "totals": m["totals"],
+        "memory": memory,
+        "gpu_work_wall_seconds": m["work_seconds"],
+        "segments_trained": m["segments"],
         "test_evaluated": False,
         "best_checkpoint": "best.pt" if best.exists() else None,
         "best_checkpoint_sha256": sha256_file(best) if best.exists() else None,
@@ -541,25 +692,64 @@ def results_record(saved: dict[str, Any], status: str, train_dir: Path,
     }
 
 
-def write_status(args: argparse.Namespace, base: dict[str, Any], saved: dict[str, Any], status: str, *,
-                 stop_reason: str | None, resume_action: str, step_start: int,
-                 last_sha: str | None) -> None:
+def write_status(
+    args: argparse.Namespace,
+    base: dict[str, Any],
+    saved: dict[str, Any],
+    status: str,
+    *,
+    stop_reason: str | None,
+    resume_action: str,
+    step_start: int,
+    last_sha: str | None,
+) -> None:
     """The segment's status file: written last and atomically, so it exists only when the
     checkpoint it names is complete."""
     m, cursor = saved["metrics"], saved["cursor"]
     end = time.time()
     record = {
-        **base, "status": status, "terminal": status in checkpoint.TERMINAL,
-        "stop_reason": stop_reason, "resume_action": resume_action,
-        "end_unix": end, "seconds": end - base["start_unix"],
-        "step_start": step_start, "step_end": cursor["step"], "updates": cursor["step"] - step_start,
-        "cursor": cursor, "best_step": m["best_step"], "best_validation_nll": _finite(m["best_nll"]),
-        "bad_checks": m["bad_checks"], "last_pt_sha256": last_sha,
-        "identity_sha256": digest_json(saved["identity"]), "test_evaluated": False,
+        **base,
+        "status": status,
+        "terminal": status in checkpoint.TERMINAL,
+        "stop_reason": stop_reason,
+        "resume_action": resume_action,
+        "end_unix": end,
+        "seconds": end - base["start_unix"],
+        "step_start": step_start,
+        "step_end": cursor["step"],
+        "updates": cursor["step"] - step_start,
+        "cursor": cursor,
+        "best_step": m["best_step"],
+        "best_validation_nll": _finite(m["best_nll"]),
+        "bad_checks": m["bad_checks"],
+        "last_pt_sha256": last_sha,
+        "identity_sha256": digest_json(saved["identity"]),
+        "test_evaluated": False,
     }
     path = Path(args.status_out)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, record)
+
+
+def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
+    """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
+
+    :raises ValueError: if the last status is not terminal or does not match the results.
+    """
+    segments = [read_json(p) for p in statuses]
+    if not segments or not segments[-1].get("terminal"):
+        raise ValueError(
+            f"{statuses[-1] if statuses else 'segments'}: the run has no terminal status"
+        )
+    results = read_json(train_results)
+    if results["status"] != segments[-1]["status"]:
+        raise ValueError(
+            f"{train_results}: status {results['status']!r} but the last segment says"
+            f" {segments[-1]['status']!r}"
+        )
+    record = {**results, "segments": segments, "segment_count": len(segments)}
+    write_json_atomic(out, record)
+    return record
 
 
 if __name__ == "__main__":

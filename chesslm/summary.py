@@ -112,9 +112,16 @@ def read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            last = "the last line, truncated (a killed writer?)" if number == len(lines) else ""
-            notes.append(f"{path.name} line {number}: not valid JSON, skipped {last}".rstrip())
-            continue
+            record = _after_torn_record(line)
+            if record is not None:
+                notes.append(
+                    f"{path.name} line {number}: a truncated record (a killed writer?) "
+                    "followed by a whole one; the truncated part skipped"
+                )
+            else:
+                last = "the last line, truncated (a killed writer?)" if number == len(lines) else ""
+                notes.append(f"{path.name} line {number}: not valid JSON, skipped {last}".rstrip())
+                continue
         if not isinstance(record, dict):
             notes.append(f"{path.name} line {number}: not a JSON object, skipped")
             continue
@@ -124,18 +131,31 @@ def read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     return records
 
 
-def read_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
-    """A JSON object, or ``None`` (noted) when the file is absent or unreadable."""
+def _after_torn_record(line: str) -> dict[str, Any] | None:
+    """The whole record a later writer appended to a torn line, if there is one."""
+    for start in range(1, len(line)):
+        if line[start] == "{":
+            try:
+                record = json.loads(line[start:])
+            except json.JSONDecodeError:
+                continue
+            return record if isinstance(record, dict) else None
+    return None
+
+
+def read_json(path: Path, notes: list[str], *, shown: str | None = None) -> dict[str, Any] | None:
+    """A JSON object, or ``None`` (noted as ``shown``) when the file is absent or unreadable."""
+    shown = shown or path.name
     if not path.is_file():
-        notes.append(f"{path.relative_to(path.parents[1])}: not found")
+        notes.append(f"{shown}: not found")
         return None
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        notes.append(f"{path.name}: not readable JSON ({error}), skipped")
+        notes.append(f"{shown}: not readable JSON ({error}), skipped")
         return None
     if not isinstance(value, dict):
-        notes.append(f"{path.name}: not a JSON object, skipped")
+        notes.append(f"{shown}: not a JSON object, skipped")
         return None
     return value
 
@@ -162,39 +182,29 @@ def load_run(run_dir: Path | str, *, receipt_path: Path | str | None = None) -> 
     telemetry_notes: list[str] = []
     rec.telemetry = read_jsonl(train / "gpu-telemetry.jsonl", telemetry_notes)
     rec.notes += [n for n in telemetry_notes if not n.endswith(("not found", "no records"))]
-    for path in sorted((run_dir / "segments").glob("*.json"), key=_segment_sort_key):
-        status = read_json(path, rec.notes)
-        if status is not None:
-            status.setdefault("segment", _segment_sort_key(path))
-            rec.segments.append(status)
-    rec.identity = read_json(train / "identity.json", rec.notes)
+    for path in sorted((run_dir / "segments").glob("*.json"), key=lambda p: (len(p.stem), p.stem)):
+        if not path.stem.isdigit():
+            rec.notes.append(f"segments/{path.name}: not named after a segment number, ignored")
+        elif (status := read_json(path, rec.notes, shown=f"segments/{path.name}")) is not None:
+            rec.segments.append({**status, "segment": status.get("segment", int(path.stem))})
+    rec.identity = read_json(train / "identity.json", rec.notes, shown="train/identity.json")
     rec.probe = read_json(run_dir / "probe-results.json", rec.notes)
     results_notes: list[str] = []
-    rec.results = read_json(run_dir / "results.json", results_notes)
+    for path in (run_dir / "results.json", train / "results.json"):  # the trainer writes train/
+        rec.results = rec.results or read_json(path, results_notes)
     rec.notes += [n for n in results_notes if not n.endswith("not found")]  # partial: expected
     if not rec.segments and rec.results and isinstance(rec.results.get("segments"), list):
         rec.segments = [s for s in rec.results["segments"] if isinstance(s, dict)]
         rec.notes.append("segments/: no status files; segments taken from results.json")
-    fingerprint = (rec.identity or {}).get("dataset_fingerprint")
+    fingerprint = (rec.identity or {}).get("dataset_fingerprint") or next(
+        (e["dataset_fingerprint"] for e in rec.events if e.get("dataset_fingerprint")), None
+    )
     rec.receipt_path = Path(receipt_path) if receipt_path else find_receipt(run_dir, fingerprint)
     if rec.receipt_path is None:
         rec.notes.append("integrity receipt: not found (no receipt matches the run's dataset)")
     else:
-        rec.receipt = read_json(rec.receipt_path, rec.notes)
+        rec.receipt = read_json(rec.receipt_path, rec.notes, shown=str(rec.receipt_path))
     return rec
-
-
-def _segment_sort_key(path: Path) -> int | float:
-    return int(path.stem) if path.stem.isdigit() else float("inf")
-
-
-def _get(record: dict[str, Any], dotted: str) -> Any:
-    value: Any = record
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -211,7 +221,9 @@ def _note_missing(frame: pd.DataFrame, columns: list[str], what: str, notes: lis
     for column in columns:
         missing = int(frame[column].isna().sum()) if column in frame else len(frame)
         if missing and len(frame):
-            notes.append(f"{what}: field {column!r} missing in {missing} of {len(frame)}, left blank")
+            notes.append(
+                f"{what}: field {column!r} missing in {missing} of {len(frame)}, left blank"
+            )
 
 
 def by_stage(rec: RunRecords) -> dict[str, list[dict[str, Any]]]:
@@ -258,7 +270,7 @@ def validation_table(stages: dict[str, list[dict[str, Any]]], notes: list[str]) 
         )
     for event in stages.get("validation", []):
         if not isinstance(event.get("validation"), dict) or event.get("step") is None:
-            notes.append(f"events.jsonl: validation record without step or metrics, skipped")
+            notes.append("events.jsonl: validation record without step or metrics, skipped")
             continue
         rows.append({"kind": "check"} | _flatten(event))
     columns = ["kind", "segment", "time_unix", "epoch", "complete_epoch", "step"]
@@ -279,7 +291,9 @@ def train_table(stages: dict[str, list[dict[str, Any]]], notes: list[str]) -> pd
     _note_missing(frame, TRAIN_FIELDS, "train", notes)
     replayed = int(frame["step"].duplicated().sum())
     if replayed:
-        notes.append(f"train: {replayed} steps logged twice (replayed after a resume); plots use the later")
+        notes.append(
+            f"train: {replayed} steps logged twice (replayed after a resume); plots use the later"
+        )
     return frame
 
 
@@ -377,8 +391,9 @@ def probe_table(rec: RunRecords) -> pd.DataFrame:
 def data_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
     """One row: the data this run trained on and its integrity receipt."""
     receipt = rec.receipt or {}
-    identity_fp = (rec.identity or {}).get("dataset_fingerprint")
     validated = (stages.get("data_validated") or [{}])[-1]
+    identity_fp = (rec.identity or {}).get("dataset_fingerprint")
+    identity_fp = identity_fp or validated.get("dataset_fingerprint")
     row = {
         "dataset_fingerprint": identity_fp,
         "receipt_path": str(rec.receipt_path) if rec.receipt_path else None,
@@ -390,7 +405,7 @@ def data_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.D
         else None,
     }
     row |= {k: validated.get(k) for k in ("train_games", "validation_games", "train_targets")}
-    row["test_evaluated"] = test_evaluated(rec)
+    row["test_evaluated"] = was_test_evaluated(rec)
     if row["fingerprints_match"] is False:
         rec.notes.append("integrity receipt: its dataset fingerprint differs from identity.json's")
     return pd.DataFrame([row])
@@ -403,13 +418,10 @@ def _seal_valid(receipt: dict[str, Any]) -> bool:
     return receipt.get("receipt_sha256") == digest_json(body)
 
 
-def test_evaluated(rec: RunRecords) -> bool:
+def was_test_evaluated(rec: RunRecords) -> bool:
     """True only if some record says the test split was evaluated (it never should be)."""
     sources = [rec.results, rec.probe, *rec.events, *rec.segments]
     return any(isinstance(s, dict) and s.get("test_evaluated") is True for s in sources)
-
-
-test_evaluated.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str], drop: tuple = ()) -> pd.DataFrame:
@@ -445,8 +457,13 @@ def _true(value: Any) -> bool:
 
 
 def _num(value: Any, spec: str = ".4g") -> str:
-    if value is None or isinstance(value, str) or pd.isna(value):
-        return "n/a" if value is None or not isinstance(value, str) else value
+    """A number for summary.md; ``spec=""`` prints whole numbers without ``.0``."""
+    if isinstance(value, str):
+        return value
+    if value is None or pd.isna(value):
+        return "n/a"
+    if spec == "" and float(value).is_integer():
+        return str(int(value))
     return format(value, spec)
 
 
@@ -492,12 +509,14 @@ def render_markdown(
     out = [f"# Run `{rec.run_dir.name}`", ""]
     if state.complete:
         out.append(f"**Complete.** Final status `{state.status}` (from {state.source}).")
+    elif state.status is None:
+        out.append("**Partial run: no segment has run yet.**")
     else:
         out.append(
             f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
             f"(from {state.source}). Everything below covers only the records written so far."
         )
-    out += ["", f"test_evaluated: {str(test_evaluated(rec)).lower()}", ""]
+    out += ["", f"test_evaluated: {str(was_test_evaluated(rec)).lower()}", ""]
 
     step, nll, source = _best(rec, validation)
     checks = validation[validation["kind"] == "check"]
@@ -516,8 +535,10 @@ def render_markdown(
 
     out += ["## Identity", ""]
     if identity:
-        rows = [[k, v if not isinstance(v, dict | list) else json.dumps(v, sort_keys=True)]
-                for k, v in identity.items()]
+        rows = [
+            [k, v if not isinstance(v, dict | list) else json.dumps(v, sort_keys=True)]
+            for k, v in identity.items()
+        ]
         out += _md_table(["key", "value"], rows)
     else:
         out += ["identity.json was not found.", ""]
@@ -525,9 +546,10 @@ def render_markdown(
     out += ["## Time", ""]
     if len(segments):
         seconds = pd.to_numeric(segments["seconds"], errors="coerce")
-        span = pd.to_numeric(segments["end_unix"], errors="coerce").max() - pd.to_numeric(
-            segments["start_unix"], errors="coerce"
-        ).min()
+        span = (
+            pd.to_numeric(segments["end_unix"], errors="coerce").max()
+            - pd.to_numeric(segments["start_unix"], errors="coerce").min()
+        )
         out.append(
             f"{len(segments)} segments, {_num(seconds.sum(), '.1f')} s in segments in all, "
             f"{_num(span, '.1f')} s from the first start to the last end."
@@ -536,8 +558,10 @@ def render_markdown(
         columns = ["segment", "status", "stop_reason", "start_unix", "end_unix", "seconds"]
         columns += ["step_start", "step_end", "updates"]
         rows = [
-            [_utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c == "seconds" else "")
-             for c in columns]
+            [
+                _utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c == "seconds" else "")
+                for c in columns
+            ]
             for _, r in segments.iterrows()
         ]
         out += _md_table([c.replace("_unix", " (UTC)") for c in columns], rows)
@@ -545,8 +569,7 @@ def render_markdown(
         out += ["No segment has recorded a start yet.", ""]
     for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
         if results.get(key) is not None:
-            out.append(f"- results.json {key}: {_num(results[key], '.1f')} s")
-    out.append("")
+            out += [f"- results.json {key}: {_num(results[key], '.1f')} s", ""]
 
     out += ["## Throughput", ""]
     if len(train):
@@ -556,6 +579,8 @@ def render_markdown(
             f"{_num(train['padded_tokens_per_second'].median(), ',.0f')} padded tokens/s, "
             f"mean padding fraction {_num(train['padding_fraction'].mean(), '.3f')}"
         )
+    if not len(train):
+        out.append("- no training record yet")
     totals = results.get("totals") or {}
     if totals.get("valid_targets") and totals.get("train_seconds"):
         rate = totals["valid_targets"] / totals["train_seconds"]
@@ -570,11 +595,14 @@ def render_markdown(
     out += ["## Memory", ""]
     for entry in results.get("memory") or []:
         if isinstance(entry, dict):
-            gib = {k: _num((entry.get(k) or float("nan")) / 2**30, ".2f") for k in
-                   ("peak_allocated", "peak_reserved")}
+            gib = {
+                k: _num((entry.get(k) or float("nan")) / 2**30, ".2f")
+                for k in ("peak_allocated", "peak_reserved", "peak_rss_bytes")
+            }
             out.append(
                 f"- rank {entry.get('rank')}: peak allocated {gib['peak_allocated']} GiB, "
-                f"peak reserved {gib['peak_reserved']} GiB (results.json)"
+                f"peak reserved {gib['peak_reserved']} GiB, "
+                f"peak host RSS {gib['peak_rss_bytes']} GiB (results.json)"
             )
     probe = tables["probe"]
     if len(probe) and "peak_reserved_bytes_max" in probe:
@@ -583,9 +611,11 @@ def render_markdown(
     if len(samples):
         for _, row in tables["telemetry"].iterrows():
             out.append(
-                f"- GPU {row['gpu']}: memory max {_num(row['memory_used_MiB_max'], ',.0f')} MiB, "
+                f"- GPU {_num(row['gpu'], '')}: "
+                f"memory max {_num(row['memory_used_MiB_max'], ',.0f')} MiB, "
                 f"utilisation mean {_num(row['utilization_percent_mean'], '.1f')} %, "
-                f"power mean {_num(row['power_W_mean'], '.1f')} W ({row['samples']} samples)"
+                f"power mean {_num(row['power_W_mean'], '.1f')} W "
+                f"({_num(row['samples'], '')} samples)"
             )
     else:
         out.append(
@@ -650,7 +680,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("run_dir", type=Path, help="a run directory, e.g. results/demo")
     parser.add_argument("--out", type=Path, help="output folder (default RUN_DIR/report)")
-    parser.add_argument("--receipt", type=Path, help="integrity receipt (default: found by fingerprint)")
+    parser.add_argument(
+        "--receipt", type=Path, help="integrity receipt (default: found by fingerprint)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not args.run_dir.is_dir():

@@ -40,12 +40,16 @@ class Telemetry:
                 try:
                     result = subprocess.run(
                         ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"],
-                        capture_output=True, text=True, timeout=10,
+                        capture_output=True,
+                        text=True,
+                        timeout=10,
                     )
                     gpus = result.stdout.strip()
                 except (OSError, subprocess.TimeoutExpired) as error:
                     gpus = f"error: {error}"
-                fh.write(json.dumps({"time_unix": time.time(), "query": QUERY, "gpus": gpus}) + "\n")
+                fh.write(
+                    json.dumps({"time_unix": time.time(), "query": QUERY, "gpus": gpus}) + "\n"
+                )
                 fh.flush()
                 self._stop.wait(self.interval_s)
 
@@ -56,7 +60,10 @@ class Telemetry:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._stop.set()
         if self._thread is not None:

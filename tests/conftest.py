@@ -34,16 +34,27 @@ def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
     return out
 
 
-def make_cache(directory: Path, *, n_train: int, n_val: int, max_plies: int = 24,
-               fingerprint: str = "test-fingerprint") -> Path:
+def make_cache(
+    directory: Path,
+    *,
+    n_train: int,
+    n_val: int,
+    max_plies: int = 24,
+    fingerprint: str = "test-fingerprint",
+) -> Path:
     games = sample_games(n_train + n_val, max_plies=max_plies)
     shards = directory / "shards"
     shards.mkdir(parents=True, exist_ok=True)
     for split, part in (("train", games[:n_train]), ("validation", games[n_train:])):
-        gamearrays.save(shards / split, gamearrays.pack(part, [f"{split}{i}" for i in range(len(part))]))
+        gamearrays.save(
+            shards / split, gamearrays.pack(part, [f"{split}{i}" for i in range(len(part))])
+        )
     out = directory / "token-cache"
-    cache.build(out, {"train": [shards / "train"], "validation": [shards / "validation"]},
-                meta={"dataset_fingerprint": fingerprint})
+    cache.build(
+        out,
+        {"train": [shards / "train"], "validation": [shards / "validation"]},
+        meta={"dataset_fingerprint": fingerprint},
+    )
     return out
 
 
@@ -53,12 +64,22 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_cache(tmp_path_factory.mktemp("cache"), n_train=24, n_val=6)
 
 
-def run_segment(args: list[str], *, workers: int = 2, env: dict[str, str] | None = None,
-                timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_segment(
+    args: list[str], *, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """``torchrun --standalone --nproc-per-node=workers -m chesslm.segment args`` (gloo, CPU)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc-per-node={workers}", "-m", "chesslm.segment", *args,
-               f"--workers={workers}"]
-    return subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=timeout,
-                          cwd=ROOT)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={workers}",
+        "-m",
+        "chesslm.segment",
+        *args,
+        f"--workers={workers}",
+    ]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
+    )

@@ -43,7 +43,10 @@ def test_weight_decay_only_on_matrices() -> None:
 
 
 def test_schedule_horizon_defaults_and_refuses_long_warmup() -> None:
-    assert optim.horizon(epochs=2, steps_per_epoch=50, schedule_steps=None, warmup_steps=None) == (100, 10)
+    assert optim.horizon(epochs=2, steps_per_epoch=50, schedule_steps=None, warmup_steps=None) == (
+        100,
+        10,
+    )
     import pytest
 
     with pytest.raises(ValueError, match="warmup_steps"):

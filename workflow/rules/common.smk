@@ -78,5 +78,5 @@ def receipt_path(run):
 def get_final_outputs():
     """What `snakemake` with no target builds: every dataset's cache, every run's summary."""
     outputs = [f"{dataset_dir(d)}/token-cache/cache.json" for d in DATASETS]
-    outputs += [f"results/{run}/results.json" for run in RUNS]
+    outputs += [f"results/{run}/report/summary.md" for run in RUNS]
     return outputs

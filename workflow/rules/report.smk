@@ -27,7 +27,9 @@ def get_integrity_receipt(wildcards):
 
 def get_summary_targets(runs=None):
     """summary.md of each run (default: every run in config['runs']); one file pulls all."""
-    return [f"results/{run}/report/summary.md" for run in (runs or config.get("runs", {}))]
+    return [
+        f"results/{run}/report/summary.md" for run in (runs or config.get("runs", {}))
+    ]
 
 
 localrules:

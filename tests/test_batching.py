@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from chesslm import batching, model, tokens
+
+LENGTHS = [5 + (7 * i) % 23 for i in range(37)]
+
+
+def test_plan_is_deterministic_disjoint_and_complete() -> None:
+    a = batching.global_batches(LENGTHS, epoch=3, seed=7, micro=2, world=2)
+    assert a == batching.global_batches(LENGTHS, epoch=3, seed=7, micro=2, world=2)
+    assert a != batching.global_batches(LENGTHS, epoch=4, seed=7, micro=2, world=2)
+    flat = [i for b in a for i in b]
+    assert sorted(flat) == list(range(len(LENGTHS)))
+    assert all(len(b) == 4 for b in a[:-1]) and len(a[-1]) == 37 % 4
+    groups = batching.groups(a, 3)
+    assert [len(g) for g in groups] == [3] * 3 + [1]
+
+
+def test_collate_right_pads_inputs_and_ignores_padded_targets() -> None:
+    x, y = batching.collate([np.array([69, 1, 2, 64, 70]), np.array([69, 70])], "cpu")
+    assert x.tolist() == [[69, 1, 2, 64], [69, 71, 71, 71]]
+    assert y.tolist() == [[1, 2, 64, 70], [70, -100, -100, -100]]
+    dx, dy = batching.collate([], "cpu")
+    assert dx.tolist() == [[tokens.PAD]] and dy.tolist() == [[-100]]
+
+
+def games_fixture() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [
+        np.concatenate([[69], rng.integers(0, 64, 3 * k), [70]]).astype(np.uint8)
+        for k in (1, 4, 2, 7, 3)
+    ]
+
+
+def reference_grad(games: list[np.ndarray]) -> dict[str, torch.Tensor]:
+    """Mean token cross-entropy over all games in one pass."""
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    x, y = batching.collate(games, "cpu")
+    F.cross_entropy(net(x).view(-1, 128), y.view(-1), ignore_index=-100).backward()
+    return {n: p.grad.clone() for n, p in net.named_parameters()}
+
+
+def test_accumulated_loss_is_normalised_by_all_valid_targets() -> None:
+    games = games_fixture()
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    group = [[0, 1], [2, 3], [4]]
+    values = batching.backward_group(net, games, group, micro=2, rank=0, world=1, device="cpu")
+    assert values["valid_targets"] == sum(len(g) - 1 for g in games)
+    ref = reference_grad(games)
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-6)
+
+
+def _worker(rank: int, init: str, out: str) -> None:
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    ddp = DDP(net)
+    games = games_fixture()
+    # micro=2, world=2: batch [0,1,2,3] then the partial [4] where rank 1 has no games
+    values = batching.backward_group(
+        ddp, games, [[0, 1, 2, 3], [4]], micro=2, rank=rank, world=2, device="cpu"
+    )
+    if rank == 0:
+        torch.save({"values": values, "grads": {n: p.grad for n, p in net.named_parameters()}}, out)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ranks_with_a_dummy_rank_match_the_single_pass_gradient(tmp_path: Path) -> None:
+    out = tmp_path / "grads.pt"
+    mp.spawn(_worker, args=(f"file://{tmp_path / 'store'}", str(out)), nprocs=2, join=True)
+    result = torch.load(out, weights_only=True)
+    games = games_fixture()
+    assert result["values"]["valid_targets"] == sum(len(g) - 1 for g in games)
+    ref = reference_grad(games)
+    for name, grad in result["grads"].items():
+        torch.testing.assert_close(grad, ref[name], rtol=1e-4, atol=1e-6)

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from chesslm import checkpoint, model, optim
+
+
+def small_payload() -> dict:
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    opt = optim.optimizer(net, 1e-3, device=torch.device("cpu"))
+    sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
+    return checkpoint.payload(
+        model=net,
+        optimizer=opt,
+        scheduler=sched,
+        cursor={"epoch": 0, "next_group": 3, "step": 3},
+        rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
+        metrics={"history": [], "best_nll": float("inf"), "bad_checks": 0, "best_step": None},
+        identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
+        lineage={"segment": 0, "parent_sha256": None},
+    )
+
+
+def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "last.pt"
+    digest = checkpoint.save(path, small_payload())
+    assert not (tmp_path / "last.pt.tmp").exists() and len(digest) == 64
+    loaded = checkpoint.load(path)
+    assert loaded["cursor"]["step"] == 3
+    net = model.build("tiny")
+    net.load_state_dict(loaded["model"])
+
+
+class Boom:
+    def __reduce__(self):
+        return (os.system, ("touch " + str(Path(os.environ["BOOM_MARK"])),))
+
+
+def test_a_pickled_callable_is_refused_and_never_executed(tmp_path: Path, monkeypatch) -> None:
+    mark = tmp_path / "executed"
+    monkeypatch.setenv("BOOM_MARK", str(mark))
+    evil = tmp_path / "evil.pt"
+    payload = small_payload()
+    payload["metrics"]["hook"] = Boom()
+    with open(evil, "wb") as fh:
+        torch.save(payload, fh)
+    with pytest.raises(checkpoint.CheckpointError, match="refused.*nothing was executed"):
+        checkpoint.load(evil)
+    assert not mark.exists()
+
+
+def test_rng_state_restores_exactly() -> None:
+    state = checkpoint.rng_state(torch.device("cpu"))
+    a = torch.rand(3)
+    checkpoint.restore_rng(state, torch.device("cpu"))
+    assert torch.equal(torch.rand(3), a)
+
+
+def test_identity_mismatch_names_what_changed() -> None:
+    saved = {"lr": 3e-4, "world_size": 2, "model": {"preset": "tiny", "n_layer": 2}, "seed": 1}
+    now = {"lr": 1e-3, "world_size": 2, "model": {"preset": "tiny", "n_layer": 4}, "seed": 1}
+    assert checkpoint.identity_differences(saved, now) == ["lr", "model.n_layer"]
+    with pytest.raises(ValueError, match=r"changed: lr, model\.n_layer"):
+        checkpoint.check_identity(saved, now)
+    checkpoint.check_identity(saved, dict(saved))
+
+
+def test_best_needs_an_improvement_above_the_threshold() -> None:
+    assert checkpoint.improved(1.0, float("inf"))
+    assert not checkpoint.improved(0.99995, 1.0)
+    assert checkpoint.improved(0.9998, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("bad", "step", "epoch", "max_updates", "want"),
+    [
+        (5, 1, 0, None, "early_stop_5_checks"),
+        (5, 10, 3, 10, "early_stop_5_checks"),  # patience wins
+        (0, 10, 0, 10, "max_updates"),
+        (0, 9, 3, 10, "max_epochs"),
+        (4, 9, 2, 10, None),
+    ],
+)
+def test_terminal_status(bad, step, epoch, max_updates, want) -> None:
+    got = checkpoint.terminal_status(
+        bad_checks=bad, step=step, epoch=epoch, max_updates=max_updates, epochs=3
+    )
+    assert got == want

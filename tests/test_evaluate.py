@@ -1,0 +1,117 @@
+"""The device-side metrics agree with the seed's per-token python-chess reference."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from chesslm import batching, evaluate, model
+from chesslm.cache import TokenCache
+from chesslm.deadline import Deadline
+from chesslm.tokens import BOS, EOS, State, decode_move
+
+
+@torch.no_grad()
+def reference(net: torch.nn.Module, data: list, micro: int, legality_games: int | None) -> dict:
+    """The seed's evaluate(): State/python-chess per token, probabilities on the CPU."""
+    net.eval()
+    total, phase_n, phase_correct = Counter(), Counter(), Counter()
+    sample = min(len(data), legality_games) if legality_games is not None else len(data)
+    chosen = {i * len(data) // sample for i in range(sample)}
+    for offset in range(0, len(data), micro):
+        samples = data[offset : offset + micro]
+        x, y = batching.collate(samples, "cpu")
+        logits = net(x)
+        total["nll_sum"] += F.cross_entropy(
+            logits.float().reshape(-1, 128), y.reshape(-1), ignore_index=-100, reduction="sum"
+        ).item()
+        probs = logits.float().softmax(-1)
+        pred = probs.argmax(-1)
+        valid = y.ne(-100)
+        total["targets"] += int(valid.sum())
+        total["reserved"] += float((probs[:, :, 72:].sum(-1) * valid).sum())
+        positions = torch.arange(y.shape[1]).unsqueeze(0)
+        for phase, index in (("source", 0), ("destination", 1), ("promotion", 2), ("eos", None)):
+            sel = valid & (
+                y.eq(EOS) if index is None else (positions.remainder(3).eq(index) & y.ne(EOS))
+            )
+            phase_n[phase] += int(sel.sum())
+            phase_correct[phase] += int((sel & pred.eq(y)).sum())
+        for row, game in enumerate(samples):
+            if offset + row not in chosen:
+                continue
+            total["legality_games"] += 1
+            state = State()
+            state.feed(BOS)
+            for pos, target in enumerate(game[1:].tolist()):
+                total["legality_targets"] += 1
+                legal = torch.tensor(state.mask(legal=True), dtype=torch.bool)
+                total["illegal"] += probs[row, pos, ~legal].sum().item()
+                if pos % 3 == 0 and target != EOS:
+                    total["moves"] += 1
+                    try:
+                        move = decode_move(pred[row, pos : pos + 3].tolist())
+                        total["legal_triples"] += int(move in state.board.legal_moves)
+                    except ValueError:
+                        pass
+                state.feed(target)
+    return {
+        "nll": total["nll_sum"] / total["targets"],
+        "valid_targets": total["targets"],
+        "phase_accuracy": {p: phase_correct[p] / n if n else None for p, n in phase_n.items()},
+        "phase_counts": dict(phase_n),
+        "teacher_forced_triple_legality": total["legal_triples"] / max(1, total["moves"]),
+        "raw_reserved_probability": total["reserved"] / total["targets"],
+        "raw_illegal_token_probability": total["illegal"] / max(1, total["legality_targets"]),
+        "legality_games": total["legality_games"],
+        "legality_targets": total["legality_targets"],
+    }
+
+
+def trained_a_little(cache: TokenCache) -> torch.nn.Module:
+    """A tiny model nudged towards the data, so argmax triples are sometimes legal."""
+    torch.manual_seed(1)
+    net = model.build("tiny")
+    opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
+    games = [cache.train[i] for i in range(len(cache.train))]
+    for _ in range(25):
+        opt.zero_grad()
+        batching.backward_group(
+            net, games, [list(range(len(games)))], micro=len(games), rank=0, world=1, device="cpu"
+        )
+        opt.step()
+    return net
+
+
+@pytest.mark.parametrize("legality_games", [None, 4])
+def test_device_metrics_match_the_python_chess_reference(tiny_cache: Path, legality_games) -> None:
+    cache = TokenCache(tiny_cache, verify=True)
+    net = trained_a_little(cache)
+    data = evaluate.ValidationSet(cache, torch.device("cpu"), legality_games=legality_games)
+    got = evaluate.evaluate(net, data, micro=4)
+    want = reference(
+        net, [cache.validation[i] for i in range(len(cache.validation))], 4, legality_games
+    )
+    for key in ("valid_targets", "phase_counts", "legality_games", "legality_targets"):
+        assert got[key] == want[key], key
+    for key in (
+        "nll",
+        "teacher_forced_triple_legality",
+        "raw_reserved_probability",
+        "raw_illegal_token_probability",
+    ):
+        assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-9), key
+    for phase, value in want["phase_accuracy"].items():
+        assert got["phase_accuracy"][phase] == pytest.approx(value), phase
+    assert 0 < got["teacher_forced_triple_legality"] < 1  # the test exercises both outcomes
+    assert set(got) >= {"games", "seconds", "protocol", "legality_subset"}
+
+
+def test_deadline_cut_validation_returns_none(tiny_cache: Path) -> None:
+    cache = TokenCache(tiny_cache)
+    data = evaluate.ValidationSet(cache, torch.device("cpu"), legality_games=None)
+    assert evaluate.evaluate(model.build("tiny"), data, deadline=Deadline(0.0)) is None

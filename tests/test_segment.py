@@ -1,0 +1,218 @@
+"""The segment CLI under real torchrun with two gloo processes on a tiny cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from chesslm import checkpoint
+from chesslm.integrity import sha256_file
+
+from .conftest import ROOT, run_segment
+
+pytestmark = pytest.mark.slow
+FAULTS = str(ROOT / "tests" / "fault_injection")
+# max_updates 6 in steps of 2: segments 0, 1, 2; a check after every update
+HYPER = [
+    "--model=tiny",
+    "--micro=2",
+    "--accum=2",
+    "--epochs=2",
+    "--max-updates=6",
+    "--validation-every-steps=1",
+    "--seed=7",
+    "--threads=1",
+]
+
+
+def segment(cache: Path, run_dir: Path, n: int, *extra: str, env=None, updates: int | None = 2):
+    args = [
+        "train",
+        f"--cache={cache}",
+        f"--run-dir={run_dir}",
+        f"--segment={n}",
+        f"--status-out={run_dir}/segments/{n}.json",
+        *HYPER,
+        *extra,
+    ]
+    if n > 0:
+        args.append(f"--previous-status={run_dir}/segments/{n - 1}.json")
+    if updates is not None:
+        args.append(f"--segment-updates={updates}")
+    return run_segment(args, env=env)
+
+
+def status(run_dir: Path, n: int) -> dict:
+    return json.loads((run_dir / "segments" / f"{n}.json").read_text())
+
+
+def ok(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def first_segment(tiny_cache: Path, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("seg") / "run"
+    ok(segment(tiny_cache, run_dir, 0))
+    return run_dir
+
+
+def copy_run(source: Path, tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns(".lock"))
+    return run_dir
+
+
+def test_first_segment_records(first_segment: Path) -> None:
+    s = status(first_segment, 0)
+    assert s["status"] == "segment_updates" and s["terminal"] is False
+    assert (s["step_start"], s["step_end"], s["updates"]) == (0, 2, 2)
+    assert s["last_pt_sha256"] == sha256_file(first_segment / "train" / "last.pt")
+    assert s["world_size"] == 2 and s["device"] == "cpu"
+    stages = [
+        e["stage"]
+        for e in map(json.loads, (first_segment / "train/events.jsonl").read_text().splitlines())
+    ]
+    assert stages[:3] == ["segment_start", "data_validated", "initial_validation"]
+    assert stages.count("validation") == 2 and stages[-1] == "segment_end"
+    assert (first_segment / "train" / "best.pt").exists()
+    assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
+
+
+def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path
+) -> None:
+    whole = tmp_path / "whole"
+    ok(segment(tiny_cache, whole, 0, updates=None))
+    assert status(whole, 0)["status"] == "max_updates" and status(whole, 0)["step_end"] == 6
+
+    run_dir = copy_run(first_segment, tmp_path)
+    killed = segment(tiny_cache, run_dir, 1, env={"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "kill:1"})
+    assert killed.returncode != 0 and not (run_dir / "segments/1.json").exists()
+    # the killed attempt saved step 3 before dying in step 4; the rerun continues from there
+    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 3
+    ok(segment(tiny_cache, run_dir, 1))
+    assert (status(run_dir, 1)["step_start"], status(run_dir, 1)["step_end"]) == (3, 4)
+    ok(segment(tiny_cache, run_dir, 2))
+    final = status(run_dir, 2)
+    assert final["status"] == "max_updates" and final["terminal"] is True
+
+    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(run_dir / "train/last.pt")
+    assert a["cursor"] == b["cursor"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key, state in a["optimizer"]["state"].items():
+        for field, value in state.items():
+            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
+    results = json.loads((run_dir / "train/results.json").read_text())
+    assert results["status"] == "max_updates" and results["test_evaluated"] is False
+    assert results["last_checkpoint_sha256"] == sha256_file(run_dir / "train/last.pt")
+    assert [h["step"] for h in results["history"]] == [1, 2, 3, 4, 5, 6]
+
+    # resuming a terminal run is a no-op with a receipt (no torchrun needed for a world of 1)
+    before = sha256_file(run_dir / "train/last.pt")
+    noop = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chesslm.segment",
+            "train",
+            f"--cache={tiny_cache}",
+            f"--run-dir={run_dir}",
+            "--segment=3",
+            f"--status-out={run_dir}/segments/3.json",
+            f"--previous-status={run_dir}/segments/2.json",
+            *HYPER,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    ok(noop)
+    receipt = status(run_dir, 3)
+    assert receipt["resume_action"] == "no_op_terminal" and receipt["terminal"] is True
+    assert receipt["updates"] == 0 and sha256_file(run_dir / "train/last.pt") == before
+
+
+def test_identity_mismatch_on_resume_names_the_key(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path
+) -> None:
+    run_dir = copy_run(first_segment, tmp_path)
+    result = segment(tiny_cache, run_dir, 1, "--lr=0.001")
+    assert result.returncode != 0
+    assert "incompatible checkpoint identity, changed: lr" in result.stderr
+    assert not (run_dir / "segments/1.json").exists()
+
+
+def test_non_finite_gradient_fails_and_leaves_last_pt_untouched(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path
+) -> None:
+    run_dir = copy_run(first_segment, tmp_path)
+    before = sha256_file(run_dir / "train/last.pt")
+    result = segment(tiny_cache, run_dir, 1, env={"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "nan:0"})
+    assert result.returncode != 0
+    assert "non-finite" in result.stderr
+    assert sha256_file(run_dir / "train/last.pt") == before
+    assert not (run_dir / "segments/1.json").exists()
+    assert (run_dir / "train/failure-rank0.json").exists()
+
+
+def test_tampered_last_pt_is_refused(tiny_cache: Path, first_segment: Path, tmp_path: Path) -> None:
+    run_dir = copy_run(first_segment, tmp_path)
+    shutil.copyfile(run_dir / "train/best.pt", run_dir / "train/last.pt")  # valid file, wrong one
+    s = status(run_dir, 0)
+    s["last_pt_sha256"] = "0" * 64
+    (run_dir / "segments/0.json").write_text(json.dumps(s))
+    result = segment(tiny_cache, run_dir, 1)
+    assert result.returncode != 0 and "does not match the previous status" in result.stderr
+
+
+def test_probe_writes_passed_results(tiny_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "probe-results.json"
+    ok(
+        run_segment(
+            [
+                "probe",
+                f"--cache={tiny_cache}",
+                f"--run-dir={tmp_path}",
+                f"--probe-out={out}",
+                "--model=tiny",
+            ]
+        )
+    )
+    probe = json.loads(out.read_text())
+    assert probe["status"] == "passed"
+    assert [r["microbatch_per_gpu"] for r in probe["results"]] == [2, 8]
+    assert all(len(r["step_seconds"]) == 2 and len(r["memory"]) == 2 for r in probe["results"])
+
+
+def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path) -> None:
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chesslm.segment",
+            "train",
+            f"--cache={tiny_cache}",
+            f"--run-dir={tmp_path}",
+            f"--status-out={tmp_path}/0.json",
+            "--device=cuda",
+            f"--workers={visible + 1}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ},
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "GPUs" in lines[0], result.stderr
+    assert not (tmp_path / "train").exists()
