@@ -33,6 +33,7 @@ from chesslm import dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
+WIDTHS = (5, 7, 8, 13, 15)
 
 
 def make_input(directory: Path, copies: int) -> tuple[Path, int]:
@@ -104,9 +105,8 @@ def main() -> None:
     reference = next(r for r in rows if r[0].startswith("python-chess"))
     ref_rate = reference[2] / reference[3]
     results = []
-    print(
-        f"{'tool':24} {'cores':>5} {'games':>7} {'seconds':>8} {'games/s/core':>13} {'x python-chess':>15}"
-    )
+    header = ("tool", "cores", "games", "seconds", "games/s/core", "x python-chess")
+    print(f"{header[0]:24} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], WIDTHS, strict=True)))
     for tool, workers, games, seconds in rows:
         per_core = games / seconds / workers
         results.append(
@@ -119,9 +119,8 @@ def main() -> None:
                 "vs_python_chess": games / seconds / ref_rate,
             }
         )
-        print(
-            f"{tool:24} {workers:5d} {games:7d} {seconds:8.2f} {per_core:13.0f} {games / seconds / ref_rate:15.1f}"
-        )
+        ratio = games / seconds / ref_rate
+        print(f"{tool:24} {workers:5d} {games:7d} {seconds:8.2f} {per_core:13.0f} {ratio:15.1f}")
     info = {
         "machine": platform.processor() or platform.machine(),
         "cores": cores,

@@ -185,7 +185,9 @@ def identity(
         "world_size": world_size,
         "device": device,
         **{key: settings[key] for key in keys},
-        "optimizer": "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)",
+        "optimizer": (
+            "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)"
+        ),
         "precision": (
             "FP32 weights/gradients/optimizer; BF16 autocast SDPA"
             if device == "cuda"

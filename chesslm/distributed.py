@@ -50,7 +50,8 @@ def check_devices(device: str, workers: int) -> None:
         visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if workers > visible:
             raise ValueError(
-                f"device cuda with {workers} workers needs {workers} GPUs, but {visible} are visible"
+                f"device cuda with {workers} workers needs {workers} GPUs,"
+                f" but {visible} are visible"
             )
 
 

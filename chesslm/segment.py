@@ -1,7 +1,8 @@
 """One bounded training segment (or the throughput probe), run under torchrun.
 
     python -m torch.distributed.run --standalone --nproc-per-node=W -m chesslm.segment train \\
-        --run-name NAME --cache DIR --run-dir results/NAME --segment N --status-out segments/N.json \\
+        --run-name NAME --cache DIR --run-dir results/NAME --segment N \\
+        --status-out segments/N.json \\
         [--previous-status segments/N-1.json] [hyper-parameters...]
     python -m torch.distributed.run ... -m chesslm.segment probe --cache DIR --run-dir ... \\
         --probe-out results/NAME/probe-results.json

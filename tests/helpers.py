@@ -37,14 +37,14 @@ def first_games_pgn(n: int) -> str:
     return "\n\n[Event ".join(pieces[:n]) + "\n"
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, snakefile: Path = ROOT / "Snakefile"
+) -> subprocess.CompletedProcess[str]:
     """Run real snakemake on the project's workflow with ``workdir`` as working directory."""
     exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
-    cmd = [exe, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    cmd = [exe, "--snakefile", str(snakefile), "--directory", str(workdir), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        cmd, capture_output=True, text=True, env=env, timeout=900, cwd=workdir
-    )
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=workdir)
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({result.returncode}):\n"

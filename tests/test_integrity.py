@@ -111,9 +111,7 @@ def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path):
             state.feed(token)
             assert masks[row + j].tolist() == state.mask(legal=True)
             if j % 3 == 0 and j + 1 < len(game) - 1:  # a move starts after token j
-                legal = {
-                    cache.move_code(*tokens.move_tokens(m)) for m in state.board.legal_moves
-                }
+                legal = {cache.move_code(*tokens.move_tokens(m)) for m in state.board.legal_moves}
                 assert set(codes[code_offsets[ply] : code_offsets[ply + 1]].tolist()) == legal
                 ply += 1
         row += len(game)

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.helpers import ROOT, first_games_pgn, snakemake
@@ -54,3 +55,37 @@ def test_forcerun_probe_never_restarts_the_segments(trained: Path) -> None:
     before = (trained / "results/mini/segments/0.json").read_text()
     snakemake(trained, TARGET, *ARGS, "--forcerun", "probe", "--cores", "2")
     assert (trained / "results/mini/segments/0.json").read_text() == before
+
+
+def test_summarise_tables_match_the_events_and_the_report_builds(trained: Path) -> None:
+    summary = "results/mini/report/summary.md"
+    snakemake(trained, summary, *ARGS, "--cores", "1")
+    records = (trained / "results/mini/train/events.jsonl").read_text().splitlines()
+    checks = [e for e in map(json.loads, records) if e["stage"] == "validation"]
+    table = pd.read_csv(trained / "results/mini/report/validation.csv")
+    table = table[table["kind"] == "check"]  # the initial validation is a row of its own
+    assert len(table) == len(checks) > 0
+    assert list(table["step"]) == [e["step"] for e in checks]
+    assert list(table["validation.nll"]) == pytest.approx([e["validation"]["nll"] for e in checks])
+    segments = pd.read_csv(trained / "results/mini/report/segments.csv")
+    assert list(segments["status"]) == ["segment_updates", "max_updates"]
+    text = (trained / summary).read_text()
+    assert "test_evaluated: false" in text and "max_updates" in text
+    snakemake(trained, summary, *ARGS, "--report", "report.html")
+    assert "validation" in (trained / "report.html").read_text()
+    plan = snakemake(trained, summary, *ARGS, "--forcerun", "summarise", "-n")
+    assert "summarise" in plan.stdout
+    assert "train_segment" not in plan.stdout and "rule probe" not in plan.stdout
+
+
+def test_editing_a_rule_text_never_restarts_the_chain(trained: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "workflow-copy"
+    shutil.copytree(ROOT / "workflow", copy / "workflow")
+    shutil.copy(ROOT / "Snakefile", copy / "Snakefile")
+    (copy / "profiles").symlink_to("workflow/profiles")  # as in the repository
+    rules = copy / "workflow/rules/train.smk"
+    text = rules.read_text()
+    assert "> {log} 2>&1" in text
+    rules.write_text(text.replace("> {log} 2>&1", ">  {log}  2>&1"))
+    plan = snakemake(trained, TARGET, *ARGS, "-n", snakefile=copy / "Snakefile")
+    assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout

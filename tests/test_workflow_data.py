@@ -1,4 +1,4 @@
-"""The data stages through real snakemake: plan, run, no-op rerun, refusals, the sealed test split."""
+"""The data stages through real snakemake: plan, run, rerun, refusals, the sealed test split."""
 
 from __future__ import annotations
 

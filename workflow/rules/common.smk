@@ -1,10 +1,10 @@
 # Helpers only: config validation, settings with defaults, paths and input functions.
-from pathlib import Path
+import json
+import sys
 
 from snakemake.utils import validate
 
 from chesslm import dataset as chesslm_dataset
-
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -75,8 +75,97 @@ def receipt_path(run):
     return f"{dataset_dir(run_dataset(run))}/integrity-receipt.json"
 
 
+# --- training -------------------------------------------------------------------------
+
+
+def get_previous_segment(wildcards):
+    """Segment n's input: the status of segment n-1 (none for the first segment)."""
+    n = int(wildcards.n)
+    return [] if n == 0 else f"results/{wildcards.run}/segments/{n - 1}.json"
+
+
+def get_run_cache(wildcards):
+    return f"{cache_dir(wildcards.run)}/cache.json"
+
+
+def get_run_receipt(wildcards):
+    return receipt_path(wildcards.run)
+
+
+def get_trainer_args(wildcards):
+    """The chesslm.segment flags of a run (shared by probe and train_segment)."""
+    s = run_settings(wildcards.run)
+    args = [
+        f"--run-name={wildcards.run}",
+        f"--cache={cache_dir(wildcards.run)}",
+        f"--run-dir=results/{wildcards.run}",
+        f"--integrity-receipt={receipt_path(wildcards.run)}",
+        f"--model={s['model']}",
+        f"--device={s['device']}",
+        f"--workers={s['workers']}",
+        f"--threads={s['threads_per_worker']}",
+        f"--micro={s['micro']}",
+        f"--accum={s['accum']}",
+        f"--lr={s['lr']}",
+        f"--epochs={s['epochs']}",
+        f"--seed={s['seed']}",
+        f"--max-seconds={s['max_seconds']}",
+    ]
+    for key in (
+        "validation_every_steps",
+        "legality_eval_games",
+        "schedule_steps",
+        "warmup_steps",
+        "max_updates",
+        "segment_updates",
+    ):
+        if s.get(key) is not None:
+            args.append(f"--{key.replace('_', '-')}={s[key]}")
+    return " ".join(args)
+
+
+def get_torchrun(wildcards):
+    """torchrun for the run's workers; OMP_NUM_THREADS is set per rank because Snakemake
+    exports OMP_NUM_THREADS={threads} and torchrun hands it to every rank unchanged."""
+    s = run_settings(wildcards.run)
+    return (
+        f"OMP_NUM_THREADS={s['threads_per_worker']} {sys.executable} -m torch.distributed.run"
+        f" --standalone --nproc-per-node={s['workers']}"
+    )
+
+
+def get_segment_threads(wildcards):
+    s = run_settings(wildcards.run)
+    return s["workers"] * s["threads_per_worker"]
+
+
+def get_segment_statuses(wildcards):
+    """Input function: the status files of segments 0..k, k being the first terminal one."""
+    run = wildcards.run
+    cap = run_settings(run)["max_segments"]
+    paths = []
+    for n in range(cap):
+        path = checkpoints.train_segment.get(run=run, n=n).output.status
+        paths.append(path)
+        with open(path) as fh:
+            if json.load(fh).get("terminal"):
+                return paths
+    raise ValueError(
+        f"run {run}: no terminal status after runs.{run}.max_segments={cap} segments"
+        f" (see results/{run}/segments/); raise max_segments to continue"
+    )
+
+
+# --- reports and targets -----------------------------------------------------------------
+
+
+def get_summary_targets(runs=None):
+    """summary.md of each run (default: every run in config['runs']); one file pulls all."""
+    return [f"results/{run}/report/summary.md" for run in (runs or RUNS)]
+
+
 def get_final_outputs():
     """What `snakemake` with no target builds: every dataset's cache, every run's summary."""
     outputs = [f"{dataset_dir(d)}/token-cache/cache.json" for d in DATASETS]
-    outputs += [f"results/{run}/report/summary.md" for run in RUNS]
+    outputs += get_summary_targets()
     return outputs

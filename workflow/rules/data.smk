@@ -10,13 +10,13 @@ rule convert:
         train=directory("results/datasets/{dataset}/train"),
         validation=directory("results/datasets/{dataset}/validation"),
         held_out=directory("results/datasets/{dataset}/test"),
-    params:
-        settings=lambda wildcards: dataset_settings(wildcards.dataset),
+    log:
+        "logs/datasets/{dataset}/convert.log",
     threads: 8
     resources:
         mem_mb=4000,
-    log:
-        "logs/datasets/{dataset}/convert.log",
+    params:
+        settings=lambda wildcards: dataset_settings(wildcards.dataset),
     script:
         "../scripts/convert.py"
 
@@ -29,10 +29,10 @@ rule verify:
         held_out="results/datasets/{dataset}/test",
     output:
         receipt="results/datasets/{dataset}/integrity-receipt.json",
-    resources:
-        mem_mb=1000,
     log:
         "logs/datasets/{dataset}/verify.log",
+    resources:
+        mem_mb=1000,
     script:
         "../scripts/verify.py"
 
@@ -57,10 +57,10 @@ rule token_cache:
             "validation.legal_moves.npy",
             "validation.legal_move_offsets.npy",
         ),
+    log:
+        "logs/datasets/{dataset}/token_cache.log",
     threads: 4
     resources:
         mem_mb=4000,
-    log:
-        "logs/datasets/{dataset}/token_cache.log",
     script:
         "../scripts/token_cache.py"

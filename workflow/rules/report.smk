@@ -15,23 +15,6 @@
 # must be a report file (or a rule whose input is get_summary_targets()), not results.json.
 
 
-def get_run_dataset(run):
-    """The dataset a run trains on (config['runs'][run]['dataset'])."""
-    return config["runs"][run]["dataset"]
-
-
-def get_integrity_receipt(wildcards):
-    """Input function: the integrity receipt of the run's dataset."""
-    return f"results/datasets/{get_run_dataset(wildcards.run)}/integrity-receipt.json"
-
-
-def get_summary_targets(runs=None):
-    """summary.md of each run (default: every run in config['runs']); one file pulls all."""
-    return [
-        f"results/{run}/report/summary.md" for run in (runs or config.get("runs", {}))
-    ]
-
-
 localrules:
     summarise,
 
@@ -39,7 +22,7 @@ localrules:
 rule summarise:
     input:
         results="results/{run}/results.json",
-        receipt=get_integrity_receipt,
+        receipt=get_run_receipt,
     output:
         data=report(
             "results/{run}/report/data.csv",

@@ -7,4 +7,6 @@ from chesslm import integrity, logs
 with logs.step("verify", snakemake.log[0]) as log:  # noqa: F821
     receipt = integrity.verify_dataset(Path(snakemake.input.manifest).parent)  # noqa: F821
     integrity.write_json_atomic(Path(snakemake.output.receipt), receipt)  # noqa: F821
-    log.info("verified %d files; fingerprint %s", len(receipt["files"]), receipt["dataset_fingerprint"])
+    log.info(
+        "verified %d files; fingerprint %s", len(receipt["files"]), receipt["dataset_fingerprint"]
+    )
