@@ -86,16 +86,21 @@ def verify_dataset(dataset_dir: Path) -> dict[str, Any]:
     return {**body, "receipt_sha256": digest_json(body)}
 
 
+def receipt_sealed(receipt: dict[str, Any]) -> bool:
+    """Whether a receipt is unchanged since ``verify_dataset`` sealed it."""
+    body = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
+    return receipt.get("format") == RECEIPT_FORMAT and receipt.get("receipt_sha256") == digest_json(
+        body
+    )
+
+
 def check_receipt(receipt_path: Path, dataset_dir: Path, names: list[str]) -> dict[str, Any]:
     """Trust ``names`` (paths relative to the dataset) only if they match the receipt.
 
     :raises IntegrityError: naming the receipt, the manifest or the file that differs.
     """
     receipt = read_json(receipt_path)
-    seal = receipt.get("receipt_sha256")
-    if receipt.get("format") != RECEIPT_FORMAT or seal != digest_json(
-        {k: v for k, v in receipt.items() if k != "receipt_sha256"}
-    ):
+    if not receipt_sealed(receipt):
         raise IntegrityError(f"{receipt_path}: receipt has been altered (seal does not match)")
     manifest_path = dataset_dir / "manifest.json"
     if sha256_file(manifest_path) != receipt["manifest_sha256"]:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from chesslm import plots
+from chesslm import integrity, plots
 
 LOGGER = logging.getLogger(__name__)
 
@@ -399,7 +399,7 @@ def data_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.D
         "receipt_path": str(rec.receipt_path) if rec.receipt_path else None,
         "receipt_dataset_fingerprint": receipt.get("dataset_fingerprint"),
         "receipt_sha256": receipt.get("receipt_sha256"),
-        "receipt_seal_valid": _seal_valid(receipt) if receipt else None,
+        "receipt_seal_valid": integrity.receipt_sealed(receipt) if receipt else None,
         "fingerprints_match": (identity_fp == receipt.get("dataset_fingerprint"))
         if identity_fp and receipt
         else None,
@@ -409,13 +409,6 @@ def data_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> pd.D
     if row["fingerprints_match"] is False:
         rec.notes.append("integrity receipt: its dataset fingerprint differs from identity.json's")
     return pd.DataFrame([row])
-
-
-def _seal_valid(receipt: dict[str, Any]) -> bool:
-    from chesslm.integrity import digest_json
-
-    body = {k: v for k, v in receipt.items() if k != "receipt_sha256"}
-    return receipt.get("receipt_sha256") == digest_json(body)
 
 
 def was_test_evaluated(rec: RunRecords) -> bool:
