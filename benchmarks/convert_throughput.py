@@ -106,7 +106,9 @@ def main() -> None:
     ref_rate = reference[2] / reference[3]
     results = []
     header = ("tool", "cores", "games", "seconds", "games/s/core", "x python-chess")
-    print(f"{header[0]:24} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], WIDTHS, strict=True)))
+    print(
+        f"{header[0]:24} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], WIDTHS, strict=True))
+    )
     for tool, workers, games, seconds in rows:
         per_core = games / seconds / workers
         results.append(

@@ -10,10 +10,16 @@ group, step) is all a resume needs, so no data-loader state is saved.
 >>> plan = groups(global_batches([5, 3, 9, 4, 7], epoch=0, seed=1, micro=2, world=1), accum=2)
 >>> sorted(i for group in plan for batch in group for i in batch)
 [0, 1, 2, 3, 4]
+
+The *packed* (throughput) plan instead fills rows of ``row_tokens`` tokens (the model's
+context) with whole games (``pack_rows``); ``micro`` then counts rows per microbatch, i.e. the
+microbatch is a token budget of ``micro * row_tokens``. Inside a row, positions restart at
+every game and a document mask keeps every game from seeing another (``document_mask``).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import random
 from collections.abc import Sequence
@@ -55,67 +61,252 @@ def groups(batches: list[list[int]], accum: int) -> list[list[list[int]]]:
     return [batches[i : i + accum] for i in range(0, len(batches), accum)]
 
 
+def padded_length(T: int, multiple: int, cap: int | None = None) -> int:
+    """``T`` rounded up to a multiple of ``multiple`` (at most ``cap``): few distinct shapes
+    for the compiler. Right padding never changes a valid target under causal attention.
+
+    >>> padded_length(130, 64), padded_length(1023, 64, 1024), padded_length(5, 1)
+    (192, 1024, 5)
+    """
+    if multiple <= 1:
+        return T
+    T = -(-T // multiple) * multiple
+    return min(T, cap) if cap is not None else T
+
+
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """Host tensor to ``device``; on CUDA through pinned memory without a host sync."""
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def collate(
-    games: Sequence[np.ndarray], device: torch.device | str
+    games: Sequence[np.ndarray],
+    device: torch.device | str,
+    *,
+    pad_multiple: int = 1,
+    max_len: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded inputs (PAD) and targets (IGNORE), each (B, T) with T = longest game - 1."""
+    """Right-padded inputs (PAD) and targets (IGNORE), each (B, T) with T = longest game - 1
+    (rounded up to ``pad_multiple``, at most ``max_len``)."""
     if not games:  # a rank with no games in a partial global batch: one dummy row
-        x = torch.full((1, 1), tokens.PAD, dtype=torch.long)
-        return x.to(device), torch.full((1, 1), IGNORE, dtype=torch.long).to(device)
-    T = max(len(g) for g in games) - 1
-    x = torch.full((len(games), T), tokens.PAD, dtype=torch.long)
-    y = torch.full((len(games), T), IGNORE, dtype=torch.long)
+        T = padded_length(1, pad_multiple, max_len)
+        x = torch.full((1, T), tokens.PAD, dtype=torch.long)
+        y = torch.full((1, T), IGNORE, dtype=torch.long)
+        return to_device(x, device), to_device(y, device)
+    T = padded_length(max(len(g) for g in games) - 1, pad_multiple, max_len)
+    xy = torch.empty((2, len(games), T), dtype=torch.long)
+    x, y = xy[0], xy[1]
+    x.fill_(tokens.PAD)
+    y.fill_(IGNORE)
     for row, game in enumerate(games):
         g = torch.from_numpy(np.asarray(game, dtype=np.int64))
         x[row, : len(g) - 1] = g[:-1]
         y[row, : len(g) - 1] = g[1:]
-    return x.to(device), y.to(device)
+    xy = to_device(xy, device)
+    return xy[0], xy[1]
+
+
+# ----------------------------------------------------------------------------- packing
+
+
+PACK_CHUNK = 8192  # games packed together: large enough for full rows, small enough to mix
+
+
+def pack_rows(lengths: Sequence[int], *, epoch: int, seed: int, row_tokens: int) -> list[list[int]]:
+    """Whole games packed into rows of at most ``row_tokens`` inputs, deterministically.
+
+    A game of n tokens takes n - 1 positions (inputs; targets shifted by one). The games are
+    shuffled by ``(seed, epoch)``, cut into chunks of ``PACK_CHUNK`` and packed best-fit
+    decreasing inside each chunk; the rows are shuffled again.
+
+    >>> lengths = [5, 9, 4, 7, 3]
+    >>> rows = pack_rows(lengths, epoch=0, seed=1, row_tokens=12)
+    >>> sorted(i for r in rows for i in r), max(sum(lengths[i] - 1 for i in r) for r in rows)
+    ([0, 1, 2, 3, 4], 12)
+    """
+    rng = random.Random(f"chesslm-packing:{seed}:{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    rows: list[list[int]] = []
+    for start in range(0, len(order), PACK_CHUNK):
+        chunk = sorted(order[start : start + PACK_CHUNK], key=lambda i: -int(lengths[i]))
+        # free[c]: open rows with exactly c positions left; caps: the sorted c with free[c]
+        free: list[list[int]] = [[] for _ in range(row_tokens + 1)]
+        caps: list[int] = []
+        local: list[list[int]] = []
+        for i in chunk:
+            need = int(lengths[i]) - 1
+            if need > row_tokens:
+                raise ValueError(f"game {i} has {need + 1} tokens; rows hold {row_tokens} inputs")
+            at = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
+            if at == len(caps):
+                local.append([i])
+                r, left = len(local) - 1, row_tokens - need
+            else:
+                best = caps[at]
+                r = free[best].pop()
+                if not free[best]:
+                    caps.pop(at)
+                local[r].append(i)
+                left = best - need
+            if not free[left]:
+                bisect.insort(caps, left)
+            free[left].append(r)
+        rows.extend(local)
+    rng.shuffle(rows)
+    return rows
+
+
+def packed_batches(
+    lengths: Sequence[int], *, epoch: int, seed: int, micro: int, world: int, row_tokens: int
+) -> list[list[list[int]]]:
+    """Global batches of ``micro * world`` packed rows (only the last may be partial)."""
+    rows = pack_rows(lengths, epoch=epoch, seed=seed, row_tokens=row_tokens)
+    size = micro * world
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def collate_packed(
+    games: Any,
+    rows: Sequence[Sequence[int]],
+    device: torch.device | str,
+    *,
+    row_tokens: int,
+    n_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x, y, pos, doc), each (n_rows, row_tokens): games back to back, positions restarting
+    at each game, ``doc`` numbering the games of a row (the padding after them is one more
+    document). Missing rows (up to ``n_rows``) are all padding, so shapes stay fixed."""
+    B = max(len(rows), n_rows or 0, 1)
+    t = torch.empty((4, B, row_tokens), dtype=torch.long)
+    x, y, pos, doc = t[0], t[1], t[2], t[3]
+    x.fill_(tokens.PAD)
+    y.fill_(IGNORE)
+    pos.zero_()
+    doc.zero_()
+    for r, row in enumerate(rows):
+        at = 0
+        for d, i in enumerate(row):
+            g = torch.from_numpy(np.asarray(games[i], dtype=np.int64))
+            n = len(g) - 1
+            x[r, at : at + n] = g[:-1]
+            y[r, at : at + n] = g[1:]
+            pos[r, at : at + n] = torch.arange(n)
+            doc[r, at : at + n] = d
+            at += n
+        doc[r, at:] = len(row)
+        pos[r, at:] = torch.arange(row_tokens - at)
+    t = to_device(t, device)
+    return t[0], t[1], t[2], t[3]
+
+
+def dense_document_mask(doc: torch.Tensor) -> torch.Tensor:
+    """bool (B, 1, T, T): query q may see key k iff same game and k <= q."""
+    T = doc.size(1)
+    causal = torch.ones(T, T, dtype=torch.bool, device=doc.device).tril()
+    return (doc.unsqueeze(2) == doc.unsqueeze(1)).logical_and(causal).unsqueeze(1)
+
+
+def document_mask(doc: torch.Tensor) -> Any:
+    """The attention mask of packed rows: a FlexAttention ``BlockMask`` on CUDA (sparse
+    blocks, no T x T tensor), the dense boolean mask elsewhere (FlexAttention is only fast
+    compiled on a GPU; the CPU fallback must stay exact and simple)."""
+    if doc.device.type != "cuda":
+        return dense_document_mask(doc)
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q, k):  # noqa: ANN001
+        return (doc[b, q] == doc[b, k]) & (k <= q)
+
+    B, T = doc.shape
+    return create_block_mask(mask_mod, B, None, T, T, device=doc.device)
+
+
+# ----------------------------------------------------------------------------- one update
+
+
+def loss_sum(
+    net: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    device: torch.device | str,
+    **forward: Any,
+) -> torch.Tensor:
+    """Summed token cross-entropy (FP32) of one microbatch; padding targets are ignored."""
+    with model.autocast(device):
+        logits = net(x, **forward)
+    return F.cross_entropy(
+        logits.float().view(-1, logits.size(-1)),
+        y.view(-1),
+        ignore_index=IGNORE,
+        reduction="sum",
+    )
 
 
 def backward_group(
     net: torch.nn.Module,
     games: Any,
-    group: list[list[int]],
+    group: list[list[Any]],
     *,
     micro: int,
     rank: int,
     world: int,
     device: torch.device | str,
-) -> dict[str, float]:
+    pad_multiple: int = 1,
+    max_len: int | None = None,
+    row_tokens: int | None = None,
+    as_tensor: bool = False,
+) -> Any:
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
     The loss is the sum of token cross-entropies divided by the number of valid targets of the
     whole group on all ranks, so every target weighs the same however games fall on ranks.
     DDP averages gradients over ranks, hence the factor ``world``. A rank with no games runs a
     zero-target dummy so that its DDP all-reduce still matches the other ranks'.
-    Returns the group's loss_sum, valid_targets and padded_tokens summed over ranks.
+
+    With ``row_tokens`` the global batches are packed rows (lists of games, ``packed_batches``)
+    and each microbatch runs with per-game positions and a document mask.
+
+    Every count comes from the game lengths on the host, so nothing waits for the device:
+    returns the group's (loss_sum, valid_targets, padded_tokens) summed over ranks, as a
+    float64 device tensor if ``as_tensor`` (no host sync), else as a dict of numbers.
     """
-    local = [[games[i] for i in batch[rank * micro : (rank + 1) * micro]] for batch in group]
-    valid = sum(len(g) - 1 for part in local for g in part)
-    total = distributed.all_reduce_sum(
-        torch.tensor([float(valid)], dtype=torch.float64, device=device)
-    )
-    scale = world / total.item()
+    packed = row_tokens is not None
+    local = [batch[rank * micro : (rank + 1) * micro] for batch in group]
+
+    def n_targets(item: Any) -> int:
+        return sum(len(games[i]) - 1 for i in item) if packed else len(games[item]) - 1
+
+    total = sum(n_targets(item) for batch in group for item in batch)
+    scale = world / float(total)
     stats = torch.zeros(3, dtype=torch.float64, device=device)
     for k, part in enumerate(local):
-        x, y = collate(part, device)
+        forward: dict[str, Any] = {}
+        if packed:
+            x, y, pos, doc = collate_packed(
+                games, part, device, row_tokens=row_tokens, n_rows=micro
+            )
+            forward = {"pos": pos, "mask": document_mask(doc)}
+            padded = len(part) * row_tokens
+        else:
+            x, y = collate(
+                [games[i] for i in part], device, pad_multiple=pad_multiple, max_len=max_len
+            )
+            padded = y.numel() if part else 0
         last = k == len(local) - 1
         # gradients are all-reduced only on the group's last microbatch
         sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
         with sync:
-            with model.autocast(device):
-                logits = net(x)
-            loss_sum = F.cross_entropy(
-                logits.float().view(-1, logits.size(-1)),
-                y.view(-1),
-                ignore_index=IGNORE,
-                reduction="sum",
-            )
-            (loss_sum * scale).backward()
-        stats[0] += loss_sum.detach().double()
-        stats[1] += float(y.ne(IGNORE).sum())
-        stats[2] += float(y.numel()) if part else 0.0
+            loss = loss_sum(net, x, y, device, **forward)
+            (loss * scale).backward()
+        stats[0] += loss.detach().double()
+        stats[1] += float(sum(n_targets(item) for item in part))
+        stats[2] += float(padded)
     stats = distributed.all_reduce_sum(stats)
+    if as_tensor:
+        return stats
     return {
         "loss_sum": stats[0].item(),
         "valid_targets": int(stats[1].item()),

@@ -62,7 +62,7 @@ def init(device: str, *, threads: int, timeout_s: int = 300) -> Context:
     and torchrun passes it to every rank unchanged.
     """
     rank, world, local_rank = world_from_env()
-    check_devices(device, world)
+    check_devices(device, int(os.environ.get("LOCAL_WORLD_SIZE", world)))  # GPUs of this node
     torch.set_num_threads(threads)
     if device == "cuda":
         torch.cuda.set_device(local_rank)

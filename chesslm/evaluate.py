@@ -98,19 +98,26 @@ def evaluate(
     *,
     micro: int = 8,
     deadline: Deadline | None = None,
+    pad_multiple: int = 1,
 ) -> dict[str, Any] | None:
     """The validation metrics, or None if the deadline cut it short (a partial validation
-    must change neither best nor patience)."""
+    must change neither best nor patience).
+
+    Everything is summed on the device; the only host syncs are the final read-back (and the
+    deadline check's clock, which needs none). ``pad_multiple`` buckets the padded lengths
+    like training does, so a compiled model meets the shapes it already knows.
+    """
     start = time.perf_counter()
     was_training = net.training
     net.eval()
     try:
-        sums = _accumulate(net, data, micro, deadline)
+        sums = _accumulate(net, data, micro, deadline, pad_multiple)
     finally:
         net.train(was_training)
     if sums is None:
         return None
-    s = {k: v.item() for k, v in sums.items()}
+    keys = list(sums)
+    s = dict(zip(keys, torch.stack([sums[k].double() for k in keys]).tolist(), strict=True))
     targets = int(s["targets"])
     return {
         "nll": s["nll_sum"] / targets,
@@ -132,7 +139,11 @@ def evaluate(
 
 
 def _accumulate(
-    net: torch.nn.Module, data: ValidationSet, micro: int, deadline: Deadline | None
+    net: torch.nn.Module,
+    data: ValidationSet,
+    micro: int,
+    deadline: Deadline | None,
+    pad_multiple: int = 1,
 ) -> dict[str, torch.Tensor] | None:
     device = data.device
     names = [
@@ -149,7 +160,12 @@ def _accumulate(
         if deadline is not None and deadline.soft_stop():
             return None
         index = list(range(first, min(first + micro, len(data))))
-        x, y = batching.collate([data.games[i] for i in index], device)
+        x, y = batching.collate(
+            [data.games[i] for i in index],
+            device,
+            pad_multiple=pad_multiple,
+            max_len=getattr(getattr(net, "config", None), "block_size", None),
+        )
         B, T = y.shape
         with model.autocast(device):
             logits = net(x)
@@ -178,7 +194,7 @@ def _accumulate(
             sums[f"n_{p}"] += selected.sum()
             sums[f"correct_{p}"] += (selected & correct).sum()
 
-        games = torch.tensor(index, device=device)
+        games = batching.to_device(torch.tensor(index), device)
         counted = valid & data.selected[games].unsqueeze(1)  # targets of the legality sample
         legal = data.legal(games, T)
         sums["illegal_sum"] += ((probs * ~legal).sum(-1) * counted).sum().double()

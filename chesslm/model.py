@@ -2,7 +2,15 @@
 
 Weights stay FP32; on CUDA the forward runs under BF16 autocast (``autocast(device)``), on
 CPU in FP32. Attention is ``scaled_dot_product_attention(is_causal=True)``: games are right
-padded, so every real target only ever attends to real tokens before it and needs no key mask.
+padded, so every real target only ever attends to real tokens before it and needs no key mask
+(flash attention on CUDA). Two other masks exist:
+
+* ``mask=`` a boolean tensor broadcastable to (B, heads, T, T), True = may attend: the seed's
+  padding-mask protocol (the reference path of the speed benchmark) and the dense document
+  mask of packed rows on CPU;
+* ``mask=`` a FlexAttention ``BlockMask``: packed rows on CUDA (``batching.document_mask``).
+
+Packed rows also pass ``pos=`` (B, T) position ids that restart at every game.
 
 >>> model = GPT(PRESETS["tiny"])
 >>> model(torch.tensor([[69, 12, 28, 64]])).shape
@@ -14,13 +22,20 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from chesslm import tokens
+
+try:  # FlexAttention (document masks of packed rows on CUDA)
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+except ImportError:  # pragma: no cover - older torch
+    BlockMask, flex_attention = None, None
+
+Mask = Union[torch.Tensor, "BlockMask", None]
 
 
 @dataclass(frozen=True)
@@ -68,13 +83,18 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.n_head = config.n_head
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: Mask = None) -> torch.Tensor:
         B, T, C = x.size()
         q, k, v = self.c_attn(x).split(C, dim=2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
+        elif isinstance(mask, torch.Tensor):
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            y = flex_attention(q, k, v, block_mask=mask)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -98,8 +118,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, mask: Mask = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), mask)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -136,15 +156,18 @@ class GPT(nn.Module):
         """Unique parameters (the tied head counts once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids (B, T)."""
+    def forward(
+        self, idx: torch.Tensor, *, pos: torch.Tensor | None = None, mask: Mask = None
+    ) -> torch.Tensor:
+        """Logits (B, T, vocab) for token ids (B, T); see the module docstring for the masks."""
         _, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds the context {self.config.block_size}")
-        pos = torch.arange(T, dtype=torch.long, device=idx.device)
+        if pos is None:
+            pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
         for block in self.transformer.h:
-            x = block(x)
+            x = block(x, mask)
         return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
 
     def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from chesslm import batching, checkpoint, distributed, evaluate, model, optim
+from chesslm import compile as compiling
 from chesslm.cache import TokenCache
 from chesslm.deadline import Deadline
 from chesslm.events import EventLog
@@ -63,6 +64,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--previous-status", help="status file of segment N-1 (required for N > 0)")
     p.add_argument("--status-out", help="where this segment's status JSON goes (train mode)")
     p.add_argument("--probe-out", help="where probe-results.json goes (probe mode)")
+    p.add_argument("--probe-results", help="train mode: a probe-results.json that must have passed")
     p.add_argument("--model", default="tiny", help=f"preset: {', '.join(model.PRESETS)}")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--workers", type=int, default=1, help="must equal torchrun's --nproc-per-node")
@@ -78,6 +80,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--schedule-steps", type=int)
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--max-updates", type=int)
+    p.add_argument(
+        "--compile",
+        choices=compiling.CHOICES,
+        default="auto",
+        help="torch.compile the model (auto: on cuda only; caches in train/compile-cache)",
+    )
+    p.add_argument(
+        "--packing",
+        choices=["off", "on"],
+        default="off",
+        help="throughput path: games packed into full context rows (micro = rows)",
+    )
     p.add_argument(
         "--segment-updates", type=int, help="stop after this many updates (deterministic runs)"
     )
@@ -113,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO, format=f"[rank{rank}] %(levelname)s %(name)s: %(message)s"
     )
     try:  # fail in one line, before any setup, on an impossible launch
-        distributed.check_devices(args.device, args.workers)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", args.workers))  # ranks on this node
+        distributed.check_devices(args.device, local)
         if world != args.workers:
             raise ValueError(
                 f"--workers {args.workers} but {world} processes were launched; use"
@@ -146,6 +161,14 @@ class Trainer:
         random.seed(args.seed)
         self.net = model.build(args.model, device=ctx.device)
         self.parameters = self.net.num_parameters()
+        self.compiled = compiling.resolve(args.compile, args.device)
+        self.packing = args.packing == "on"
+        # padded lengths bucketed to multiples of 64 for the compiler; none when eager
+        self.pad_multiple = 64 if self.compiled else 1
+        self.row_tokens = self.net.config.block_size if self.packing else None
+        if self.compiled:
+            compiling.cache_env(Path(args.run_dir) / "train" / "compile-cache")
+            compiling.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
         if distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
@@ -183,9 +206,21 @@ class Trainer:
                 "legality_eval_games": args.legality_eval_games,
             },
         )
+        self.identity["compile"] = self.compiled
+        self.identity["packing"] = self.packing
 
-    def plan(self, epoch: int) -> list[list[list[int]]]:
+    def plan(self, epoch: int) -> list[list[list[Any]]]:
         a, w = self.args, self.ctx.world
+        if self.packing:
+            batches = batching.packed_batches(
+                self.lengths,
+                epoch=epoch,
+                seed=a.seed,
+                micro=a.micro,
+                world=w,
+                row_tokens=self.row_tokens,
+            )
+            return batching.groups(batches, a.accum)
         return batching.groups(
             batching.global_batches(self.lengths, epoch=epoch, seed=a.seed, micro=a.micro, world=w),
             a.accum,
@@ -194,9 +229,35 @@ class Trainer:
     def update(
         self, games: Any, group: list[list[int]], micro: int
     ) -> tuple[dict[str, float], float]:
-        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped)."""
+        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped).
+
+        On CUDA the update never waits for the device until its one read-back at the end:
+        counts come from the host, the clip does not check, and a non-finite norm makes the
+        fused AdamW skip the step on the device (``found_inf``) before this raises.
+        """
+        stats, norm = self.update_async(games, group, micro)
+        if isinstance(stats, dict):
+            return stats, float(norm)
+        values = torch.cat([stats, norm.double().view(1)]).tolist()  # the one host sync
+        if not math.isfinite(values[3]):
+            raise RuntimeError(
+                f"The total norm of order 2.0 for gradients is non-finite ({values[3]}),"
+                " so it cannot be clipped; the optimizer step was skipped"
+            )
+        loss_sum, valid, padded, norm_value = values
+        return {
+            "loss_sum": loss_sum,
+            "valid_targets": int(valid),
+            "padded_tokens": int(padded),
+        }, norm_value
+
+    def update_async(self, games: Any, group: list[list[Any]], micro: int) -> tuple[Any, Any]:
+        """The update without reading anything back on CUDA: (stats tensor, norm tensor).
+
+        On the CPU, the exact eager path of before: (values dict, norm)."""
         self.opt.zero_grad(set_to_none=True)
-        values = batching.backward_group(
+        cuda = self.ctx.device.type == "cuda"
+        stats = batching.backward_group(
             self.ddp,
             games,
             group,
@@ -204,11 +265,20 @@ class Trainer:
             rank=self.ctx.rank,
             world=self.ctx.world,
             device=self.ctx.device,
+            pad_multiple=self.pad_multiple,
+            max_len=self.net.config.block_size,
+            row_tokens=self.row_tokens,
+            as_tensor=cuda,
         )
-        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0, error_if_nonfinite=True)
+        params = self.net.parameters()
+        if cuda:
+            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
         self.opt.step()
         self.sched.step()
-        return values, float(norm)
+        return stats, norm
 
 
 def open_cache(path: str, ctx: distributed.Context) -> TokenCache:
@@ -274,7 +344,10 @@ def probe(args: argparse.Namespace) -> None:
                 distributed.barrier()
                 synchronize(ctx)
                 t = time.perf_counter()
-                values, _ = trainer.update(games, [list(range(micro * ctx.world))], micro)
+                batch: list[Any] = list(range(micro * ctx.world))
+                if trainer.packing:  # one game per row: the longest game, padded to a row
+                    batch = [[i] for i in batch]
+                values, _ = trainer.update(games, [batch], micro)
                 synchronize(ctx)
                 if rep:
                     times.append(time.perf_counter() - t)
@@ -353,6 +426,8 @@ def train(args: argparse.Namespace) -> None:
     train_dir.mkdir(parents=True, exist_ok=True)
     lock = lock_run_dir(train_dir) if rank == 0 else None  # noqa: F841  (held until exit)
     previous = read_json(Path(args.previous_status)) if args.previous_status else None
+    if args.probe_results and read_json(Path(args.probe_results)).get("status") != "passed":
+        raise ValueError(f"{args.probe_results}: the probe has not passed; training waits for it")
     # Read and verify the checkpoint on the CPU before any device or process-group setup.
     saved = find_resume(train_dir, args.segment, previous)
     segment_start = previous["step_end"] if previous else 0
@@ -605,7 +680,13 @@ class Segment:
     def validate(self) -> dict[str, Any] | None:
         result = None
         if self.ctx.is_main:
-            result = evaluate.evaluate(self.t.net, self.val, micro=8, deadline=self.deadline)
+            result = evaluate.evaluate(
+                self.t.net,
+                self.val,
+                micro=8,
+                deadline=self.deadline,
+                pad_multiple=self.t.pad_multiple,
+            )
         return distributed.broadcast_object(result)
 
     def record_check(

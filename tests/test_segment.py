@@ -216,3 +216,22 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "GPUs" in lines[0], result.stderr
     assert not (tmp_path / "train").exists()
+
+
+def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> None:
+    from chesslm import segment as segment_module
+
+    probe = tmp_path / "probe-results.json"
+    probe.write_text(json.dumps({"status": "failed"}))
+    args = [
+        "train",
+        f"--cache={tiny_cache}",
+        f"--run-dir={tmp_path / 'run'}",
+        f"--status-out={tmp_path / 'run/segments/0.json'}",
+        f"--probe-results={probe}",
+        "--workers=1",
+        *HYPER,
+    ]
+    with pytest.raises(ValueError, match="the probe has not passed"):
+        segment_module.main(args)
+    assert not (tmp_path / "run/segments/0.json").exists()

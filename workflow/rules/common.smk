@@ -1,11 +1,29 @@
 # Helpers only: config validation, settings with defaults, paths and input functions.
 import json
+import math
+import os
 import sys
+from pathlib import Path
 
+import jsonschema
+import yaml
 from snakemake.utils import validate
 
 from chesslm import dataset as chesslm_dataset
 
+
+def _check_schema():
+    """One line naming the first bad key; then snakemake's validate fills in the defaults."""
+    schema_path = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+    schema = yaml.safe_load(schema_path.read_text())
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(config)
+    first = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
+    if first is not None:
+        where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
+        raise ValueError(f"config: {where}: {first.message}")
+
+
+_check_schema()
 validate(config, schema="../schemas/config.schema.yaml")
 
 DATASETS = sorted(config["datasets"])
@@ -121,6 +139,11 @@ def get_trainer_args(wildcards):
     ):
         if s.get(key) is not None:
             args.append(f"--{key.replace('_', '-')}={s[key]}")
+    # speed: compile (null = auto: on for cuda, off for cpu) and the packed throughput path
+    if s.get("compile") is not None:
+        args.append(f"--compile={'on' if s['compile'] else 'off'}")
+    if s.get("packing"):
+        args.append("--packing=on")
     return " ".join(args)
 
 
@@ -153,6 +176,70 @@ def get_segment_statuses(wildcards):
     raise ValueError(
         f"run {run}: no terminal status after runs.{run}.max_segments={cap} segments"
         f" (see results/{run}/segments/); raise max_segments to continue"
+    )
+
+
+# Cluster resources of probe and train_segment (docs/slurm.md). Local runs ignore them, except
+# the deadline: a segment stops DEADLINE_MARGIN_S (+ the trainer's own 30 s) before its
+# `runtime` ends, so it never outlives its allocation, also when `--set-resources` shortens it.
+# SEGMENT_OVERHEAD_S: torchrun start, data and model setup, last validation, last.pt.
+# DEADLINE_MARGIN_S: checkpoint write and process exit after the soft stop.
+SEGMENT_OVERHEAD_S = 180
+DEADLINE_MARGIN_S = 60
+
+
+def get_segment_gpus(wildcards):
+    """GPUs of a probe/segment job: one per worker on cuda, none on cpu."""
+    s = run_settings(wildcards.run)
+    return s["workers"] if s["device"] == "cuda" else 0
+
+
+def get_segment_cpus_per_gpu(wildcards):
+    return run_settings(wildcards.run)["threads_per_worker"]
+
+
+def get_segment_mem_mb(wildcards):
+    """Host memory: measured RSS per rank (tiny/cpu under 1 GiB; baseline/cuda 2.4 GiB, plus
+    checkpoint copies), with headroom."""
+    s = run_settings(wildcards.run)
+    return 1000 + s["workers"] * (8000 if s["device"] == "cuda" else 1500)
+
+
+def get_segment_runtime(wildcards):
+    """Minutes: the segment's training budget (max_seconds) plus its overhead."""
+    budget_s = run_settings(wildcards.run)["max_seconds"]
+    return math.ceil((budget_s + SEGMENT_OVERHEAD_S) / 60)
+
+
+def get_data_runtime(wildcards):
+    """Minutes for a data rule: 15 plus 1 per 300 MB of the dataset's PGN input (convert
+    measured >= 10,000 games/s per core, about 3 MB/s of .pgn.zst)."""
+    pgn = config["datasets"][wildcards.dataset]["pgn"]
+    size_mb = sum(os.path.getsize(p) for p in pgn if os.path.exists(p)) / 2**20
+    return 15 + math.ceil(size_mb / 300)
+
+
+def get_launcher(wildcards, resources):
+    """The command that starts the run's ranks: CHESS_JOB_DEADLINE (job start + runtime - margin)
+    and torchrun. With resources.nodes > 1 (SLURM, docs/slurm.md): one torchrun per node through
+    `srun --overlap` (the jobstep's own srun holds the CPUs), c10d rendezvous on the first node,
+    workers split evenly over the nodes."""
+    deadline = int(resources.runtime) * 60 - DEADLINE_MARGIN_S
+    env = f"CHESS_JOB_DEADLINE=$(( $(date +%s) + {deadline} ))"
+    nodes = int(resources.get("nodes", 1) or 1)
+    if nodes == 1:
+        return f"{env} {get_torchrun(wildcards)}"
+    s = run_settings(wildcards.run)
+    if s["workers"] % nodes:
+        raise ValueError(
+            f"runs.{wildcards.run}.workers ({s['workers']}) must split over {nodes} nodes"
+        )
+    return (
+        f"{env} OMP_NUM_THREADS={s['threads_per_worker']}"
+        f" srun --overlap --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1"
+        f" {sys.executable} -m torch.distributed.run --nnodes={nodes}"
+        f" --nproc-per-node={s['workers'] // nodes} --rdzv-backend=c10d --rdzv-id=$SLURM_JOB_ID"
+        f' --rdzv-endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)":29500'
     )
 
 

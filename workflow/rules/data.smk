@@ -15,6 +15,7 @@ rule convert:
     threads: 8
     resources:
         mem_mb=4000,
+        runtime=get_data_runtime,
     params:
         settings=lambda wildcards: dataset_settings(wildcards.dataset),
     script:
@@ -31,8 +32,10 @@ rule verify:
         receipt="results/datasets/{dataset}/integrity-receipt.json",
     log:
         "logs/datasets/{dataset}/verify.log",
+    threads: 1
     resources:
         mem_mb=1000,
+        runtime=get_data_runtime,
     script:
         "../scripts/verify.py"
 
@@ -62,5 +65,6 @@ rule token_cache:
     threads: 4
     resources:
         mem_mb=4000,
+        runtime=get_data_runtime,
     script:
         "../scripts/token_cache.py"

@@ -21,8 +21,13 @@ rule probe:
     log:
         "logs/{run}/probe.log",
     threads: get_segment_threads
+    resources:
+        gpu=get_segment_gpus,
+        cpus_per_gpu=get_segment_cpus_per_gpu,
+        mem_mb=get_segment_mem_mb,
+        runtime=get_segment_runtime,
     params:
-        torchrun=get_torchrun,
+        torchrun=get_launcher,
         args=get_trainer_args,
     shell:
         "{params.torchrun} -m chesslm.segment probe {params.args} --probe-out={output} > {log} 2>&1"
@@ -39,15 +44,25 @@ checkpoint train_segment:
     log:
         "logs/{run}/train_segment/{n}.log",
     threads: get_segment_threads
+    resources:
+        gpu=get_segment_gpus,
+        cpus_per_gpu=get_segment_cpus_per_gpu,
+        mem_mb=get_segment_mem_mb,
+        runtime=get_segment_runtime,
     params:
-        torchrun=get_torchrun,
+        torchrun=get_launcher,
         args=get_trainer_args,
         previous=lambda wildcards, input: (
             f"--previous-status={input.previous}" if input.previous else ""
         ),
     shell:
         "{params.torchrun} -m chesslm.segment train {params.args} --segment={wildcards.n}"
-        " {params.previous} --status-out={output.status} > {log} 2>&1"
+        " {params.previous} --probe-results={input.probe} --status-out={output.status}"
+        " > {log} 2>&1"
+
+
+localrules:
+    results,
 
 
 rule results:

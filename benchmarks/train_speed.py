@@ -1,0 +1,581 @@
+"""Training speed: the seed's protocol, the project's default step and the packed path.
+
+One run on one device (or under torchrun, DDP) times, on the same data:
+
+* ``reference`` the seed's protocol as the seed ran it: eager, attention with a padding mask
+  (no flash kernel), a host sync per microbatch (``.item()``) and per update;
+* ``default``   the project's training step (``segment.Trainer.update``): same batches and
+  mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal flash attention,
+  fused AdamW, one read-back per update;
+* ``packed``    the throughput path (``--packing=on``): whole games packed into full context
+  rows, positions restarting at each game, a FlexAttention document mask (CUDA).
+
+It reports useful targets/s, padded tokens/s, padding fraction, model FLOP utilisation
+against a bf16 matmul peak measured in the same run, and peak memory, plus a validation
+benchmark (validation time vs a bare forward pass over the same tokens) and optionally the
+segment start-up (process start -> first optimizer step, cold and warm compile caches).
+
+    python benchmarks/train_speed.py --json out/speed-1gpu.json                 # 1 GPU
+    python benchmarks/train_speed.py --workers 1,2 --json out/speed-scaling.json  # torchrun 1, 2
+    python benchmarks/train_speed.py --startup --json out/startup.json          # cold/warm
+    python benchmarks/train_speed.py --device cpu --model tiny --steps 2 --json /tmp/s.json
+
+Data: ``--cache DIR`` (a token cache) or, by default, synthetic games with a Lichess-like
+length distribution (random moves; speed does not depend on the moves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PROCESS_START = time.time()
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from chesslm import batching, distributed, evaluate, model, segment, tokens  # noqa: E402
+from chesslm import compile as compiling  # noqa: E402
+from chesslm.cache import N_MOVE_CODES  # noqa: E402
+
+PATHS = ("reference", "default", "packed")
+
+
+# ----------------------------------------------------------------------------- data
+
+
+class SyntheticGames:
+    """Games of random moves: BOS, (source, destination, promotion) triples, EOS."""
+
+    def __init__(self, n: int, seed: int, mean_plies: float, max_tokens: int) -> None:
+        rng = np.random.default_rng(seed)
+        max_plies = (max_tokens - 2) // 3
+        plies = np.clip(np.rint(rng.gamma(2.0, mean_plies / 2.0, n)), 1, max_plies).astype(int)
+        lengths = 2 + 3 * plies
+        self.offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        t = rng.integers(0, 64, int(self.offsets[-1])).astype(np.uint8)
+        self.tokens = t
+        pos = np.arange(len(t)) - np.repeat(self.offsets[:-1], lengths)
+        t[(pos % 3 == 0) & (pos > 0)] = tokens.PROMO_NONE
+        t[self.offsets[:-1]] = tokens.BOS
+        t[self.offsets[1:] - 1] = tokens.EOS
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+class SyntheticCache:
+    """Duck-types TokenCache: train/validation games and random legality tables."""
+
+    def __init__(self, n_train: int, n_val: int, seed: int, mean_plies: float, ctx: int) -> None:
+        self.train = SyntheticGames(n_train, seed, mean_plies, ctx)
+        self.validation = SyntheticGames(n_val, seed + 1, mean_plies, ctx)
+        self.fingerprint = f"synthetic-{n_train}-{n_val}-{seed}-{mean_plies}"
+        rng = np.random.default_rng(seed + 2)
+        self._mask = rng.integers(0, 256, (len(self.validation.tokens), 16), dtype=np.uint8)
+        plies = int(((self.validation.lengths - 2) // 3).sum())
+        codes = np.sort(rng.integers(0, N_MOVE_CODES, (plies, 30)), axis=1).astype(np.int32)
+        self._codes = codes.ravel()
+        self._offsets = np.arange(plies + 1, dtype=np.int64) * 30
+
+    def legal_mask(self) -> np.ndarray:
+        return self._mask
+
+    def legal_moves(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._codes, self._offsets
+
+
+def open_data(a: argparse.Namespace, ctx_len: int) -> Any:
+    if a.cache:
+        from chesslm.cache import TokenCache
+
+        return TokenCache(a.cache)
+    return SyntheticCache(a.games, a.val_games, a.seed, a.mean_plies, ctx_len)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device) -> float | None:
+    """Measured bf16 dense matmul FLOP/s (8192^3), or None on the CPU."""
+    if device.type != "cuda":
+        return None
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    sync(device)
+    t = time.perf_counter()
+    reps = 20
+    for _ in range(reps):
+        a @ b
+    sync(device)
+    return 2 * n**3 * reps / (time.perf_counter() - t)
+
+
+def model_flops(cfg: model.GPTConfig, game_lengths: list[int]) -> float:
+    """Useful training FLOPs (forward + backward) of games of these token counts: 6 x matmul
+    parameters per target plus causal attention 6 * layers * width * n^2 per game."""
+    matmul_params = cfg.n_layer * 12 * cfg.n_embd**2 + cfg.vocab_size * cfg.n_embd
+    targets = sum(n - 1 for n in game_lengths)
+    attention = 6 * cfg.n_layer * cfg.n_embd * sum((n - 1) ** 2 for n in game_lengths)
+    return 6 * matmul_params * targets + attention
+
+
+def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
+    packed = path == "packed"
+    argv = [
+        "train",
+        "--cache=unused",
+        f"--run-dir={a.out}",
+        "--status-out=unused",
+        f"--model={a.model}",
+        f"--device={ctx.device.type}",
+        f"--workers={ctx.world}",
+        f"--threads={a.threads}",
+        f"--micro={a.packed_rows if packed else a.micro}",
+        f"--accum={a.accum}",
+        f"--seed={a.seed}",
+        f"--compile={'off' if path == 'reference' else a.compile}",
+        f"--packing={'on' if packed else 'off'}",
+    ]
+    args = segment.parse_args(argv)
+    return segment.Trainer(args, ctx, data)
+
+
+def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> dict[str, float]:
+    """The seed's step: eager, padding-mask attention, .item() per microbatch, checked clip."""
+    ctx = t.ctx
+    t.opt.zero_grad(set_to_none=True)
+    local = [[games[i] for i in b[ctx.rank * micro : (ctx.rank + 1) * micro]] for b in group]
+    valid = sum(len(g) - 1 for part in local for g in part)
+    total = distributed.all_reduce_sum(
+        torch.tensor([float(valid)], dtype=torch.float64, device=ctx.device)
+    )
+    scale = ctx.world / total.item()
+    out = {"loss_sum": 0.0, "valid_targets": 0, "padded_tokens": 0}
+    for k, part in enumerate(local):
+        x, y = batching.collate(part, "cpu")
+        x, y = x.to(ctx.device), y.to(ctx.device)  # pageable copies, as the seed's collate
+        keys = y.ne(batching.IGNORE) | (torch.arange(y.size(1), device=ctx.device) == 0)
+        T = y.size(1)
+        causal = torch.ones(T, T, dtype=torch.bool, device=ctx.device).tril()
+        mask = (causal & keys[:, None, :]).unsqueeze(1)  # (B, 1, T, T) padding + causal
+        last = k == len(local) - 1
+        nosync = getattr(t.ddp, "no_sync", None)
+        with contextlib.nullcontext() if last or nosync is None else nosync():
+            with model.autocast(ctx.device):
+                logits = t.ddp(x, mask=mask)
+            loss = F.cross_entropy(
+                logits.float().view(-1, logits.size(-1)),
+                y.view(-1),
+                ignore_index=-100,
+                reduction="sum",
+            )
+            (loss * scale).backward()
+        out["loss_sum"] += loss.item()
+        out["valid_targets"] += int(y.ne(-100).sum())
+        out["padded_tokens"] += y.numel()
+    torch.nn.utils.clip_grad_norm_(t.net.parameters(), 1.0, error_if_nonfinite=True)
+    t.opt.step()
+    t.sched.step()
+    sync(ctx.device)
+    return out
+
+
+def unique_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def group_lengths(games: Any, group: list[list[Any]], packed: bool) -> list[int]:
+    if packed:
+        return [len(games[i]) for b in group for row in b for i in row]
+    return [len(games[i]) for b in group for i in b]
+
+
+def time_path(
+    a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str, peak: float | None
+) -> dict[str, Any]:
+    device = ctx.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    t = trainer_for(a, ctx, data, path)
+    steps = a.ref_steps if path == "reference" else a.steps
+    need = a.warmup + steps
+    plan = t.plan(0)
+    epoch = 1
+    while len(plan) < need and epoch < 100:  # small data (packed rows): more epochs' plans
+        plan = plan + t.plan(epoch)
+        epoch += 1
+    if len(plan) < need:
+        raise SystemExit(f"{path}: the plan has {len(plan)} updates, {need} needed (more --games)")
+    micro = a.packed_rows if path == "packed" else a.micro
+    games = data.train
+
+    def one(group: list[list[Any]]) -> dict[str, float]:
+        if path == "reference":
+            return reference_update(t, games, group, micro)
+        values, _ = t.update(games, group, micro)
+        return values
+
+    # warm-up: compiles, and (padded paths) one update of every length bucket, so that no
+    # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
+    warm_groups = list(plan[: a.warmup])
+    if path != "packed":  # the reference too, for its allocator: a fair comparison
+        seen: set[int] = set()
+        for group in plan[a.warmup + steps :]:
+            T = max(group_lengths(games, group, False)) - 1
+            bucket = batching.padded_length(T, 64, t.net.config.block_size)
+            if bucket not in seen:
+                seen.add(bucket)
+                warm_groups.append(group)
+    for group in warm_groups:
+        one(group)
+    sync(device)
+    distributed.barrier()
+    warm_seconds = time.perf_counter() - t0
+    timed = plan[a.warmup : a.warmup + steps]
+    totals = {"loss_sum": 0.0, "valid_targets": 0, "padded_tokens": 0}
+    graphs = unique_graphs()
+    start = time.perf_counter()
+    for group in timed:
+        for k, v in one(group).items():
+            totals[k] += v
+    sync(device)
+    seconds = time.perf_counter() - start
+    lengths = [n for g in timed for n in group_lengths(games, g, path == "packed")]
+    flops = model_flops(t.net.config, lengths)  # all ranks' games (the group is global)
+    world = ctx.world
+    result = {
+        "path": path,
+        "world_size": world,
+        "compiled": t.compiled,
+        "packing": t.packing,
+        "micro": micro,
+        "accum": a.accum,
+        "timed_updates": steps,
+        "seconds": seconds,
+        "warmup_seconds": warm_seconds,
+        "warmup_updates": len(warm_groups),
+        "graphs_compiled_while_timed": unique_graphs() - graphs,
+        "useful_targets_per_second": totals["valid_targets"] / seconds,
+        "useful_targets_per_second_per_gpu": totals["valid_targets"] / seconds / world,
+        "padded_tokens_per_second": totals["padded_tokens"] / seconds,
+        "padding_fraction": 1 - totals["valid_targets"] / max(1, totals["padded_tokens"]),
+        "train_nll": totals["loss_sum"] / max(1, totals["valid_targets"]),
+        "model_tflops_per_gpu": flops / seconds / world / 1e12,
+        "mfu": (flops / seconds / world / peak) if peak else None,
+        "peak_allocated_gib": (torch.cuda.max_memory_allocated(device) / 2**30)
+        if device.type == "cuda"
+        else None,
+    }
+    if path == "default" and ctx.is_main and a.validation:
+        result["validation"] = time_validation(a, t, data)
+    t = None  # free the model and optimizer before the next path
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
+    """evaluate.evaluate vs a bare forward pass over the same microbatches (rank 0)."""
+    device = t.ctx.device
+    val = evaluate.ValidationSet(data, device, legality_games=None)
+    games = [val.games[i] for i in range(len(val))]
+
+    @torch.no_grad()
+    def bare() -> None:
+        t.net.eval()
+        for first in range(0, len(games), 8):
+            x, _ = batching.collate(
+                games[first : first + 8], device, pad_multiple=t.pad_multiple, max_len=1024
+            )
+            with model.autocast(device):
+                t.net(x)
+        t.net.train()
+
+    def full() -> None:
+        evaluate.evaluate(t.net, val, micro=8, pad_multiple=t.pad_multiple)
+
+    for fn in (bare, full):  # warm-up: inference graphs compile here
+        fn()
+    timings = {}
+    for name, fn in (("bare_forward", bare), ("validation", full), ("bare_forward_2", bare)):
+        sync(device)
+        s = time.perf_counter()
+        fn()
+        sync(device)
+        timings[name] = time.perf_counter() - s
+    forward = min(timings["bare_forward"], timings["bare_forward_2"])
+    return {
+        "games": len(games),
+        "validation_seconds": timings["validation"],
+        "bare_forward_seconds": forward,
+        "ratio": timings["validation"] / forward,
+        "target_ratio_max": 1.5,
+    }
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", required=True, help="where the results JSON goes")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cuda if any")
+    p.add_argument("--model", default="baseline")
+    p.add_argument("--paths", default=",".join(PATHS), help=f"subset of {','.join(PATHS)}")
+    p.add_argument("--micro", type=int, default=8, help="games per microbatch (seed: 8)")
+    p.add_argument("--accum", type=int, default=2)
+    p.add_argument("--packed-rows", type=int, default=16, help="rows per microbatch (packed)")
+    p.add_argument("--steps", type=int, default=30, help="timed updates (default, packed)")
+    p.add_argument("--ref-steps", type=int, default=10, help="timed updates (reference)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed updates before timing")
+    p.add_argument("--compile", choices=compiling.CHOICES, default="auto")
+    p.add_argument("--compile-cache", help="inductor/triton cache dir (default: OUT/compile-cache)")
+    p.add_argument("--cache", help="token cache directory (default: synthetic games)")
+    p.add_argument("--games", type=int, default=20000, help="synthetic training games")
+    p.add_argument("--val-games", type=int, default=512, help="synthetic validation games")
+    p.add_argument("--mean-plies", type=float, default=80.0, help="synthetic mean game plies")
+    p.add_argument("--seed", type=int, default=2026)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--no-validation", dest="validation", action="store_false")
+    p.add_argument("--out", default=None, help="scratch dir (default: a temporary directory)")
+    p.add_argument("--workers", help="e.g. 1,2: run under torchrun once per worker count")
+    p.add_argument("--startup", action="store_true", help="measure cold and warm start-up")
+    p.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--timeout", type=int, default=900, help="seconds per child process")
+    a = p.parse_args(argv)
+    if a.device is None:
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    a.out = a.out or tempfile.mkdtemp(prefix="chesslm-speed-")
+    return a
+
+
+def run_paths(a: argparse.Namespace) -> dict[str, Any]:
+    ctx = distributed.init(a.device, threads=a.threads)
+    try:
+        if a.device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = True  # FP32 leftovers (not under autocast)
+        peak = matmul_peak(ctx.device)
+        data = open_data(a, model.config_for(a.model).block_size)
+        results = []
+        for path in a.paths.split(","):
+            r = time_path(a, ctx, data, path, peak)
+            results.append(r)
+            if ctx.is_main:
+                print(json.dumps(r), flush=True)
+        ref = next((r for r in results if r["path"] == "reference"), None)
+        for r in results:
+            if ref:
+                r["speedup_vs_reference"] = (
+                    r["useful_targets_per_second"] / ref["useful_targets_per_second"]
+                )
+        return {
+            "device": torch.cuda.get_device_name(ctx.device) if a.device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "world_size": ctx.world,
+            "model": a.model,
+            "data": a.cache or f"synthetic ({a.games} games, mean {a.mean_plies} plies)",
+            "matmul_peak_tflops": peak / 1e12 if peak else None,
+            "results": results,
+        }
+    finally:
+        distributed.teardown()
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'path':<10} {'gpus':>4} {'targets/s/gpu':>14} {'x ref':>6} {'padded tok/s':>13}"
+        f" {'pad%':>5} {'MFU%':>5} {'peak GiB':>8} {'warm-up s':>9}"
+    )
+    lines = [head, "-" * len(head)]
+    for rec in records:
+        for r in rec["results"]:
+            per_gpu = r["useful_targets_per_second_per_gpu"]
+            speedup = r.get("speedup_vs_reference") or 0
+            lines.append(
+                f"{r['path']:<10} {r['world_size']:>4} {per_gpu:>14,.0f}"
+                f" {speedup:>6.1f} {r['padded_tokens_per_second']:>13,.0f}"
+                f" {100 * r['padding_fraction']:>5.1f} {100 * (r['mfu'] or 0):>5.1f}"
+                f" {r['peak_allocated_gib'] or 0:>8.1f} {r['warmup_seconds']:>9.1f}"
+            )
+            v = r.get("validation")
+            if v:
+                lines.append(
+                    f"  validation {v['validation_seconds']:.3f} s vs bare forward"
+                    f" {v['bare_forward_seconds']:.3f} s: {v['ratio']:.2f}x (goal <= 1.5x)"
+                )
+    return "\n".join(lines)
+
+
+VALUED = ("--workers", "--json", "--compile-cache")  # flags that take a value
+
+
+def strip_flags(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """``argv`` without the flags ``names`` (``--x=v``, ``--x v`` or plain ``--x``).
+
+    >>> strip_flags(["--a", "1", "--json", "x", "--workers=1,2", "--startup", "--b"],
+    ...             ("--json", "--workers", "--startup"))
+    ['--a', '1', '--b']
+    """
+    out, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+            continue
+        name = x.split("=", 1)[0]
+        if name in names:
+            skip = "=" not in x and name in VALUED
+            continue
+        out.append(x)
+    return out
+
+
+def child_command(a: argparse.Namespace, argv: list[str], workers: int, out: Path) -> list[str]:
+    keep = strip_flags(argv, ("--workers", "--json", "--startup"))
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={workers}",
+        str(Path(__file__).resolve()),
+        *keep,
+        f"--json={out}",
+    ]
+
+
+def startup_child(a: argparse.Namespace) -> None:
+    """A fresh process: build, compile, first update, then every length bucket once."""
+    ctx = distributed.init(a.device, threads=a.threads)
+    data = open_data(a, model.config_for(a.model).block_size)
+    marks = {"imports_done": time.time()}
+    t = trainer_for(a, ctx, data, "default")
+    marks["model_built"] = time.time()
+    plan = t.plan(0)
+    t.update(data.train, plan[0], a.micro)
+    sync(ctx.device)
+    marks["first_update"] = time.time()
+    seen: set[int] = set()
+    for group in plan:
+        T = max(n for n in group_lengths(data.train, group, False))
+        bucket = batching.padded_length(T - 1, t.pad_multiple, 1024)
+        if bucket not in seen:
+            seen.add(bucket)
+            t.update(data.train, group, a.micro)
+    sync(ctx.device)
+    marks["all_buckets"] = time.time()
+    marks["buckets"] = len(seen)
+    Path(a.json).write_text(json.dumps(marks))
+
+
+def startup(a: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    cache_dir = Path(a.compile_cache or tempfile.mkdtemp(prefix="chesslm-compile-cache-"))
+    out = {"compile_cache": str(cache_dir)}
+    for label in ("cold", "warm"):
+        marks_path = Path(a.out) / f"startup-{label}.json"
+        keep = strip_flags(argv, ("--json", "--startup", "--compile-cache"))
+        cmd = [sys.executable, str(Path(__file__).resolve()), *keep, "--startup-child"]
+        cmd += [f"--json={marks_path}", f"--compile-cache={cache_dir}"]
+        launched = time.time()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+        if proc.returncode != 0:
+            raise SystemExit(f"startup {label} failed:\n{proc.stdout[-3000:]}{proc.stderr[-5000:]}")
+        marks = json.loads(marks_path.read_text())
+        out[label] = {
+            "process_start_to_first_update_s": marks["first_update"] - launched,
+            "process_start_to_model_built_s": marks["model_built"] - launched,
+            "process_start_to_all_buckets_s": marks["all_buckets"] - launched,
+            "buckets": marks["buckets"],
+        }
+        print(f"startup {label}: {json.dumps(out[label])}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse(argv)
+    cache_dir = a.compile_cache or str(Path(a.out) / "compile-cache")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(cache_dir, "inductor").resolve()))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(Path(cache_dir, "triton").resolve()))
+    if a.startup_child:
+        startup_child(a)
+        return 0
+    if a.startup:
+        record = startup(a, argv)
+        print(
+            f"start-up, process start -> first optimizer step: cold"
+            f" {record['cold']['process_start_to_first_update_s']:.1f} s, warm"
+            f" {record['warm']['process_start_to_first_update_s']:.1f} s (goal <= 15 s);"
+            f" all {record['warm']['buckets']} length buckets warm after"
+            f" {record['warm']['process_start_to_all_buckets_s']:.1f} s"
+        )
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(record, indent=2))
+        return 0
+    if a.workers and "WORLD_SIZE" not in os.environ:
+        records = []
+        for w in (int(x) for x in a.workers.split(",")):
+            out = Path(a.out) / f"workers-{w}.json"
+            cmd = child_command(a, argv, w, out)
+            print(f"== {w} worker(s): {' '.join(cmd)}", flush=True)
+            proc = subprocess.run(cmd, timeout=a.timeout)
+            if proc.returncode != 0:
+                print(f"{w} worker(s) failed with exit code {proc.returncode}", flush=True)
+                records.append({"world_size": w, "failed": proc.returncode, "results": []})
+                continue
+            records.append(json.loads(out.read_text()))
+        if len(records) > 1 and all(r["results"] for r in records):
+            one = {r["path"]: r for r in records[0]["results"]}
+            for rec in records[1:]:
+                for r in rec["results"]:
+                    if r["path"] in one:
+                        r["scaling_vs_first"] = (
+                            r["useful_targets_per_second"]
+                            / one[r["path"]]["useful_targets_per_second"]
+                        )
+        print(table(records))
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps({"runs": records}, indent=2))
+        return 1 if any(r.get("failed") for r in records) else 0
+    record = run_paths(a)
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(table([record]))
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(record, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

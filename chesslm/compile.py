@@ -1,0 +1,68 @@
+"""torch.compile of the training model, with the compiler's caches kept beside the run.
+
+Every segment is a fresh process, so compilation must not be paid again each time: the
+Inductor cache (FX graphs, AOTAutograd graphs, generated kernels) and Triton's kernel cache go
+to ``results/{run}/train/compile-cache`` (``cache_env``), set before anything compiles. The
+first segment compiles (cold); the next ones load the compiled graphs from there (warm).
+
+``resolve("auto", "cuda")`` is True: compilation is on by default on CUDA and off on the
+CPU, where the demo and the tests must stay fast and bitwise reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+CHOICES = ("auto", "on", "off")
+#: torch.compile mode; "reduce-overhead" adds CUDA graphs (CHESSLM_COMPILE_MODE overrides).
+DEFAULT_MODE = "default"
+
+
+def resolve(setting: str | bool | None, device: str) -> bool:
+    """Whether to compile: ``auto``/None means on CUDA only.
+
+    >>> resolve("auto", "cpu"), resolve(None, "cuda"), resolve("on", "cpu"), resolve(False, "cuda")
+    (False, True, True, False)
+    """
+    if setting in (None, "auto"):
+        return device == "cuda"
+    if isinstance(setting, bool):
+        return setting
+    if setting not in CHOICES:
+        raise ValueError(f"compile must be one of {CHOICES}, got {setting!r}")
+    return setting == "on"
+
+
+def cache_env(directory: Path | str) -> dict[str, str]:
+    """Point Inductor's and Triton's on-disk caches at ``directory`` (call before compiling).
+
+    Returns the variables it set. Variables already set by the caller are kept.
+    """
+    root = Path(directory).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    wanted = {
+        "TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+    }
+    for key, value in wanted.items():
+        os.environ.setdefault(key, value)
+    # on by default in recent torch; explicit so a warm start never recompiles kernels
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = True
+    functorch_config.enable_autograd_cache = True
+    return {key: os.environ[key] for key in wanted}
+
+
+def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None = None) -> None:
+    """Compile ``net.forward`` in place (its state_dict keys stay the same).
+
+    Padded game batches vary in length, so their length dimension is compiled dynamic (one
+    graph for every bucket); packed rows have one fixed shape and compile static.
+    """
+    mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
+    net.compile(dynamic=False if static_shapes else True, mode=None if mode == "default" else mode)
