@@ -2,14 +2,7 @@
 # The pilot's probe and one full segment of the baseline on a GPU host, then its summary.
 # Usage: benchmarks/gpu_pilot.sh [extra configfile]   (writes copies of the records to $OUT)
 set -euo pipefail
-if [ -d .whl ]; then  # the device machine has torch but not snakemake or python-chess
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-results/gpu-pilot-out}
-mkdir -p "$OUT"
+. benchmarks/device-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'gpus', torch.cuda.device_count())" | tee -a "$OUT/gpu.txt"
 start=$(date +%s)

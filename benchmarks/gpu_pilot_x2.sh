@@ -2,13 +2,7 @@
 # Two-GPU pilot: probe, segments resuming from last.pt, one segment SIGKILLed mid-way and
 # recovered by rerunning the same command; then the probe with 1 and 2 GPUs for scaling.
 set -uo pipefail
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-results/gpu-x2-out}; mkdir -p "$OUT"
+. benchmarks/device-env.sh
 nvidia-smi --query-gpu=index,name,memory.total --format=csv | tee "$OUT/gpu.txt"
 nvidia-smi topo -m >> "$OUT/gpu.txt" 2>&1
 SNK=(python3 -m snakemake results/pilot/results.json --cores 32
