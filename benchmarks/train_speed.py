@@ -4,7 +4,7 @@ One run on one device (or under torchrun, DDP) times, on the same data:
 
 * ``reference`` the seed's protocol as the seed ran it: eager, attention with a padding mask
   (no flash kernel), a host sync per microbatch (``.item()``) and per update;
-* ``default``   the project's training step (``segment.Trainer.update``): same batches and
+* ``default``   the project's training step (``trainer.Trainer.update``): same batches and
   mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal flash attention,
   fused AdamW, one read-back per update;
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from chesslm import batching, distributed, evaluate, model, segment, tokens  # noqa: E402
+from chesslm import batching, distributed, evaluate, model, segment, tokens, trainer  # noqa: E402
 from chesslm import compile as compiling  # noqa: E402
 from chesslm.cache import N_MOVE_CODES  # noqa: E402
 
@@ -166,7 +166,7 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         f"--packing={'on' if packed else 'off'}",
     ]
     args = segment.parse_args(argv)
-    return segment.Trainer(args, ctx, data)
+    return trainer.Trainer(args, ctx, data)
 
 
 def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> dict[str, float]:

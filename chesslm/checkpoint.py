@@ -44,6 +44,9 @@ TRAINING_MODULES = (
     "distributed.py",
     "evaluate.py",
     "segment.py",
+    "trainer.py",
+    "probe.py",
+    "status.py",
 )
 
 

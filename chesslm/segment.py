@@ -12,6 +12,10 @@ until a terminal status, its time budget (``--max-seconds``, at most 420), the j
 (CHESS_JOB_DEADLINE) or ``--segment-updates`` optimizer updates, validates, saves ``last.pt``
 atomically and writes its status file last. It exits 0 on every orderly stop, resumable or
 terminal, so a workflow can chain segments until the status says ``terminal``.
+
+The model and its update step live in ``chesslm.trainer``, the probe in ``chesslm.probe``,
+status files and ``results.json`` in ``chesslm.status``; this module is the CLI and the
+segment's loop (resume, stop reasons, validation cadence, saving).
 """
 
 from __future__ import annotations
@@ -21,8 +25,6 @@ import fcntl
 import logging
 import math
 import os
-import random
-import resource
 import sys
 import time
 from collections import Counter
@@ -31,15 +33,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-from chesslm import batching, checkpoint, distributed, evaluate, model, optim
+from chesslm import checkpoint, distributed, evaluate, model
 from chesslm import compile as compiling
-from chesslm.cache import TokenCache
 from chesslm.deadline import Deadline
 from chesslm.events import EventLog
-from chesslm.integrity import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.integrity import read_json, sha256_file, write_json_atomic
+from chesslm.probe import probe
+from chesslm.status import finite, results_record, write_status
 from chesslm.telemetry import Telemetry
+from chesslm.trainer import Trainer, memory_record, open_cache, synchronize
 
 logger = logging.getLogger(__name__)
 MAX_SECONDS = 420
@@ -145,150 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# ----------------------------------------------------------------------------- setup
-
-
-class Trainer:
-    """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
-
-    def __init__(
-        self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache
-    ) -> None:
-        self.args = args
-        self.ctx = ctx
-        self.lengths = [int(n) for n in cache.train.lengths]
-        torch.manual_seed(args.seed)
-        random.seed(args.seed)
-        self.net = model.build(args.model, device=ctx.device)
-        self.parameters = self.net.num_parameters()
-        self.compiled = compiling.resolve(args.compile, args.device)
-        self.packing = args.packing == "on"
-        # padded lengths bucketed to multiples of 64 for the compiler; none when eager
-        self.pad_multiple = 64 if self.compiled else 1
-        self.row_tokens = self.net.config.block_size if self.packing else None
-        if self.compiled:
-            compiling.cache_env(Path(args.run_dir) / "train" / "compile-cache")
-            compiling.compile_model(self.net, static_shapes=self.packing)
-        self.ddp: torch.nn.Module = self.net
-        if distributed.active():
-            ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
-            self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
-        self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
-        self.steps_per_epoch = len(self.plan(0))
-        self.schedule_steps, self.warmup_steps = optim.horizon(
-            epochs=args.epochs,
-            steps_per_epoch=self.steps_per_epoch,
-            schedule_steps=args.schedule_steps,
-            warmup_steps=args.warmup_steps,
-        )
-        self.sched = optim.scheduler(
-            self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
-        )
-        receipt = args.integrity_receipt
-        self.identity = checkpoint.identity(
-            preset=args.model,
-            model_config=self.net.config.to_dict(),
-            parameters=self.parameters,
-            dataset_fingerprint=cache.fingerprint,
-            receipt_sha256=sha256_file(receipt) if receipt else None,
-            world_size=ctx.world,
-            device=args.device,
-            settings={
-                "seed": args.seed,
-                "micro": args.micro,
-                "accum": args.accum,
-                "lr": args.lr,
-                "epochs": args.epochs,
-                "schedule_steps": self.schedule_steps,
-                "warmup_steps": self.warmup_steps,
-                "max_updates": args.max_updates,
-                "validation_every_steps": args.validation_every_steps,
-                "legality_eval_games": args.legality_eval_games,
-            },
-        )
-        self.identity["compile"] = self.compiled
-        self.identity["packing"] = self.packing
-
-    def plan(self, epoch: int) -> list[list[list[Any]]]:
-        a, w = self.args, self.ctx.world
-        if self.packing:
-            batches = batching.packed_batches(
-                self.lengths,
-                epoch=epoch,
-                seed=a.seed,
-                micro=a.micro,
-                world=w,
-                row_tokens=self.row_tokens,
-            )
-            return batching.groups(batches, a.accum)
-        return batching.groups(
-            batching.global_batches(self.lengths, epoch=epoch, seed=a.seed, micro=a.micro, world=w),
-            a.accum,
-        )
-
-    def update(
-        self, games: Any, group: list[list[int]], micro: int
-    ) -> tuple[dict[str, float], float]:
-        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped).
-
-        On CUDA the update never waits for the device until its one read-back at the end:
-        counts come from the host, the clip does not check, and a non-finite norm makes the
-        fused AdamW skip the step on the device (``found_inf``) before this raises.
-        """
-        stats, norm = self.update_async(games, group, micro)
-        if isinstance(stats, dict):
-            return stats, float(norm)
-        values = torch.cat([stats, norm.double().view(1)]).tolist()  # the one host sync
-        if not math.isfinite(values[3]):
-            raise RuntimeError(
-                f"The total norm of order 2.0 for gradients is non-finite ({values[3]}),"
-                " so it cannot be clipped; the optimizer step was skipped"
-            )
-        loss_sum, valid, padded, norm_value = values
-        return {
-            "loss_sum": loss_sum,
-            "valid_targets": int(valid),
-            "padded_tokens": int(padded),
-        }, norm_value
-
-    def update_async(self, games: Any, group: list[list[Any]], micro: int) -> tuple[Any, Any]:
-        """The update without reading anything back on CUDA: (stats tensor, norm tensor).
-
-        On the CPU, the exact eager path of before: (values dict, norm)."""
-        self.opt.zero_grad(set_to_none=True)
-        cuda = self.ctx.device.type == "cuda"
-        stats = batching.backward_group(
-            self.ddp,
-            games,
-            group,
-            micro=micro,
-            rank=self.ctx.rank,
-            world=self.ctx.world,
-            device=self.ctx.device,
-            pad_multiple=self.pad_multiple,
-            max_len=self.net.config.block_size,
-            row_tokens=self.row_tokens,
-            as_tensor=cuda,
-        )
-        params = self.net.parameters()
-        if cuda:
-            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
-            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
-        else:
-            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
-        self.opt.step()
-        self.sched.step()
-        return stats, norm
-
-
-def open_cache(path: str, ctx: distributed.Context) -> TokenCache:
-    cache = TokenCache(path, verify=ctx.is_main)  # rank 0 re-hashes; the others wait below
-    distributed.barrier()
-    if len(cache.train) == 0 or len(cache.validation) == 0:
-        raise ValueError(f"{path}: nonempty train and validation splits required")
-    return cache
-
-
 def lock_run_dir(train_dir: Path) -> int:
     """Hold an exclusive lock on the run directory for the life of this process, so an
     orphaned trainer (its snakemake killed) can never write beside a new one."""
@@ -303,86 +162,6 @@ def lock_run_dir(train_dir: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
-
-
-def memory_record(ctx: distributed.Context) -> dict[str, Any]:
-    cuda = ctx.device.type == "cuda"
-    return {
-        "rank": ctx.rank,
-        "peak_allocated": torch.cuda.max_memory_allocated(ctx.device) if cuda else None,
-        "peak_reserved": torch.cuda.max_memory_reserved(ctx.device) if cuda else None,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-    }
-
-
-def synchronize(ctx: distributed.Context) -> None:
-    if ctx.device.type == "cuda":
-        torch.cuda.synchronize(ctx.device)
-
-
-# ----------------------------------------------------------------------------- probe
-
-
-def probe(args: argparse.Namespace) -> None:
-    """Step times and memory for microbatches 2 and 8 of the longest training game."""
-    ctx = distributed.init(args.device, threads=args.threads)
-    train_dir = Path(args.run_dir) / "train"
-    train_dir.mkdir(parents=True, exist_ok=True)
-    events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
-    try:
-        cache = open_cache(args.cache, ctx)
-        trainer = Trainer(args, ctx, cache)
-        longest = max(range(len(cache.train)), key=lambda i: trainer.lengths[i])
-        games = [cache.train[longest]] * (8 * ctx.world)
-        start = time.perf_counter()
-        results = []
-        for micro in (2, 8):
-            if ctx.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(ctx.device)
-            times = []
-            for rep in range(3):  # the first of each shape is a warm-up
-                distributed.barrier()
-                synchronize(ctx)
-                t = time.perf_counter()
-                batch: list[Any] = list(range(micro * ctx.world))
-                if trainer.packing:  # one game per row: the longest game, padded to a row
-                    batch = [[i] for i in batch]
-                values, _ = trainer.update(games, [batch], micro)
-                synchronize(ctx)
-                if rep:
-                    times.append(time.perf_counter() - t)
-            results.append(
-                {
-                    "microbatch_per_gpu": micro,
-                    "sequence_length": int(len(games[0]) - 1),
-                    "timed_steps": len(times),
-                    "step_seconds": times,
-                    "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
-                    "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
-                    "memory": distributed.all_gather_object(memory_record(ctx)),
-                }
-            )
-        if ctx.is_main:
-            result = {
-                "status": "passed",
-                "run": args.run,
-                "parameters": trainer.parameters,
-                "model": args.model,
-                "device": args.device,
-                "world_size": ctx.world,
-                "results": results,
-                "gpu_work_wall_seconds": time.perf_counter() - start,
-                "scope": "six optimizer steps total, one warmup per shape; repeated longest"
-                " training game; discarded weights; not production throughput",
-                "test_evaluated": False,
-            }
-            write_json_atomic(Path(args.probe_out), result)
-            events.write("probe_complete", **result)
-    finally:
-        distributed.teardown()
-
-
-# ----------------------------------------------------------------------------- train
 
 
 def find_resume(
@@ -575,7 +354,7 @@ class Segment:
                     "finished",
                     status=status,
                     best_step=self.metrics["best_step"],
-                    best_nll=_finite(self.metrics["best_nll"]),
+                    best_nll=finite(self.metrics["best_nll"]),
                 )
             self.events.write(
                 "segment_end",
@@ -711,7 +490,7 @@ class Segment:
         else:
             m["bad_checks"] += 1
         self.events.write(
-            "validation", best_nll=_finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry
+            "validation", best_nll=finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry
         )
         self.save(improved)
 
@@ -734,104 +513,6 @@ class Segment:
             if improved:
                 checkpoint.copy_atomic(self.dir / "last.pt", self.dir / "best.pt")
         distributed.barrier()
-
-
-# ----------------------------------------------------------------------------- records
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-def results_record(
-    saved: dict[str, Any],
-    status: str,
-    train_dir: Path,
-    memory: list[dict[str, Any]] | None,
-    work_start: float | None,
-) -> dict[str, Any]:
-    """train/results.json of a finished run (the seed's results.json)."""
-    m = saved["metrics"]
-    best = train_dir / "best.pt"
-    return {
-        "status": status,
-        "cursor": saved["cursor"],
-        "best_step": m["best_step"],
-        "best_validation_nll": _finite(m["best_nll"]),
-        "bad_checks": m["bad_checks"],
-        "history": m["history"],
-        "initial_validation": m["initial_validation"],
-        "totals": m["totals"],
-        "memory": memory,
-        "gpu_work_wall_seconds": m["work_seconds"],
-        "segments_trained": m["segments"],
-        "test_evaluated": False,
-        "best_checkpoint": "best.pt" if best.exists() else None,
-        "best_checkpoint_sha256": sha256_file(best) if best.exists() else None,
-        "last_checkpoint_sha256": sha256_file(train_dir / "last.pt"),
-        "identity_sha256": digest_json(saved["identity"]),
-        "identity": saved["identity"],
-    }
-
-
-def write_status(
-    args: argparse.Namespace,
-    base: dict[str, Any],
-    saved: dict[str, Any],
-    status: str,
-    *,
-    stop_reason: str | None,
-    resume_action: str,
-    step_start: int,
-    last_sha: str | None,
-) -> None:
-    """The segment's status file: written last and atomically, so it exists only when the
-    checkpoint it names is complete."""
-    m, cursor = saved["metrics"], saved["cursor"]
-    end = time.time()
-    record = {
-        **base,
-        "status": status,
-        "terminal": status in checkpoint.TERMINAL,
-        "stop_reason": stop_reason,
-        "resume_action": resume_action,
-        "end_unix": end,
-        "seconds": end - base["start_unix"],
-        "step_start": step_start,
-        "step_end": cursor["step"],
-        "updates": cursor["step"] - step_start,
-        "cursor": cursor,
-        "best_step": m["best_step"],
-        "best_validation_nll": _finite(m["best_nll"]),
-        "bad_checks": m["bad_checks"],
-        "last_pt_sha256": last_sha,
-        "identity_sha256": digest_json(saved["identity"]),
-        "test_evaluated": False,
-    }
-    path = Path(args.status_out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, record)
-
-
-def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
-    """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
-
-    :raises ValueError: if the last status is not terminal or does not match the results.
-    """
-    segments = [read_json(p) for p in statuses]
-    if not segments or not segments[-1].get("terminal"):
-        raise ValueError(
-            f"{statuses[-1] if statuses else 'segments'}: the run has no terminal status"
-        )
-    results = read_json(train_results)
-    if results["status"] != segments[-1]["status"]:
-        raise ValueError(
-            f"{train_results}: status {results['status']!r} but the last segment says"
-            f" {segments[-1]['status']!r}"
-        )
-    record = {**results, "segments": segments, "segment_count": len(segments)}
-    write_json_atomic(out, record)
-    return record
 
 
 if __name__ == "__main__":

@@ -1,0 +1,78 @@
+"""The probe: step times and memory for microbatches 2 and 8 of the longest training game,
+run under torchrun before any training segment (``python -m chesslm.segment probe``)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from chesslm import distributed
+from chesslm.events import EventLog
+from chesslm.integrity import write_json_atomic
+from chesslm.trainer import Trainer, memory_record, open_cache, synchronize
+
+
+def probe(args: argparse.Namespace) -> None:
+    """Step times and memory for microbatches 2 and 8 of the longest training game."""
+    ctx = distributed.init(args.device, threads=args.threads)
+    train_dir = Path(args.run_dir) / "train"
+    train_dir.mkdir(parents=True, exist_ok=True)
+    events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
+    try:
+        cache = open_cache(args.cache, ctx)
+        trainer = Trainer(args, ctx, cache)
+        longest = max(range(len(cache.train)), key=lambda i: trainer.lengths[i])
+        games = [cache.train[longest]] * (8 * ctx.world)
+        start = time.perf_counter()
+        results = []
+        for micro in (2, 8):
+            if ctx.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(ctx.device)
+            times = []
+            for rep in range(3):  # the first of each shape is a warm-up
+                distributed.barrier()
+                synchronize(ctx)
+                t = time.perf_counter()
+                batch: list[Any] = list(range(micro * ctx.world))
+                if trainer.packing:  # one game per row: the longest game, padded to a row
+                    batch = [[i] for i in batch]
+                values, _ = trainer.update(games, [batch], micro)
+                synchronize(ctx)
+                if rep:
+                    times.append(time.perf_counter() - t)
+            results.append(
+                {
+                    "microbatch_per_gpu": micro,
+                    "sequence_length": int(len(games[0]) - 1),
+                    "timed_steps": len(times),
+                    "step_seconds": times,
+                    "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
+                    "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
+                    "memory": distributed.all_gather_object(memory_record(ctx)),
+                }
+            )
+        if ctx.is_main:
+            result = {
+                "status": "passed",
+                "run": args.run,
+                "parameters": trainer.parameters,
+                "model": args.model,
+                "device": args.device,
+                "world_size": ctx.world,
+                "results": results,
+                "gpu_work_wall_seconds": time.perf_counter() - start,
+                "scope": "six optimizer steps total, one warmup per shape; repeated longest"
+                " training game; discarded weights; not production throughput",
+                "test_evaluated": False,
+            }
+            write_json_atomic(Path(args.probe_out), result)
+            events.write("probe_complete", **result)
+    finally:
+        distributed.teardown()
+
+
+# ----------------------------------------------------------------------------- train

@@ -1,0 +1,107 @@
+"""Segment status files (``segments/N.json``, written last) and the run's ``results.json``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from chesslm import checkpoint
+from chesslm.integrity import digest_json, read_json, sha256_file, write_json_atomic
+
+
+def finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def results_record(
+    saved: dict[str, Any],
+    status: str,
+    train_dir: Path,
+    memory: list[dict[str, Any]] | None,
+    work_start: float | None,
+) -> dict[str, Any]:
+    """train/results.json of a finished run (the seed's results.json)."""
+    m = saved["metrics"]
+    best = train_dir / "best.pt"
+    return {
+        "status": status,
+        "cursor": saved["cursor"],
+        "best_step": m["best_step"],
+        "best_validation_nll": finite(m["best_nll"]),
+        "bad_checks": m["bad_checks"],
+        "history": m["history"],
+        "initial_validation": m["initial_validation"],
+        "totals": m["totals"],
+        "memory": memory,
+        "gpu_work_wall_seconds": m["work_seconds"],
+        "segments_trained": m["segments"],
+        "test_evaluated": False,
+        "best_checkpoint": "best.pt" if best.exists() else None,
+        "best_checkpoint_sha256": sha256_file(best) if best.exists() else None,
+        "last_checkpoint_sha256": sha256_file(train_dir / "last.pt"),
+        "identity_sha256": digest_json(saved["identity"]),
+        "identity": saved["identity"],
+    }
+
+
+def write_status(
+    args: argparse.Namespace,
+    base: dict[str, Any],
+    saved: dict[str, Any],
+    status: str,
+    *,
+    stop_reason: str | None,
+    resume_action: str,
+    step_start: int,
+    last_sha: str | None,
+) -> None:
+    """The segment's status file: written last and atomically, so it exists only when the
+    checkpoint it names is complete."""
+    m, cursor = saved["metrics"], saved["cursor"]
+    end = time.time()
+    record = {
+        **base,
+        "status": status,
+        "terminal": status in checkpoint.TERMINAL,
+        "stop_reason": stop_reason,
+        "resume_action": resume_action,
+        "end_unix": end,
+        "seconds": end - base["start_unix"],
+        "step_start": step_start,
+        "step_end": cursor["step"],
+        "updates": cursor["step"] - step_start,
+        "cursor": cursor,
+        "best_step": m["best_step"],
+        "best_validation_nll": finite(m["best_nll"]),
+        "bad_checks": m["bad_checks"],
+        "last_pt_sha256": last_sha,
+        "identity_sha256": digest_json(saved["identity"]),
+        "test_evaluated": False,
+    }
+    path = Path(args.status_out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record)
+
+
+def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
+    """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
+
+    :raises ValueError: if the last status is not terminal or does not match the results.
+    """
+    segments = [read_json(p) for p in statuses]
+    if not segments or not segments[-1].get("terminal"):
+        raise ValueError(
+            f"{statuses[-1] if statuses else 'segments'}: the run has no terminal status"
+        )
+    results = read_json(train_results)
+    if results["status"] != segments[-1]["status"]:
+        raise ValueError(
+            f"{train_results}: status {results['status']!r} but the last segment says"
+            f" {segments[-1]['status']!r}"
+        )
+    record = {**results, "segments": segments, "segment_count": len(segments)}
+    write_json_atomic(out, record)
+    return record

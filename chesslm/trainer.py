@@ -1,0 +1,175 @@
+"""The model, DDP wrapper, optimizer, schedule and identity of a run on one rank, and its
+optimizer update (shared by training segments, the probe and the speed benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import resource
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from chesslm import batching, checkpoint, distributed, model, optim
+from chesslm import compile as compiling
+from chesslm.cache import TokenCache
+from chesslm.integrity import sha256_file
+
+
+class Trainer:
+    """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
+
+    def __init__(
+        self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache
+    ) -> None:
+        self.args = args
+        self.ctx = ctx
+        self.lengths = [int(n) for n in cache.train.lengths]
+        torch.manual_seed(args.seed)
+        random.seed(args.seed)
+        self.net = model.build(args.model, device=ctx.device)
+        self.parameters = self.net.num_parameters()
+        self.compiled = compiling.resolve(args.compile, args.device)
+        self.packing = args.packing == "on"
+        # padded lengths bucketed to multiples of 64 for the compiler; none when eager
+        self.pad_multiple = 64 if self.compiled else 1
+        self.row_tokens = self.net.config.block_size if self.packing else None
+        if self.compiled:
+            compiling.cache_env(Path(args.run_dir) / "train" / "compile-cache")
+            compiling.compile_model(self.net, static_shapes=self.packing)
+        self.ddp: torch.nn.Module = self.net
+        if distributed.active():
+            ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
+            self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
+        self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
+        self.steps_per_epoch = len(self.plan(0))
+        self.schedule_steps, self.warmup_steps = optim.horizon(
+            epochs=args.epochs,
+            steps_per_epoch=self.steps_per_epoch,
+            schedule_steps=args.schedule_steps,
+            warmup_steps=args.warmup_steps,
+        )
+        self.sched = optim.scheduler(
+            self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
+        )
+        receipt = args.integrity_receipt
+        self.identity = checkpoint.identity(
+            preset=args.model,
+            model_config=self.net.config.to_dict(),
+            parameters=self.parameters,
+            dataset_fingerprint=cache.fingerprint,
+            receipt_sha256=sha256_file(receipt) if receipt else None,
+            world_size=ctx.world,
+            device=args.device,
+            settings={
+                "seed": args.seed,
+                "micro": args.micro,
+                "accum": args.accum,
+                "lr": args.lr,
+                "epochs": args.epochs,
+                "schedule_steps": self.schedule_steps,
+                "warmup_steps": self.warmup_steps,
+                "max_updates": args.max_updates,
+                "validation_every_steps": args.validation_every_steps,
+                "legality_eval_games": args.legality_eval_games,
+            },
+        )
+        self.identity["compile"] = self.compiled
+        self.identity["packing"] = self.packing
+
+    def plan(self, epoch: int) -> list[list[list[Any]]]:
+        a, w = self.args, self.ctx.world
+        if self.packing:
+            batches = batching.packed_batches(
+                self.lengths,
+                epoch=epoch,
+                seed=a.seed,
+                micro=a.micro,
+                world=w,
+                row_tokens=self.row_tokens,
+            )
+            return batching.groups(batches, a.accum)
+        return batching.groups(
+            batching.global_batches(self.lengths, epoch=epoch, seed=a.seed, micro=a.micro, world=w),
+            a.accum,
+        )
+
+    def update(
+        self, games: Any, group: list[list[int]], micro: int
+    ) -> tuple[dict[str, float], float]:
+        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped).
+
+        On CUDA the update never waits for the device until its one read-back at the end:
+        counts come from the host, the clip does not check, and a non-finite norm makes the
+        fused AdamW skip the step on the device (``found_inf``) before this raises.
+        """
+        stats, norm = self.update_async(games, group, micro)
+        if isinstance(stats, dict):
+            return stats, float(norm)
+        values = torch.cat([stats, norm.double().view(1)]).tolist()  # the one host sync
+        if not math.isfinite(values[3]):
+            raise RuntimeError(
+                f"The total norm of order 2.0 for gradients is non-finite ({values[3]}),"
+                " so it cannot be clipped; the optimizer step was skipped"
+            )
+        loss_sum, valid, padded, norm_value = values
+        return {
+            "loss_sum": loss_sum,
+            "valid_targets": int(valid),
+            "padded_tokens": int(padded),
+        }, norm_value
+
+    def update_async(self, games: Any, group: list[list[Any]], micro: int) -> tuple[Any, Any]:
+        """The update without reading anything back on CUDA: (stats tensor, norm tensor).
+
+        On the CPU, the exact eager path of before: (values dict, norm)."""
+        self.opt.zero_grad(set_to_none=True)
+        cuda = self.ctx.device.type == "cuda"
+        stats = batching.backward_group(
+            self.ddp,
+            games,
+            group,
+            micro=micro,
+            rank=self.ctx.rank,
+            world=self.ctx.world,
+            device=self.ctx.device,
+            pad_multiple=self.pad_multiple,
+            max_len=self.net.config.block_size,
+            row_tokens=self.row_tokens,
+            as_tensor=cuda,
+        )
+        params = self.net.parameters()
+        if cuda:
+            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
+        self.opt.step()
+        self.sched.step()
+        return stats, norm
+
+
+def open_cache(path: str, ctx: distributed.Context) -> TokenCache:
+    cache = TokenCache(path, verify=ctx.is_main)  # rank 0 re-hashes; the others wait below
+    distributed.barrier()
+    if len(cache.train) == 0 or len(cache.validation) == 0:
+        raise ValueError(f"{path}: nonempty train and validation splits required")
+    return cache
+
+
+def memory_record(ctx: distributed.Context) -> dict[str, Any]:
+    cuda = ctx.device.type == "cuda"
+    return {
+        "rank": ctx.rank,
+        "peak_allocated": torch.cuda.max_memory_allocated(ctx.device) if cuda else None,
+        "peak_reserved": torch.cuda.max_memory_reserved(ctx.device) if cuda else None,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def synchronize(ctx: distributed.Context) -> None:
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
