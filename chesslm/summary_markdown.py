@@ -1,0 +1,206 @@
+"""summary.md of a run: its identity, state, best check, times, throughput, memory, data and
+what the summary had to skip. The tables it quotes come from ``chesslm.summary``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from chesslm.summary import RunRecords, RunState
+
+
+def _num(value: Any, spec: str = ".4g") -> str:
+    """A number for summary.md; ``spec=""`` prints whole numbers without ``.0``."""
+    if isinstance(value, str):
+        return value
+    if value is None or pd.isna(value):
+        return "n/a"
+    if spec == "" and float(value).is_integer():
+        return str(int(value))
+    return format(value, spec)
+
+
+def _utc(value: Any) -> str:
+    if value is None or pd.isna(value):
+        return "n/a"
+    return pd.Timestamp(float(value), unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows] + [""]
+
+
+def _best(rec: RunRecords, validation: pd.DataFrame) -> tuple[Any, Any, str]:
+    """Best step and NLL: from results.json, else the last status file, else the checks."""
+    if rec.results and rec.results.get("best_validation_nll") is not None:
+        return rec.results.get("best_step"), rec.results["best_validation_nll"], "results.json"
+    for status in reversed(rec.segments):
+        if status.get("best_validation_nll") is not None:
+            source = f"segment {status.get('segment')} status"
+            return status.get("best_step"), status["best_validation_nll"], source
+    checks = validation[validation["kind"] == "check"].dropna(subset=["validation.nll"])
+    if len(checks):
+        row = checks.loc[checks["validation.nll"].idxmin()]
+        return row["step"], row["validation.nll"], "lowest validation check in events.jsonl"
+    return None, None, "no validation check yet"
+
+
+def render(
+    rec: RunRecords,
+    state: RunState,
+    tables: dict[str, pd.DataFrame],
+    samples: pd.DataFrame,
+    paths: dict[str, Path],
+    *,
+    test_evaluated: bool,
+) -> str:
+    """summary.md: identity, state, best check, times, throughput, memory, data, skips."""
+    results, identity = rec.results or {}, rec.identity or {}
+    segments, validation, train = tables["segments"], tables["validation"], tables["train_steps"]
+    out = [f"# Run `{rec.run_dir.name}`", ""]
+    if state.complete:
+        out.append(f"**Complete.** Final status `{state.status}` (from {state.source}).")
+    elif state.status is None:
+        out.append("**Partial run: no segment has run yet.**")
+    else:
+        out.append(
+            f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
+            f"(from {state.source}). Everything below covers only the records written so far."
+        )
+    out += ["", f"test_evaluated: {str(test_evaluated).lower()}", ""]
+
+    step, nll, source = _best(rec, validation)
+    checks = validation[validation["kind"] == "check"]
+    initial = validation[validation["kind"] == "initial"]
+    out += ["## Outcome", "", f"- best step {_num(step, '')}, best validation NLL "]
+    out[-1] += f"{_num(nll, '.4f')} nats/target (from {source})"
+    if len(initial):
+        out.append(f"- initial validation NLL {_num(initial['validation.nll'].iloc[0], '.4f')}")
+    if len(checks):
+        last = checks.iloc[-1]
+        out.append(
+            f"- {len(checks)} validation checks; the last at step {_num(last['step'], '')}: "
+            f"NLL {_num(last['validation.nll'], '.4f')}, bad checks {_num(last['bad_checks'], '')}"
+        )
+    out.append("")
+
+    out += ["## Identity", ""]
+    if identity:
+        rows = [
+            [k, v if not isinstance(v, dict | list) else json.dumps(v, sort_keys=True)]
+            for k, v in identity.items()
+        ]
+        out += _md_table(["key", "value"], rows)
+    else:
+        out += ["identity.json was not found.", ""]
+
+    out += ["## Time", ""]
+    if len(segments):
+        seconds = pd.to_numeric(segments["seconds"], errors="coerce")
+        span = (
+            pd.to_numeric(segments["end_unix"], errors="coerce").max()
+            - pd.to_numeric(segments["start_unix"], errors="coerce").min()
+        )
+        out.append(
+            f"{len(segments)} segments, {_num(seconds.sum(), '.1f')} s in segments in all, "
+            f"{_num(span, '.1f')} s from the first start to the last end."
+        )
+        out.append("")
+        columns = ["segment", "status", "stop_reason", "start_unix", "end_unix", "seconds"]
+        columns += ["step_start", "step_end", "updates"]
+        rows = [
+            [
+                _utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c == "seconds" else "")
+                for c in columns
+            ]
+            for _, r in segments.iterrows()
+        ]
+        out += _md_table([c.replace("_unix", " (UTC)") for c in columns], rows)
+    else:
+        out += ["No segment has recorded a start yet.", ""]
+    for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
+        if results.get(key) is not None:
+            out += [f"- results.json {key}: {_num(results[key], '.1f')} s", ""]
+
+    out += ["## Throughput", ""]
+    if len(train):
+        out.append(
+            f"- training records ({len(train)}): median "
+            f"{_num(train['useful_targets_per_second'].median(), ',.0f')} useful targets/s, "
+            f"{_num(train['padded_tokens_per_second'].median(), ',.0f')} padded tokens/s, "
+            f"mean padding fraction {_num(train['padding_fraction'].mean(), '.3f')}"
+        )
+    if not len(train):
+        out.append("- no training record yet")
+    totals = results.get("totals") or {}
+    if totals.get("valid_targets") and totals.get("train_seconds"):
+        rate = totals["valid_targets"] / totals["train_seconds"]
+        out.append(f"- results.json totals: {_num(rate, ',.0f')} useful targets/s")
+    for _, row in tables["probe"].iterrows():
+        out.append(
+            f"- probe, microbatch {_num(row['microbatch_per_gpu'], '')} per GPU: "
+            f"{_num(row['useful_targets_per_second'], ',.0f')} useful targets/s"
+        )
+    out.append("")
+
+    out += ["## Memory", ""]
+    for entry in results.get("memory") or []:
+        if isinstance(entry, dict):
+            gib = {
+                k: _num((entry.get(k) or float("nan")) / 2**30, ".2f")
+                for k in ("peak_allocated", "peak_reserved", "peak_rss_bytes")
+            }
+            out.append(
+                f"- rank {entry.get('rank')}: peak allocated {gib['peak_allocated']} GiB, "
+                f"peak reserved {gib['peak_reserved']} GiB, "
+                f"peak host RSS {gib['peak_rss_bytes']} GiB (results.json)"
+            )
+    probe = tables["probe"]
+    if len(probe) and "peak_reserved_bytes_max" in probe:
+        peak = pd.to_numeric(probe["peak_reserved_bytes_max"], errors="coerce").max()
+        out.append(f"- probe: peak reserved {_num(peak / 2**30, '.2f')} GiB on the busiest rank")
+    if len(samples):
+        for _, row in tables["telemetry"].iterrows():
+            out.append(
+                f"- GPU {_num(row['gpu'], '')}: "
+                f"memory max {_num(row['memory_used_MiB_max'], ',.0f')} MiB, "
+                f"utilisation mean {_num(row['utilization_percent_mean'], '.1f')} %, "
+                f"power mean {_num(row['power_W_mean'], '.1f')} W "
+                f"({_num(row['samples'], '')} samples)"
+            )
+    else:
+        out.append(
+            "- No GPU telemetry was recorded (a CPU run, or gpu-telemetry.jsonl is absent or "
+            "empty): the GPU table is empty and the GPU figure says so."
+        )
+    out.append("")
+
+    data = tables["data"].iloc[0]
+    out += ["## Data", ""]
+    out.append(f"- dataset fingerprint (identity.json): `{_num(data['dataset_fingerprint'])}`")
+    if rec.receipt is not None:
+        out.append(
+            f"- integrity receipt `{data['receipt_path']}`: dataset fingerprint "
+            f"`{data['receipt_dataset_fingerprint']}`, receipt_sha256 `{data['receipt_sha256']}`, "
+            f"seal valid: {data['receipt_seal_valid']}, matches identity: "
+            f"{data['fingerprints_match']}"
+        )
+    else:
+        out.append("- integrity receipt: not found")
+    counts = ", ".join(f"{k} {_num(data[k], '')}" for k in ("train_games", "validation_games"))
+    out += [f"- {counts}, train targets {_num(data['train_targets'], '')}", ""]
+
+    out += ["## Files", ""]
+    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    out += ["## Skipped or missing input", ""]
+    notes = list(dict.fromkeys(rec.notes))
+    out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
+    return "\n".join(out) + "\n"
