@@ -55,9 +55,9 @@ wildcard_constraints:
     n=r"\d+",
 
 
-def dataset_settings(name):
+def get_dataset_settings(wildcards):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    d = config["datasets"][name]
+    d = config["datasets"][wildcards.dataset]
     return chesslm_dataset.Settings(
         context=d["context"],
         split_key=d["split"]["key"],
@@ -100,6 +100,12 @@ def get_previous_segment(wildcards):
     """Segment n's input: the status of segment n-1 (none for the first segment)."""
     n = int(wildcards.n)
     return [] if n == 0 else f"results/{wildcards.run}/segments/{n - 1}.json"
+
+
+def get_previous_status_flag(wildcards):
+    """The trainer's --previous-status flag for segment n (none for the first segment)."""
+    previous = get_previous_segment(wildcards)
+    return f"--previous-status={previous}" if previous else ""
 
 
 def get_run_cache(wildcards):

@@ -17,7 +17,7 @@ rule convert:
         mem_mb=4000,
         runtime=get_data_runtime,
     params:
-        settings=lambda wildcards: dataset_settings(wildcards.dataset),
+        settings=get_dataset_settings,
     script:
         "../scripts/convert.py"
 

@@ -52,9 +52,7 @@ checkpoint train_segment:
     params:
         torchrun=get_launcher,
         args=get_trainer_args,
-        previous=lambda wildcards, input: (
-            f"--previous-status={input.previous}" if input.previous else ""
-        ),
+        previous=get_previous_status_flag,
     shell:
         "{params.torchrun} -m chesslm.segment train {params.args} --segment={wildcards.n}"
         " {params.previous} --probe-results={input.probe} --status-out={output.status}"
