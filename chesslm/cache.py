@@ -99,14 +99,14 @@ def build(
     tmp.mkdir(parents=True)
     counts = {}
     for split in SPLITS:
-        parts = [gamearrays.Games(p, mmap=False) for p in shards[split]]
-        games = [g[i] for g in parts for i in range(len(g))]
-        ids = [g.ids[i] for g in parts for i in range(len(g))]
-        if not games:
+        arrays = gamearrays.concat([gamearrays.Games(p) for p in shards[split]])
+        if len(arrays["ids"]) == 0:
             raise ValueError(f"the {split} split is empty: a token cache needs {split} games")
-        gamearrays.save(tmp / split, gamearrays.pack(games, ids))
-        counts[split] = {"games": len(games), "tokens": int(sum(len(g) for g in games))}
+        gamearrays.save(tmp / split, arrays)
+        counts[split] = {"games": len(arrays["ids"]), "tokens": len(arrays["tokens"])}
         if split == "validation":
+            offsets, flat = arrays["offsets"], arrays["tokens"]
+            games = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
             _save_legality(tmp, games, workers)
     files = sorted(p.name for p in tmp.iterdir())
     info = {

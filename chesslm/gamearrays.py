@@ -50,6 +50,19 @@ def pack(games: Sequence[np.ndarray], ids: Sequence[str | bytes]) -> dict[str, n
     return {"tokens": tokens, "offsets": offsets, "ids": np.array(encoded, dtype=ID_DTYPE)}
 
 
+def concat(parts: Sequence[Games]) -> dict[str, np.ndarray]:
+    """The flat arrays of several stores' games, in order (shards into one cache split)."""
+    lengths = [p.lengths for p in parts]
+    offsets = np.zeros(1 + sum(len(n) for n in lengths), dtype=np.int64)
+    if len(offsets) > 1:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    return {
+        "tokens": np.concatenate([np.asarray(p.tokens) for p in parts] or [np.zeros(0, np.uint8)]),
+        "offsets": offsets,
+        "ids": np.concatenate([p.ids for p in parts] or [np.zeros(0, ID_DTYPE)]).astype(ID_DTYPE),
+    }
+
+
 def save(prefix: Path, arrays: dict[str, np.ndarray]) -> list[Path]:
     """Write the parts of ``arrays`` under ``prefix``; returns the paths written."""
     paths = []
