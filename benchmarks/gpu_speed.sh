@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Training speed on the embedded sample's real games: token cache via the pipeline, then
-# 1 and 2 GPUs (DDP) in one call, then cold/warm segment start-up. Hard time limits per part.
+# Training speed on the embedded sample's real games, on a lent GPU machine: the token cache
+# (carried, or built by the pipeline), optionally the GPU-only tests, the speed benchmark
+# (WORKERS=1 or 1,2; PATHS; PROFILE updates profiled per path), optionally the segment
+# start-up (STARTUP=1). Hard time limits per part; JSON, logs and profiles go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
-timeout -k 5 60 python3 -m snakemake results/datasets/sample/token-cache/cache.json --cores 16 \
-  > "$OUT/data.log" 2>&1 || echo "data stages failed"
-timeout -k 10 ${SPEED_S:-330} python3 benchmarks/train_speed.py --workers "${WORKERS:-1,2}" \
-  --cache results/datasets/sample/token-cache --compile-cache /tmp/cc \
-  --out /tmp/chesslm-speed --json "$OUT/train-speed.json" > "$OUT/train-speed.log" 2>&1
-echo "speed rc=$?"
-timeout -k 10 ${STARTUP_S:-140} python3 benchmarks/train_speed.py --startup \
-  --cache results/datasets/sample/token-cache --out /tmp/chesslm-startup \
-  --json "$OUT/startup.json" > "$OUT/startup.log" 2>&1
-echo "startup rc=$?"
-grep -v -i warn "$OUT/train-speed.log" | tail -40; grep -v -i warn "$OUT/startup.log" | tail -12
+CACHE=results/datasets/sample/token-cache
+if [ ! -f "$CACHE/cache.json" ]; then
+  timeout -k 5 90 python3 -m snakemake "$CACHE/cache.json" --cores 16 > "$OUT/data.log" 2>&1 \
+    || echo "data stages failed"
+fi
+if [ -n "${GPU_TESTS:-}" ]; then
+  timeout -k 5 "${GPU_TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider $GPU_TESTS \
+    > "$OUT/gpu-tests.log" 2>&1
+  echo "gpu tests rc=$?"; tail -3 "$OUT/gpu-tests.log"
+fi
+if [ -n "${SPEED_S:-330}" ] && [ "${SPEED_S:-330}" != 0 ]; then
+  timeout -k 10 "${SPEED_S:-330}" python3 benchmarks/train_speed.py --workers "${WORKERS:-1,2}" \
+    --paths "${PATHS:-reference,compiled,graphs,packed}" --profile "${PROFILE:-0}" \
+    --cache "$CACHE" --compile-cache /tmp/cc --out /tmp/chesslm-speed \
+    --json "$OUT/train-speed.json" > "$OUT/train-speed.log" 2>&1
+  echo "speed rc=$?"
+  cp /tmp/chesslm-speed/*-profile.txt "$OUT/" 2>/dev/null
+  grep -v -i warn "$OUT/train-speed.log" | tail -30
+fi
+if [ -n "${STARTUP:-}" ]; then
+  timeout -k 10 "${STARTUP_S:-200}" python3 benchmarks/train_speed.py --startup \
+    --cache "$CACHE" --out /tmp/chesslm-startup --json "$OUT/startup.json" \
+    > "$OUT/startup.log" 2>&1
+  echo "startup rc=$?"; grep -v -i warn "$OUT/startup.log" | tail -12
+fi

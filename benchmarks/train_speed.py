@@ -4,9 +4,11 @@ One run on one device (or under torchrun, DDP) times, on the same data:
 
 * ``reference`` the seed's protocol as the seed ran it: eager, attention with a padding mask
   (no flash kernel), a host sync per microbatch (``.item()``) and per update;
-* ``default``   the project's training step (``trainer.Trainer.update``): same batches and
-  mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal flash attention,
-  fused AdamW, one read-back per update;
+* ``compiled``  the project's training step (``trainer.Trainer.update``) without CUDA graphs:
+  same batches and mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal
+  flash attention, fused AdamW, one read-back per update;
+* ``graphs``    the same with every microbatch shape replayed as a CUDA graph
+  (``chesslm.cuda_graphs``): the pipeline's default on CUDA;
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
   rows, positions restarting at each game, a FlexAttention document mask (CUDA).
 
@@ -50,7 +52,7 @@ from chesslm import batching, distributed, evaluate, model, segment, tokens, tra
 from chesslm import compile as compiling  # noqa: E402
 from chesslm.cache import N_MOVE_CODES  # noqa: E402
 
-PATHS = ("reference", "default", "packed")
+PATHS = ("reference", "compiled", "graphs", "packed")
 
 
 # ----------------------------------------------------------------------------- data
@@ -164,6 +166,7 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         f"--seed={a.seed}",
         f"--compile={'off' if path == 'reference' else a.compile}",
         f"--packing={'on' if packed else 'off'}",
+        f"--cuda-graphs={'on' if path == 'graphs' else 'off'}",
     ]
     args = segment.parse_args(argv)
     return trainer.Trainer(args, ctx, data)
@@ -209,6 +212,18 @@ def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> 
     return out
 
 
+def pipelined(t: Any, games: Any, groups: list[Any], micro: int) -> Any:
+    """Each update's numbers, read back only after the next update is queued."""
+    pending = None
+    for group in groups:
+        launched = t.launch(games, group, micro)
+        if pending is not None:
+            yield pending.result()[0]
+        pending = launched
+    if pending is not None:
+        yield pending.result()[0]
+
+
 def unique_graphs() -> int:
     from torch._dynamo.utils import counters
 
@@ -247,6 +262,19 @@ def time_path(
         values, _ = t.update(games, group, micro)
         return values
 
+    def run(groups: list[list[list[Any]]]) -> dict[str, float]:
+        """Updates as a segment runs them: the reference syncs every update, the project's
+        paths keep one update in flight (read back after the next one is queued)."""
+        totals = {"loss_sum": 0.0, "valid_targets": 0, "padded_tokens": 0}
+        if path == "reference":
+            results = (one(group) for group in groups)
+        else:
+            results = pipelined(t, games, groups, micro)
+        for values in results:
+            for k in totals:
+                totals[k] += values[k]
+        return totals
+
     # warm-up: compiles, and (padded paths) one update of every length bucket, so that no
     # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
     warm_groups = list(plan[: a.warmup])
@@ -264,12 +292,9 @@ def time_path(
     distributed.barrier()
     warm_seconds = time.perf_counter() - t0
     timed = plan[a.warmup : a.warmup + steps]
-    totals = {"loss_sum": 0.0, "valid_targets": 0, "padded_tokens": 0}
     graphs = unique_graphs()
     start = time.perf_counter()
-    for group in timed:
-        for k, v in one(group).items():
-            totals[k] += v
+    totals = run(timed)
     sync(device)
     seconds = time.perf_counter() - start
     lengths = [n for g in timed for n in group_lengths(games, g, path == "packed")]
@@ -287,6 +312,7 @@ def time_path(
         "warmup_seconds": warm_seconds,
         "warmup_updates": len(warm_groups),
         "graphs_compiled_while_timed": unique_graphs() - graphs,
+        "cuda_graphs_captured": t.graphs.graphs if t.graphs is not None else 0,
         "useful_targets_per_second": totals["valid_targets"] / seconds,
         "useful_targets_per_second_per_gpu": totals["valid_targets"] / seconds / world,
         "padded_tokens_per_second": totals["padded_tokens"] / seconds,
@@ -298,13 +324,57 @@ def time_path(
         if device.type == "cuda"
         else None,
     }
-    if path == "default" and ctx.is_main and a.validation:
+    if a.profile:
+        extra = plan[a.warmup + steps : a.warmup + steps + a.profile] or timed[: a.profile]
+        result["profile"] = profile_updates(a, run, extra, device, f"{path}-{world}gpu")
+        result["profile"]["unprofiled_seconds_per_update"] = seconds / steps
+    default = "graphs" if device.type == "cuda" else "compiled"  # the pipeline's default path
+    if path == default and ctx.is_main and a.validation:
         result["validation"] = time_validation(a, t, data)
     t = None  # free the model and optimizer before the next path
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return result
+
+
+def profile_updates(
+    a: argparse.Namespace, run: Any, groups: list[Any], device: torch.device, label: str
+) -> dict[str, Any]:
+    """``torch.profiler`` over a few more updates: device kernel time against wall time (a
+    host-bound step shows a busy fraction well below 1), and the top operators, written next
+    to the JSON as ``<json stem>-<label>-profile.txt``."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        run(groups)
+        sync(device)
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+    on_device = [e for e in events if e.device_type == DeviceType.CUDA]
+    kernel_seconds = sum(e.self_device_time_total for e in on_device) / 1e6
+    n = max(1, len(groups))
+    sort = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    text = [f"{label}: {len(groups)} profiled updates, {wall:.3f} s wall (profiler on)"]
+    if cuda:
+        text.append(events.table(sort_by=sort, row_limit=30, max_name_column_width=70))
+    text.append(events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=70))
+    if int(os.environ.get("RANK", "0")) == 0:
+        out = Path(a.json).with_name(f"{Path(a.json).stem}-{label}-profile.txt")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n\n".join(text))
+    return {
+        "updates": len(groups),
+        "wall_seconds_per_update": wall / n,
+        "device_kernel_seconds_per_update": kernel_seconds / n if cuda else None,
+        "device_busy_fraction": kernel_seconds / wall if cuda else None,
+        "kernel_launches_per_update": sum(e.count for e in on_device) / n if cuda else None,
+    }
 
 
 def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
@@ -369,6 +439,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mean-plies", type=float, default=80.0, help="synthetic mean game plies")
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--profile", type=int, default=0, help="updates to profile after timing")
     p.add_argument("--no-validation", dest="validation", action="store_false")
     p.add_argument("--out", default=None, help="scratch dir (default: a temporary directory)")
     p.add_argument("--workers", help="e.g. 1,2: run under torchrun once per worker count")
@@ -391,6 +462,9 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
         data = open_data(a, model.config_for(a.model).block_size)
         results = []
         for path in a.paths.split(","):
+            if path == "graphs" and a.device != "cuda":
+                print("graphs: skipped (CUDA graphs need a GPU)", flush=True)
+                continue
             r = time_path(a, ctx, data, path, peak)
             results.append(r)
             if ctx.is_main:
@@ -481,7 +555,7 @@ def startup_child(a: argparse.Namespace) -> None:
     ctx = distributed.init(a.device, threads=a.threads)
     data = open_data(a, model.config_for(a.model).block_size)
     marks = {"imports_done": time.time()}
-    t = trainer_for(a, ctx, data, "default")
+    t = trainer_for(a, ctx, data, "graphs" if a.device == "cuda" else "compiled")
     marks["model_built"] = time.time()
     plan = t.plan(0)
     t.update(data.train, plan[0], a.micro)

@@ -87,16 +87,18 @@ def collate(
     *,
     pad_multiple: int = 1,
     max_len: int | None = None,
+    rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded inputs (PAD) and targets (IGNORE), each (B, T) with T = longest game - 1
-    (rounded up to ``pad_multiple``, at most ``max_len``)."""
-    if not games:  # a rank with no games in a partial global batch: one dummy row
+    (rounded up to ``pad_multiple``, at most ``max_len``) and B = the games (at least
+    ``rows``: missing rows are all padding, so shapes stay fixed)."""
+    if not games and rows is None:  # a rank with no games in a partial global batch: one dummy row
         T = padded_length(1, pad_multiple, max_len)
         x = torch.full((1, T), tokens.PAD, dtype=torch.long)
         y = torch.full((1, T), IGNORE, dtype=torch.long)
         return to_device(x, device), to_device(y, device)
-    T = padded_length(max(len(g) for g in games) - 1, pad_multiple, max_len)
-    xy = torch.empty((2, len(games), T), dtype=torch.long)
+    T = padded_length(max((len(g) for g in games), default=2) - 1, pad_multiple, max_len)
+    xy = torch.empty((2, max(len(games), rows or 0), T), dtype=torch.long)
     x, y = xy[0], xy[1]
     x.fill_(tokens.PAD)
     y.fill_(IGNORE)
@@ -232,10 +234,11 @@ def loss_sum(
     x: torch.Tensor,
     y: torch.Tensor,
     device: torch.device | str,
+    autocast_cache: bool = True,
     **forward: Any,
 ) -> torch.Tensor:
     """Summed token cross-entropy (FP32) of one microbatch; padding targets are ignored."""
-    with model.autocast(device):
+    with model.autocast(device, cache=autocast_cache):
         logits = net(x, **forward)
     return F.cross_entropy(
         logits.float().view(-1, logits.size(-1)),

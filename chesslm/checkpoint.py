@@ -45,6 +45,8 @@ TRAINING_MODULES = (
     "evaluate.py",
     "segment.py",
     "trainer.py",
+    "cuda_graphs.py",
+    "compile.py",
     "probe.py",
     "status.py",
 )

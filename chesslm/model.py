@@ -68,10 +68,15 @@ def config_for(preset: str) -> GPTConfig:
         raise ValueError(f"unknown model preset {preset!r}; known: {sorted(PRESETS)}") from None
 
 
-def autocast(device: torch.device | str) -> contextlib.AbstractContextManager[Any]:
-    """BF16 autocast on CUDA; nothing on CPU (FP32 keeps CPU runs bitwise reproducible)."""
+def autocast(
+    device: torch.device | str, *, cache: bool = True
+) -> contextlib.AbstractContextManager[Any]:
+    """BF16 autocast on CUDA; nothing on CPU (FP32 keeps CPU runs bitwise reproducible).
+
+    ``cache=False`` inside a CUDA graph capture: autocast's cast-weight cache must not
+    outlive the captured region."""
     if torch.device(device).type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from chesslm import checkpoint, distributed, evaluate, model
+from chesslm import checkpoint, cuda_graphs, distributed, evaluate, model
 from chesslm import compile as compiling
 from chesslm.deadline import Deadline
 from chesslm.events import EventLog
@@ -47,6 +47,7 @@ from chesslm.trainer import Trainer, memory_record, open_cache, synchronize
 logger = logging.getLogger(__name__)
 MAX_SECONDS = 420
 TRAIN_EVENT_EVERY = 10
+STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are several ranks
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -94,6 +95,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=["off", "on"],
         default="off",
         help="throughput path: games packed into full context rows (micro = rows)",
+    )
+    p.add_argument(
+        "--cuda-graphs",
+        choices=cuda_graphs.CHOICES,
+        default="auto",
+        help="replay each microbatch shape as a CUDA graph (auto: on cuda, padded batches)",
     )
     p.add_argument(
         "--segment-updates", type=int, help="stop after this many updates (deterministic runs)"
@@ -306,6 +313,9 @@ class Segment:
         )
         self.step_start = self.cursor["step"]
         self.last_sha: str | None = None
+        self.pending: tuple[Any, ...] | None = None  # the update in flight (see loop)
+        self.last_read = 0.0
+        self.window: Counter = Counter()
 
     def run(self) -> None:
         a, ctx = self.args, self.ctx
@@ -376,24 +386,26 @@ class Segment:
             )
 
     def loop(self) -> tuple[str, str | None]:
-        """Train until a terminal status or a stop; returns (status, stop reason)."""
+        """Train until a terminal status or a stop; returns (status, stop reason).
+
+        One update stays in flight: update k+1 is queued on the device before update k's
+        numbers are read back (``finish``), so the host prepares the next microbatches while
+        the device computes; every stop, validation and save first drains it."""
         a = self.args
         while True:
             epoch = self.cursor["epoch"]
             plan = self.t.plan(epoch)
-            reason, check_totals = None, Counter()
+            reason, self.window = None, Counter()
             for index in range(self.cursor["next_group"], len(plan)):
-                reason = distributed.broadcast_object(
-                    self.stop_reason() if self.ctx.is_main else None
-                )
+                reason = self.stop_reason(index)
                 if reason:
                     break
-                values = self.step(plan[index], index, epoch)
-                check_totals.update(values)
+                self.step(plan[index], index, epoch)
                 if a.max_updates is not None and self.cursor["step"] >= a.max_updates:
                     break
                 if a.validation_every_steps and self.cursor["step"] % a.validation_every_steps == 0:
                     break
+            self.finish()
             completed = self.cursor["next_group"] == len(plan)
             if completed:
                 self.cursor = {"epoch": epoch + 1, "next_group": 0, "step": self.cursor["step"]}
@@ -401,7 +413,7 @@ class Segment:
                 check = self.validate()
                 if check is None:  # cut by the deadline: changes neither best nor patience
                     return "total_deadline_soft_stop", "total_deadline_soft_stop"
-                self.record_check(check, epoch, completed, check_totals)
+                self.record_check(check, epoch, completed, self.window)
             terminal = checkpoint.terminal_status(
                 bad_checks=self.metrics["bad_checks"],
                 step=self.cursor["step"],
@@ -412,44 +424,64 @@ class Segment:
             if terminal or reason:
                 return terminal or reason, reason or terminal
 
-    def stop_reason(self) -> str | None:
-        """Why this segment must stop before the next update (rank 0 decides for all)."""
+    def stop_reason(self, index: int) -> str | None:
+        """Why this segment must stop before the next update. Step limits are the same on
+        every rank; the clock is rank 0's, broadcast (a host sync with several ranks, so
+        only every ``STOP_BROADCAST_EVERY`` updates)."""
         a, step = self.args, self.cursor["step"]
         if a.max_updates is not None and step >= a.max_updates:
             return "max_updates"
         if self.stop_step is not None and step >= self.stop_step:
             return "segment_updates"
+        if self.ctx.world > 1 and index % STOP_BROADCAST_EVERY:
+            return None
+        return distributed.broadcast_object(self.clock_stop() if self.ctx.is_main else None)
+
+    def clock_stop(self) -> str | None:
         if self.deadline is not None and self.deadline.soft_stop():
             return "time_budget"
-        if time.perf_counter() - self.work_start >= a.max_seconds:
+        if time.perf_counter() - self.work_start >= self.args.max_seconds:
             return "time_budget"
         return None
 
-    def step(self, group: list[list[int]], index: int, epoch: int) -> dict[str, float]:
-        synchronize(self.ctx)
-        t = time.perf_counter()
-        values, norm = self.t.update(self.cache.train, group, self.args.micro)
-        synchronize(self.ctx)
-        elapsed = time.perf_counter() - t
+    def step(self, group: list[list[int]], index: int, epoch: int) -> None:
+        """Queue one update, then read back the one before it."""
+        lr = self.t.sched.get_last_lr()[0]  # the rate this update uses
+        launched = time.perf_counter()
+        pending = self.t.launch(self.cache.train, group, self.args.micro)
+        self.cursor = {"epoch": epoch, "next_group": index + 1, "step": self.cursor["step"] + 1}
+        self.finish()
+        self.pending = (pending, epoch, self.cursor["step"], lr, launched)
+
+    def finish(self) -> None:
+        """Read back the update in flight (if any) and account for it: its wall time runs
+        from the later of its launch and the previous read-back to its own read-back."""
+        if self.pending is None:
+            return
+        pending, epoch, step, lr, launched = self.pending
+        self.pending = None
+        values, norm = pending.result()
+        now = time.perf_counter()
+        elapsed = now - max(launched, self.last_read)
+        self.last_read = now
         values = {**values, "train_seconds": elapsed}
         totals = Counter(self.metrics["totals"])
         totals.update(values)
         self.metrics["totals"] = dict(totals)
-        self.cursor = {"epoch": epoch, "next_group": index + 1, "step": self.cursor["step"] + 1}
-        if self.cursor["step"] % TRAIN_EVENT_EVERY == 0:
+        self.window.update(values)
+        if step % TRAIN_EVENT_EVERY == 0:
             self.events.write(
                 "train",
                 epoch=epoch + 1,
-                step=self.cursor["step"],
+                step=step,
                 nll=values["loss_sum"] / values["valid_targets"],
-                lr=self.t.sched.get_last_lr()[0],
+                lr=lr,
                 gradient_norm_before_clip=norm,
                 useful_targets_per_second=values["valid_targets"] / elapsed,
                 padded_tokens_per_second=values["padded_tokens"] / elapsed,
                 padding_fraction=1 - values["valid_targets"] / values["padded_tokens"],
-                gpu_work_wall_seconds=time.perf_counter() - self.work_start,
+                gpu_work_wall_seconds=now - self.work_start,
             )
-        return values
 
     def unvalidated_updates(self) -> bool:
         history = self.metrics["history"]

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from chesslm import batching, checkpoint, distributed, model, optim
+from chesslm import batching, checkpoint, cuda_graphs, distributed, model, optim
 from chesslm import compile as compiling
 from chesslm.cache import TokenCache
 from chesslm.integrity import sha256_file
@@ -41,7 +41,15 @@ class Trainer:
             compiling.cache_env(Path(args.run_dir) / "train" / "compile-cache")
             compiling.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
-        if distributed.active():
+        self.graphs: cuda_graphs.MicrobatchGraphs | None = None
+        if cuda_graphs.resolve(args.cuda_graphs, args.device, packing=self.packing):
+            self.graphs = cuda_graphs.MicrobatchGraphs(
+                self.net,
+                device=ctx.device,
+                pad_multiple=self.pad_multiple,
+                max_len=self.net.config.block_size,
+            )
+        elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
             self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
         self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
@@ -79,6 +87,7 @@ class Trainer:
         )
         self.identity["compile"] = self.compiled
         self.identity["packing"] = self.packing
+        self.identity["cuda_graphs"] = self.graphs is not None
 
     def plan(self, epoch: int) -> list[list[list[Any]]]:
         a, w = self.args, self.ctx.world
@@ -100,34 +109,32 @@ class Trainer:
     def update(
         self, games: Any, group: list[list[int]], micro: int
     ) -> tuple[dict[str, float], float]:
-        """One optimizer update; raises on a non-finite gradient norm (nothing is stepped).
+        """One optimizer update and its numbers; raises on a non-finite gradient norm (the
+        optimizer step was skipped)."""
+        return self.launch(games, group, micro).result()
 
-        On CUDA the update never waits for the device until its one read-back at the end:
-        counts come from the host, the clip does not check, and a non-finite norm makes the
-        fused AdamW skip the step on the device (``found_inf``) before this raises.
-        """
-        stats, norm = self.update_async(games, group, micro)
-        if isinstance(stats, dict):
-            return stats, float(norm)
-        values = torch.cat([stats, norm.double().view(1)]).tolist()  # the one host sync
-        if not math.isfinite(values[3]):
-            raise RuntimeError(
-                f"The total norm of order 2.0 for gradients is non-finite ({values[3]}),"
-                " so it cannot be clipped; the optimizer step was skipped"
-            )
-        loss_sum, valid, padded, norm_value = values
-        return {
-            "loss_sum": loss_sum,
-            "valid_targets": int(valid),
-            "padded_tokens": int(padded),
-        }, norm_value
+    def launch(self, games: Any, group: list[list[int]], micro: int) -> PendingUpdate:
+        """Queue one optimizer update on the device and return at once (on CUDA): the next
+        update can be prepared while this one runs. ``.result()`` reads its numbers back.
+
+        On CUDA nothing here waits for the device: counts come from the host, the clip does
+        not check, and a non-finite norm makes the fused AdamW skip the step on the device
+        (``found_inf``); ``result()`` then raises."""
+        return PendingUpdate(*self.update_async(games, group, micro))
 
     def update_async(self, games: Any, group: list[list[Any]], micro: int) -> tuple[Any, Any]:
         """The update without reading anything back on CUDA: (stats tensor, norm tensor).
 
         On the CPU, the exact eager path of before: (values dict, norm)."""
-        self.opt.zero_grad(set_to_none=True)
         cuda = self.ctx.device.type == "cuda"
+        if self.graphs is not None:
+            stats = self.graphs.backward_group(games, group, micro=micro, rank=self.ctx.rank)
+            norm = self.graphs.grads.clip(1.0)
+            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
+            self.opt.step()
+            self.sched.step()
+            return stats, norm
+        self.opt.zero_grad(set_to_none=True)
         stats = batching.backward_group(
             self.ddp,
             games,
@@ -150,6 +157,39 @@ class Trainer:
         self.opt.step()
         self.sched.step()
         return stats, norm
+
+
+class PendingUpdate:
+    """A launched update whose numbers are not read yet: a pinned host copy and an event
+    recorded right after the update, so reading it waits for this update only, not for
+    the ones queued after it."""
+
+    def __init__(self, stats: Any, norm: Any) -> None:
+        self._values: tuple[dict[str, float], float] | None = None
+        if isinstance(stats, dict):  # the CPU's eager path has its numbers already
+            self._values = (stats, float(norm))
+            return
+        self.host = torch.empty(4, dtype=torch.float64, pin_memory=True)
+        self.host.copy_(torch.cat([stats, norm.double().view(1)]), non_blocking=True)
+        self.event = torch.cuda.Event()
+        self.event.record()
+
+    def result(self) -> tuple[dict[str, float], float]:
+        if self._values is None:
+            self.event.synchronize()
+            loss_sum, valid, padded, norm = self.host.tolist()
+            if not math.isfinite(norm):
+                raise RuntimeError(
+                    f"The total norm of order 2.0 for gradients is non-finite ({norm}),"
+                    " so it cannot be clipped; the optimizer step was skipped"
+                )
+            values = {
+                "loss_sum": loss_sum,
+                "valid_targets": int(valid),
+                "padded_tokens": int(padded),
+            }
+            self._values = (values, norm)
+        return self._values
 
 
 def open_cache(path: str, ctx: distributed.Context) -> TokenCache:

@@ -184,6 +184,7 @@ def test_benchmark_smoke_on_cpu(tmp_path: Path) -> None:
             "--games=300",
             "--val-games=8",
             "--threads=1",
+            "--profile=1",
             f"--out={tmp_path}",
             f"--json={out}",
         ]
@@ -191,9 +192,11 @@ def test_benchmark_smoke_on_cpu(tmp_path: Path) -> None:
     assert code == 0
     record = json.loads(out.read_text())
     paths = {r["path"]: r for r in record["results"]}
-    assert set(paths) == {"reference", "default", "packed"}
-    assert paths["packed"]["padding_fraction"] < paths["default"]["padding_fraction"]
-    assert paths["default"]["validation"]["ratio"] > 0
+    assert set(paths) == {"reference", "compiled", "packed"}  # graphs: GPU only
+    assert paths["packed"]["padding_fraction"] < paths["compiled"]["padding_fraction"]
+    assert paths["compiled"]["validation"]["ratio"] > 0
+    assert paths["compiled"]["profile"]["updates"] == 1
+    assert (tmp_path / "speed-compiled-1gpu-profile.txt").read_text().count("aten::") > 5
 
 
 @pytest.mark.slow
