@@ -279,12 +279,18 @@ def time_path(
     # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
     warm_groups = list(plan[: a.warmup])
     if path != "packed":  # the reference too, for its allocator: a fair comparison
-        seen: set[int] = set()
-        for group in plan[a.warmup + steps :]:
-            T = max(group_lengths(games, group, False)) - 1
-            bucket = batching.padded_length(T, 64, t.net.config.block_size)
-            if bucket not in seen:
-                seen.add(bucket)
+        # every microbatch shape of the timed and profiled updates (each rank's share), so
+        # no compilation or CUDA-graph capture is timed
+        seen: set[tuple[int, int]] = set()
+        for group in plan[a.warmup :]:
+            shapes = {
+                (r, batching.padded_length(max(len(games[i]) for i in part) - 1, 64, 1024))
+                for batch in group
+                for r in range(ctx.world)
+                if (part := batch[r * micro : (r + 1) * micro])
+            }
+            if not shapes <= seen:
+                seen |= shapes
                 warm_groups.append(group)
     for group in warm_groups:
         one(group)

@@ -223,7 +223,8 @@ def document_mask(doc: torch.Tensor) -> Any:
         return (doc[b, q] == doc[b, k]) & (k <= q)
 
     B, T = doc.shape
-    return create_block_mask(mask_mod, B, None, T, T, device=doc.device)
+    # compiled: the eager build materialises B x T x T and costs more host time than the step
+    return create_block_mask(mask_mod, B, None, T, T, device=doc.device, _compile=True)
 
 
 # ----------------------------------------------------------------------------- one update
