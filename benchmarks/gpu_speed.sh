@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Training speed on the embedded sample's real games, on a lent GPU machine: the token cache
 # (carried, or built by the pipeline), optionally the GPU-only tests, the speed benchmark
-# (WORKERS=1 or 1,2; PATHS; PROFILE updates profiled per path), optionally the segment
-# start-up (STARTUP=1). Hard time limits per part; JSON, logs and profiles go to $OUT.
+# start-up (STARTUP=1), then the speed benchmark (WORKERS=1 or 1,2; PATHS; PROFILE updates
+# profiled per path; SPEED_S=0 skips it). Hard time limits per part; JSON, logs and profiles go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 CACHE=results/datasets/sample/token-cache
@@ -15,6 +15,12 @@ if [ -n "${GPU_TESTS:-}" ]; then
     > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests rc=$?"; tail -3 "$OUT/gpu-tests.log"
 fi
+if [ -n "${STARTUP:-}" ]; then
+  timeout -k 10 "${STARTUP_S:-200}" python3 benchmarks/train_speed.py --startup \
+    --cache "$CACHE" --out /tmp/chesslm-startup --json "$OUT/startup.json" \
+    > "$OUT/startup.log" 2>&1
+  echo "startup rc=$?"; grep -v -i warn "$OUT/startup.log" | tail -12
+fi
 if [ -n "${SPEED_S:-330}" ] && [ "${SPEED_S:-330}" != 0 ]; then
   timeout -k 10 "${SPEED_S:-330}" python3 benchmarks/train_speed.py --workers "${WORKERS:-1,2}" \
     --paths "${PATHS:-reference,compiled,graphs,packed}" --profile "${PROFILE:-0}" \
@@ -23,10 +29,4 @@ if [ -n "${SPEED_S:-330}" ] && [ "${SPEED_S:-330}" != 0 ]; then
   echo "speed rc=$?"
   cp /tmp/chesslm-speed/*-profile.txt "$OUT/" 2>/dev/null
   grep -v -i warn "$OUT/train-speed.log" | tail -30
-fi
-if [ -n "${STARTUP:-}" ]; then
-  timeout -k 10 "${STARTUP_S:-200}" python3 benchmarks/train_speed.py --startup \
-    --cache "$CACHE" --out /tmp/chesslm-startup --json "$OUT/startup.json" \
-    > "$OUT/startup.log" 2>&1
-  echo "startup rc=$?"; grep -v -i warn "$OUT/startup.log" | tail -12
 fi
