@@ -59,11 +59,13 @@ def cache_env(directory: Path | str) -> dict[str, str]:
 
 
 def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None = None) -> None:
-    """Compile every transformer block in place (regional compilation; state_dict keys stay
-    the same). The blocks are alike, so they share one compiled graph: a cold start traces
-    one block instead of the whole model, and a warm start loads one block's graphs. The
-    few operations around the blocks stay eager (inside a CUDA graph they cost nothing).
-    ``CHESSLM_COMPILE_SCOPE=model`` compiles the whole forward instead.
+    """Compile the model's forward in place (state_dict keys stay the same).
+
+    ``CHESSLM_COMPILE_SCOPE=blocks`` compiles each transformer block instead (regional
+    compilation): the blocks share one compiled graph, so start-up halves (H200: cold 65 ->
+    33 s, warm 34 -> 21 s to the first update), but the eager code between blocks slows
+    validation (1.9x a bare forward, over the 1.5x goal) and the packed path (576k -> 358k
+    targets/s); see BENCHMARKS.md. Hence the whole forward by default.
 
     Padded game batches vary in length, so their length dimension is compiled dynamic (one
     graph for every bucket); packed rows have one fixed shape and compile static.
@@ -71,7 +73,7 @@ def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None
     mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
     options = {"dynamic": False if static_shapes else True}
     options["mode"] = None if mode == "default" else mode
-    if os.environ.get("CHESSLM_COMPILE_SCOPE", "blocks") == "model":
+    if os.environ.get("CHESSLM_COMPILE_SCOPE", "model") == "model":
         net.compile(**options)
         return
     for block in net.transformer.h:

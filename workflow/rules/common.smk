@@ -145,9 +145,11 @@ def get_trainer_args(wildcards):
     ):
         if s.get(key) is not None:
             args.append(f"--{key.replace('_', '-')}={s[key]}")
-    # speed: compile (null = auto: on for cuda, off for cpu) and the packed throughput path
+    # speed: compile and CUDA graphs (null = auto: on for cuda, off for cpu), packed rows
     if s.get("compile") is not None:
         args.append(f"--compile={'on' if s['compile'] else 'off'}")
+    if s.get("cuda_graphs") is not None:
+        args.append(f"--cuda-graphs={'on' if s['cuda_graphs'] else 'off'}")
     if s.get("packing"):
         args.append("--packing=on")
     return " ".join(args)
