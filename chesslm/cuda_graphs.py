@@ -125,8 +125,9 @@ class MicrobatchGraphs:
         self.grads.buffer.copy_(saved)
         self.shapes[shape] = (x, y, loss, graph)
 
-    def microbatch(self, games: list[Any], rows: int) -> torch.Tensor:
-        """Run one microbatch of ``rows`` rows (accumulating gradients); its summed loss."""
+    def microbatch(self, games: list[Any], rows: int) -> tuple[torch.Tensor, int]:
+        """Run one microbatch of ``rows`` rows (accumulating gradients): its summed loss and
+        its padded tokens (the games' rows only, as the default path counts them)."""
         x, y = batching.collate(
             games, self.device, pad_multiple=self.pad_multiple, max_len=self.max_len, rows=rows
         )
@@ -137,9 +138,10 @@ class MicrobatchGraphs:
         sx.copy_(x)
         sy.copy_(y)
         if graph is None:
-            return self._run(sx, sy)
-        graph.replay()
-        return loss
+            loss = self._run(sx, sy)
+        else:
+            graph.replay()
+        return loss, len(games) * shape[1]
 
     def backward_group(
         self, games: Any, group: list[list[int]], *, micro: int, rank: int
@@ -153,13 +155,10 @@ class MicrobatchGraphs:
         stats = torch.zeros(3, dtype=torch.float64, device=self.device)
         for batch in group:
             part = [games[i] for i in batch[rank * micro : (rank + 1) * micro]]
-            stats[0] += self.microbatch(part, micro).double()
+            loss, padded = self.microbatch(part, micro)
+            stats[0] += loss.double()
             stats[1] += float(sum(len(g) - 1 for g in part))
-            if part:
-                T = batching.padded_length(
-                    max(len(g) for g in part) - 1, self.pad_multiple, self.max_len
-                )
-                stats[2] += float(len(part) * T)
+            stats[2] += float(padded)
         if distributed.active():
             dist.all_reduce(self.grads.buffer)
         return distributed.all_reduce_sum(stats)

@@ -130,30 +130,28 @@ class Trainer:
         if self.graphs is not None:
             stats = self.graphs.backward_group(games, group, micro=micro, rank=self.ctx.rank)
             norm = self.graphs.grads.clip(1.0)
-            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
-            self.opt.step()
-            self.sched.step()
-            return stats, norm
-        self.opt.zero_grad(set_to_none=True)
-        stats = batching.backward_group(
-            self.ddp,
-            games,
-            group,
-            micro=micro,
-            rank=self.ctx.rank,
-            world=self.ctx.world,
-            device=self.ctx.device,
-            pad_multiple=self.pad_multiple,
-            max_len=self.net.config.block_size,
-            row_tokens=self.row_tokens,
-            as_tensor=cuda,
-        )
-        params = self.net.parameters()
-        if cuda:
-            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
-            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
         else:
-            norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
+            self.opt.zero_grad(set_to_none=True)
+            stats = batching.backward_group(
+                self.ddp,
+                games,
+                group,
+                micro=micro,
+                rank=self.ctx.rank,
+                world=self.ctx.world,
+                device=self.ctx.device,
+                pad_multiple=self.pad_multiple,
+                max_len=self.net.config.block_size,
+                row_tokens=self.row_tokens,
+                as_tensor=cuda,
+            )
+            params = self.net.parameters()
+            if cuda:
+                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+            else:
+                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
+        if cuda:
+            self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
         self.opt.step()
         self.sched.step()
         return stats, norm

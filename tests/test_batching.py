@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,13 +79,21 @@ def _worker(rank: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+def run_two_ranks(worker: Any, tmp_path: Path) -> dict[str, Any]:
+    """``worker(rank, init, out)`` on two gloo processes; what rank 0 saved to ``out``."""
+    out = tmp_path / "grads.pt"
+    mp.spawn(worker, args=(f"file://{tmp_path / 'store'}", str(out)), nprocs=2, join=True)
+    return torch.load(out, weights_only=True)
+
+
+def assert_single_pass_gradient(grads: dict[str, torch.Tensor]) -> None:
+    ref = reference_grad(games_fixture())
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, ref[name], rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_two_ranks_with_a_dummy_rank_match_the_single_pass_gradient(tmp_path: Path) -> None:
-    out = tmp_path / "grads.pt"
-    mp.spawn(_worker, args=(f"file://{tmp_path / 'store'}", str(out)), nprocs=2, join=True)
-    result = torch.load(out, weights_only=True)
-    games = games_fixture()
-    assert result["values"]["valid_targets"] == sum(len(g) - 1 for g in games)
-    ref = reference_grad(games)
-    for name, grad in result["grads"].items():
-        torch.testing.assert_close(grad, ref[name], rtol=1e-4, atol=1e-6)
+    result = run_two_ranks(_worker, tmp_path)
+    assert result["values"]["valid_targets"] == sum(len(g) - 1 for g in games_fixture())
+    assert_single_pass_gradient(result["grads"])

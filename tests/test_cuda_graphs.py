@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from chesslm import batching, cuda_graphs, model
 
-from .test_batching import games_fixture, reference_grad
+from .test_batching import (
+    assert_single_pass_gradient,
+    games_fixture,
+    reference_grad,
+    run_two_ranks,
+)
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -82,14 +86,9 @@ def _worker(rank: int, init: str, out: str) -> None:
 
 @pytest.mark.slow
 def test_two_ranks_with_a_dummy_rank_match_the_single_pass_gradient(tmp_path: Path) -> None:
-    out = tmp_path / "grads.pt"
-    mp.spawn(_worker, args=(f"file://{tmp_path / 'store'}", str(out)), nprocs=2, join=True)
-    result = torch.load(out, weights_only=True)
-    games = games_fixture()
-    assert result["stats"][1].item() == sum(len(g) - 1 for g in games)
-    ref = reference_grad(games)
-    for name, grad in result["grads"].items():
-        torch.testing.assert_close(grad, ref[name], rtol=1e-4, atol=1e-6)
+    result = run_two_ranks(_worker, tmp_path)
+    assert result["stats"][1].item() == sum(len(g) - 1 for g in games_fixture())
+    assert_single_pass_gradient(result["grads"])
 
 
 @CUDA
