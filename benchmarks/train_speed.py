@@ -10,7 +10,9 @@ One run on one device (or under torchrun, DDP) times, on the same data:
 * ``graphs``    the same with every microbatch shape replayed as a CUDA graph
   (``chesslm.cuda_graphs``): the pipeline's default on CUDA;
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
-  rows, positions restarting at each game, a FlexAttention document mask (CUDA).
+  rows, positions restarting at each game, a FlexAttention document mask (CUDA), replayed
+  as a CUDA graph on CUDA (the pipeline's setting);
+* ``packed-compiled`` the same without CUDA graphs (GPU only: on the CPU it is ``packed``).
 
 It reports useful targets/s, padded tokens/s, padding fraction, model FLOP utilisation
 against a bf16 matmul peak measured in the same run, and peak memory, plus a validation
@@ -52,7 +54,9 @@ from chesslm import batching, distributed, evaluate, model, segment, tokens, tra
 from chesslm import compile as compiling  # noqa: E402
 from chesslm.cache import N_MOVE_CODES  # noqa: E402
 
-PATHS = ("reference", "compiled", "graphs", "packed")
+IMPORTS_DONE = time.time()
+
+PATHS = ("reference", "compiled", "graphs", "packed-compiled", "packed")
 
 
 # ----------------------------------------------------------------------------- data
@@ -151,7 +155,7 @@ def model_flops(cfg: model.GPTConfig, game_lengths: list[int]) -> float:
 
 
 def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
-    packed = path == "packed"
+    packed = path.startswith("packed")
     argv = [
         "train",
         "--cache=unused",
@@ -166,7 +170,7 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         f"--seed={a.seed}",
         f"--compile={'off' if path == 'reference' else a.compile}",
         f"--packing={'on' if packed else 'off'}",
-        f"--cuda-graphs={'on' if path == 'graphs' else 'off'}",
+        f"--cuda-graphs={'auto' if path in ('graphs', 'packed') else 'off'}",
     ]
     args = segment.parse_args(argv)
     return trainer.Trainer(args, ctx, data)
@@ -253,7 +257,7 @@ def time_path(
         epoch += 1
     if len(plan) < need:
         raise SystemExit(f"{path}: the plan has {len(plan)} updates, {need} needed (more --games)")
-    micro = a.packed_rows if path == "packed" else a.micro
+    micro = a.packed_rows if path.startswith("packed") else a.micro
     games = data.train
 
     def one(group: list[list[Any]]) -> dict[str, float]:
@@ -278,7 +282,7 @@ def time_path(
     # warm-up: compiles, and (padded paths) one update of every length bucket, so that no
     # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
     warm_groups = list(plan[: a.warmup])
-    if path != "packed":  # the reference too, for its allocator: a fair comparison
+    if not path.startswith("packed"):  # the reference too, for its allocator: a fair comparison
         # every microbatch shape of the timed and profiled updates (each rank's share), so
         # no compilation or CUDA-graph capture is timed
         seen: set[tuple[int, int]] = set()
@@ -303,7 +307,7 @@ def time_path(
     totals = run(timed)
     sync(device)
     seconds = time.perf_counter() - start
-    lengths = [n for g in timed for n in group_lengths(games, g, path == "packed")]
+    lengths = [n for g in timed for n in group_lengths(games, g, path.startswith("packed"))]
     flops = model_flops(t.net.config, lengths)  # all ranks' games (the group is global)
     world = ctx.world
     result = {
@@ -468,8 +472,8 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
         data = open_data(a, model.config_for(a.model).block_size)
         results = []
         for path in a.paths.split(","):
-            if path == "graphs" and a.device != "cuda":
-                print("graphs: skipped (CUDA graphs need a GPU)", flush=True)
+            if path in ("graphs", "packed-compiled") and a.device != "cuda":
+                print(f"{path}: skipped (needs a GPU)", flush=True)
                 continue
             r = time_path(a, ctx, data, path, peak)
             results.append(r)
@@ -557,16 +561,40 @@ def child_command(a: argparse.Namespace, argv: list[str], workers: int, out: Pat
 
 
 def startup_child(a: argparse.Namespace) -> None:
-    """A fresh process: build, compile, first update, then every length bucket once."""
+    """A fresh process: build, compile, first update, then every length bucket once.
+
+    With ``CHESSLM_STARTUP_PROFILE=1`` the process runs under cProfile and writes the top
+    functions by cumulative time next to its marks (``*.profile.txt``)."""
+    profiler = None
+    if os.environ.get("CHESSLM_STARTUP_PROFILE"):
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    marks = {"process_start": PROCESS_START, "imports_done": IMPORTS_DONE}
     ctx = distributed.init(a.device, threads=a.threads)
+    if ctx.device.type == "cuda":
+        torch.zeros(1, device=ctx.device)  # the CUDA context exists from here
+    marks["device_ready"] = time.time()
     data = open_data(a, model.config_for(a.model).block_size)
-    marks = {"imports_done": time.time()}
+    marks["data_open"] = time.time()
     t = trainer_for(a, ctx, data, "graphs" if a.device == "cuda" else "compiled")
     marks["model_built"] = time.time()
     plan = t.plan(0)
     t.update(data.train, plan[0], a.micro)
     sync(ctx.device)
     marks["first_update"] = time.time()
+    if profiler is not None:
+        import io
+        import pstats
+
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(80)
+        Path(a.json).with_suffix(".profile.txt").write_text(text.getvalue())
+    from torch._dynamo.utils import compile_times
+
+    marks["dynamo_compile_times"] = compile_times(repr="str")
     seen: set[int] = set()
     for group in plan:
         T = max(n for n in group_lengths(data.train, group, False))
@@ -595,9 +623,14 @@ def startup(a: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         marks = json.loads(marks_path.read_text())
         out[label] = {
             "process_start_to_first_update_s": marks["first_update"] - launched,
+            "interpreter_start_s": marks["process_start"] - launched,
+            "imports_done_s": marks["imports_done"] - launched,
+            "device_ready_s": marks["device_ready"] - launched,
+            "data_open_s": marks["data_open"] - launched,
             "process_start_to_model_built_s": marks["model_built"] - launched,
             "process_start_to_all_buckets_s": marks["all_buckets"] - launched,
             "buckets": marks["buckets"],
+            "dynamo_compile_times": marks["dynamo_compile_times"],
         }
         print(f"startup {label}: {json.dumps(out[label])}", flush=True)
     return out

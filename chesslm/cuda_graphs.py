@@ -8,6 +8,10 @@ How (the default path's batches and mathematics, unchanged):
 
 * every microbatch is padded to ``(micro, T)``, T the 64-multiple length bucket (missing games
   are rows of padding with no targets), and copied into that bucket's static input buffers;
+  packed rows (the throughput path) have one shape, ``(micro, row_tokens)``, and their
+  positions, document ids and document mask live in static buffers too: the FlexAttention
+  block mask is built outside the graph for each microbatch and copied into the static one
+  (its tensors have fixed shapes);
 * the parameters' gradients are views of one flat FP32 buffer that is never freed, so autograd
   accumulates microbatches into it in place, inside the graph too; zeroing, clipping (one norm
   over the flat buffer) and the all-reduce across ranks are one kernel each;
@@ -36,21 +40,20 @@ WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
 
 
-def resolve(setting: str | bool | None, device: str, *, packing: bool) -> bool:
-    """Whether to use CUDA graphs: ``auto``/None means on CUDA for padded game batches.
-    Packed rows build a document mask per microbatch, outside any graph: never graphed.
+def resolve(setting: str | bool | None, device: str) -> bool:
+    """Whether to use CUDA graphs: ``auto``/None means on CUDA (game batches and packed rows).
 
-    >>> resolve("auto", "cuda", packing=False), resolve(None, "cpu", packing=False)
-    (True, False)
+    >>> resolve("auto", "cuda"), resolve(None, "cpu"), resolve(False, "cuda")
+    (True, False, False)
     """
     if setting in (None, "auto"):
-        return device == "cuda" and not packing
+        return device == "cuda"
     if isinstance(setting, bool):
         setting = "on" if setting else "off"
     if setting not in CHOICES:
         raise ValueError(f"cuda_graphs must be one of {CHOICES}, got {setting!r}")
-    if setting == "on" and (device != "cuda" or packing):
-        raise ValueError("cuda_graphs: true needs device cuda and packing off")
+    if setting == "on" and device != "cuda":
+        raise ValueError("cuda_graphs: true needs device cuda")
     return setting == "on"
 
 
@@ -76,88 +79,149 @@ class FlatGradients:
         return norm
 
 
+class Static:
+    """One shape's static buffers: inputs, targets, packed rows' positions, document ids
+    and mask, the summed loss the graph writes, and the graph (None on the CPU)."""
+
+    def __init__(self, rows: int, T: int, device: torch.device, packed: bool) -> None:
+        self.x = torch.zeros((rows, T), dtype=torch.long, device=device)
+        self.y = torch.full((rows, T), batching.IGNORE, dtype=torch.long, device=device)
+        self.forward: dict[str, Any] = {}
+        self.doc: torch.Tensor | None = None
+        if packed:
+            self.doc = torch.zeros((rows, T), dtype=torch.long, device=device)
+            # the mask reads this buffer; its tensors are refreshed in place (refresh_mask)
+            pos = torch.zeros((rows, T), dtype=torch.long, device=device)
+            self.forward = {"pos": pos, "mask": batching.document_mask(self.doc)}
+        self.loss = torch.zeros((), device=device)
+        self.graph: torch.cuda.CUDAGraph | None = None
+
+    def load(self, x: torch.Tensor, y: torch.Tensor, pos: Any = None, doc: Any = None) -> None:
+        self.x.copy_(x)
+        self.y.copy_(y)
+        if self.doc is not None:
+            self.forward["pos"].copy_(pos)
+            self.doc.copy_(doc)
+            self.refresh_mask()
+
+    def refresh_mask(self) -> None:
+        """The document mask of the rows now in ``doc``, written into the static mask."""
+        mask, fresh = self.forward["mask"], batching.document_mask(self.doc)
+        if isinstance(mask, torch.Tensor):
+            mask.copy_(fresh)
+            return
+        for old, new in zip(mask.as_tuple(), fresh.as_tuple(), strict=True):
+            if isinstance(old, torch.Tensor):
+                old.copy_(new)
+            elif isinstance(new, torch.Tensor):
+                raise RuntimeError("block mask layout changed between microbatches")
+
+
 class MicrobatchGraphs:
     """Forward + summed loss + scaled backward of ``(rows, T)`` microbatches, one graph per
-    shape (``rows`` is the microbatch size: the probe uses two)."""
+    shape (``rows`` is the microbatch size: the probe uses two). With ``row_tokens`` the
+    microbatches are packed rows (lists of games) of that many tokens."""
 
     def __init__(
-        self, net: torch.nn.Module, *, device: torch.device, pad_multiple: int, max_len: int
+        self,
+        net: torch.nn.Module,
+        *,
+        device: torch.device,
+        pad_multiple: int,
+        max_len: int,
+        row_tokens: int | None = None,
     ) -> None:
         self.net = net
         self.device = device
         self.pad_multiple = pad_multiple
         self.max_len = max_len
+        self.row_tokens = row_tokens
         self.capture = device.type == "cuda"
         self.grads = FlatGradients(net)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
-        # (rows, T) -> (static x, static y, static loss, graph or None)
-        self.shapes: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self.shapes: dict[tuple[int, int], Static] = {}
         if distributed.active():  # the replicas start equal (DDP would broadcast too)
             for p in self.grads.params:
                 dist.broadcast(p.data, src=0)
 
     @property
     def graphs(self) -> int:
-        return sum(1 for *_, g in self.shapes.values() if g is not None)
+        return sum(1 for s in self.shapes.values() if s.graph is not None)
 
-    def _run(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = batching.loss_sum(self.net, x, y, self.device, autocast_cache=not self.capture)
+    def _run(self, s: Static) -> torch.Tensor:
+        loss = batching.loss_sum(
+            self.net, s.x, s.y, self.device, autocast_cache=not self.capture, **s.forward
+        )
         (loss * self.scale).backward()
         return loss.detach()
 
-    def _add(self, shape: tuple[int, int]) -> None:
-        x = torch.zeros(shape, dtype=torch.long, device=self.device)
-        y = torch.full(shape, batching.IGNORE, dtype=torch.long, device=self.device)
+    def _add(self, shape: tuple[int, int]) -> Static:
+        s = Static(*shape, self.device, packed=self.row_tokens is not None)
+        self.shapes[shape] = s
         if not self.capture:
-            self.shapes[shape] = (x, y, torch.zeros((), device=self.device), None)
-            return
+            return s
         saved = self.grads.buffer.clone()  # warm-up and capture must not change the gradients
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(WARMUP_RUNS):
-                self._run(x, y)
+                self._run(s)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            loss = self._run(x, y)
+        s.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(s.graph, pool=self.pool):
+            s.loss = self._run(s)
         self.grads.buffer.copy_(saved)
-        self.shapes[shape] = (x, y, loss, graph)
+        return s
 
-    def microbatch(self, games: list[Any], rows: int) -> tuple[torch.Tensor, int]:
-        """Run one microbatch of ``rows`` rows (accumulating gradients): its summed loss and
-        its padded tokens (the games' rows only, as the default path counts them)."""
-        x, y = batching.collate(
-            games, self.device, pad_multiple=self.pad_multiple, max_len=self.max_len, rows=rows
-        )
-        shape = (x.size(0), x.size(1))
-        if shape not in self.shapes:
-            self._add(shape)
-        sx, sy, loss, graph = self.shapes[shape]
-        sx.copy_(x)
-        sy.copy_(y)
-        if graph is None:
-            loss = self._run(sx, sy)
+    def microbatch(self, games: Any, part: list[Any], rows: int) -> tuple[torch.Tensor, int]:
+        """Run one microbatch of ``rows`` rows (accumulating gradients): ``part`` holds game
+        indices (or packed rows: lists of game indices). Returns its summed loss and its
+        padded tokens (the games' rows only, as ``batching.backward_group`` counts them)."""
+        if self.row_tokens is None:
+            x, y = batching.collate(
+                [games[i] for i in part],
+                self.device,
+                pad_multiple=self.pad_multiple,
+                max_len=self.max_len,
+                rows=rows,
+            )
+            extra: tuple[Any, ...] = ()
         else:
-            graph.replay()
-        return loss, len(games) * shape[1]
+            x, y, pos, doc = batching.collate_packed(
+                games, part, self.device, row_tokens=self.row_tokens, n_rows=rows
+            )
+            extra = (pos, doc)
+        shape = (x.size(0), x.size(1))
+        s = self.shapes.get(shape) or self._add(shape)
+        s.load(x, y, *extra)
+        if s.graph is None:
+            loss = self._run(s)
+        else:
+            s.graph.replay()
+            loss = s.loss
+        return loss, len(part) * shape[1]
 
     def backward_group(
-        self, games: Any, group: list[list[int]], *, micro: int, rank: int
+        self, games: Any, group: list[list[Any]], *, micro: int, rank: int
     ) -> torch.Tensor:
         """``batching.backward_group`` for this path: the same loss normalisation (every
         valid target of the update weighs the same on every rank), gradients all-reduced
         once at the end. Returns (loss_sum, valid_targets, padded_tokens) over all ranks."""
-        total = sum(len(games[i]) - 1 for batch in group for i in batch)
+
+        def n_targets(item: Any) -> int:
+            items = item if self.row_tokens is not None else [item]
+            return sum(len(games[i]) - 1 for i in items)
+
+        total = sum(n_targets(item) for batch in group for item in batch)
         self.grads.zero()
         self.scale.fill_(1.0 / total)  # the gradients are summed over ranks, not averaged
         stats = torch.zeros(3, dtype=torch.float64, device=self.device)
         for batch in group:
-            part = [games[i] for i in batch[rank * micro : (rank + 1) * micro]]
-            loss, padded = self.microbatch(part, micro)
+            part = batch[rank * micro : (rank + 1) * micro]
+            loss, padded = self.microbatch(games, part, micro)
             stats[0] += loss.double()
-            stats[1] += float(sum(len(g) - 1 for g in part))
+            stats[1] += float(sum(n_targets(item) for item in part))
             stats[2] += float(padded)
         if distributed.active():
             dist.all_reduce(self.grads.buffer)

@@ -42,12 +42,13 @@ class Trainer:
             compiling.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
-        if cuda_graphs.resolve(args.cuda_graphs, args.device, packing=self.packing):
+        if cuda_graphs.resolve(args.cuda_graphs, args.device):
             self.graphs = cuda_graphs.MicrobatchGraphs(
                 self.net,
                 device=ctx.device,
                 pad_multiple=self.pad_multiple,
                 max_len=self.net.config.block_size,
+                row_tokens=self.row_tokens,
             )
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None

@@ -22,9 +22,11 @@ from .test_batching import (
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-def graphed(net: torch.nn.Module, device: str = "cpu") -> cuda_graphs.MicrobatchGraphs:
+def graphed(
+    net: torch.nn.Module, device: str = "cpu", row_tokens: int | None = None
+) -> cuda_graphs.MicrobatchGraphs:
     return cuda_graphs.MicrobatchGraphs(
-        net, device=torch.device(device), pad_multiple=64, max_len=1024
+        net, device=torch.device(device), pad_multiple=64, max_len=1024, row_tokens=row_tokens
     )
 
 
@@ -60,13 +62,31 @@ def test_flat_clip_equals_clip_grad_norm() -> None:
         torch.testing.assert_close(p.grad, q.grad)
 
 
-def test_resolve_refuses_graphs_without_cuda_or_with_packing() -> None:
-    assert cuda_graphs.resolve("auto", "cuda", packing=True) is False
-    assert cuda_graphs.resolve(False, "cuda", packing=False) is False
+def test_packed_rows_through_static_buffers_match_the_single_pass_gradient() -> None:
+    """Packed rows: positions, document ids and the mask are refreshed in the static buffers
+    of the one shape for every microbatch (a stale mask would let games see each other)."""
+    games = games_fixture()
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    g = graphed(net, row_tokens=32)
+    group = [[[0, 1], [2]], [[3, 4]]]  # two microbatches of 2 rows; the second has one row
+    for _ in range(2):
+        stats = g.backward_group(games, group, micro=2, rank=0)
+    loss_sum, valid, padded = stats.tolist()
+    assert valid == sum(len(x) - 1 for x in games)
+    assert padded == 3 * 32 and set(g.shapes) == {(2, 32)}
+    ref = reference_grad(games)
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(p.grad, ref[name], rtol=1e-4, atol=1e-6)
+
+
+def test_resolve_refuses_graphs_without_cuda() -> None:
+    assert cuda_graphs.resolve("auto", "cuda") is True
+    assert cuda_graphs.resolve(False, "cuda") is False
     with pytest.raises(ValueError, match="needs device cuda"):
-        cuda_graphs.resolve("on", "cpu", packing=False)
+        cuda_graphs.resolve("on", "cpu")
     with pytest.raises(ValueError, match="must be one of"):
-        cuda_graphs.resolve("sometimes", "cuda", packing=False)
+        cuda_graphs.resolve("sometimes", "cuda")
 
 
 def _worker(rank: int, init: str, out: str) -> None:
@@ -92,10 +112,12 @@ def test_two_ranks_with_a_dummy_rank_match_the_single_pass_gradient(tmp_path: Pa
 
 
 @CUDA
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool) -> None:
-    """Two updates, the second with a new length bucket first seen mid-group (so a capture
-    happens while gradients are accumulating), against the eager default path."""
+def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool, packed: bool) -> None:
+    """Two updates against the uncaptured path. Game batches: the second update has a new
+    length bucket first seen mid-group (a capture while gradients accumulate). Packed rows:
+    one shape, the document mask refreshed in place, a partial microbatch (a padding row)."""
     import numpy as np
 
     rng = np.random.default_rng(1)
@@ -104,14 +126,19 @@ def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool) -> None
         return np.concatenate([[69], rng.integers(0, 64, 3 * plies), [70]]).astype(np.uint8)
 
     games = [game(k) for k in (5, 9, 20, 12, 30, 70, 8, 11)]
-    groups = [[[0, 1], [2, 3]], [[4, 6], [5, 7]]]  # buckets 64; then 128, then 256
+    if packed:  # rows of games; 256-token rows, 2 rows per microbatch
+        groups = [[[[0, 1], [2, 3]], [[4], [6, 7]]], [[[5]], [[1, 2, 3], [0]]]]
+        row_tokens, n_graphs = 256, 1
+    else:
+        groups = [[[0, 1], [2, 3]], [[4, 6], [5, 7]]]  # buckets 64; then 128, then 256
+        row_tokens, n_graphs = None, 3
     grads = {}
     for graphs in (False, True):
         torch.manual_seed(0)
         net = model.build("small", device="cuda")
         if compiled:
-            net.compile(dynamic=True)
-        g = graphed(net, "cuda") if graphs else None
+            net.compile(dynamic=not packed)
+        g = graphed(net, "cuda", row_tokens) if graphs else None
         losses = []
         for group in groups:
             if g is not None:
@@ -128,12 +155,13 @@ def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool) -> None
                     device="cuda",
                     pad_multiple=64,
                     max_len=1024,
+                    row_tokens=row_tokens,
                     as_tensor=True,
                 )
             losses.append(stats.tolist())
         grads[graphs] = ({n: p.grad.float().clone() for n, p in net.named_parameters()}, losses)
         if g is not None:
-            assert g.graphs == 3  # buckets 64, 128, 256
+            assert g.graphs == n_graphs
     (eager, eager_losses), (replayed, replayed_losses) = grads[False], grads[True]
     for (la, va, pa), (lb, vb, pb) in zip(eager_losses, replayed_losses, strict=True):
         assert (va, pa) == (vb, pb)
