@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Training speed on the embedded sample's real games, on a lent GPU machine: the token cache
 # (carried, or built by the pipeline), optionally the GPU-only tests, the speed benchmark
-# start-up (STARTUP=1), then the speed benchmark (WORKERS=1 or 1,2; PATHS; PROFILE updates
+# start-up (STARTUP=1), the attention kernels (ATTENTION=1), then the speed benchmark (WORKERS=1 or 1,2; PATHS; PROFILE updates
 # profiled per path; SPEED_S=0 skips it). Hard time limits per part; JSON, logs and profiles go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
@@ -15,11 +15,18 @@ if [ -n "${GPU_TESTS:-}" ]; then
     > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests rc=$?"; tail -3 "$OUT/gpu-tests.log"
 fi
+if [ -n "${ATTENTION:-}" ]; then
+  timeout -k 5 "${ATTENTION_S:-90}" python3 benchmarks/attention_speed.py --cache "$CACHE" \
+    --json "$OUT/attention.json" > "$OUT/attention.log" 2>&1
+  echo "attention rc=$?"; grep -v -i warn "$OUT/attention.log" | tail -8
+fi
 if [ -n "${STARTUP:-}" ]; then
-  timeout -k 10 "${STARTUP_S:-200}" python3 benchmarks/train_speed.py --startup \
+  CHESSLM_STARTUP_PROFILE=1 timeout -k 10 "${STARTUP_S:-200}" \
+    python3 benchmarks/train_speed.py --startup \
     --cache "$CACHE" --out /tmp/chesslm-startup --json "$OUT/startup.json" \
     > "$OUT/startup.log" 2>&1
   echo "startup rc=$?"; grep -v -i warn "$OUT/startup.log" | tail -12
+  cp /tmp/chesslm-startup/*.profile.txt "$OUT/" 2>/dev/null
 fi
 if [ -n "${SPEED_S:-330}" ] && [ "${SPEED_S:-330}" != 0 ]; then
   timeout -k 10 "${SPEED_S:-330}" python3 benchmarks/train_speed.py --workers "${WORKERS:-1,2}" \
