@@ -84,11 +84,30 @@ def main() -> int:
         }
         print(name, json.dumps(results[name]), flush=True)
 
-    for bs in (128, 64):
-        bm = create_block_mask(mask_mod, B, None, T, T, device=dev, BLOCK_SIZE=bs, _compile=True)
-        results_key = f"flex_block{bs}"
-        record(results_key, lambda bm=bm: flex(q, k, v, block_mask=bm))
-        results[results_key]["sparsity_percent"] = float(bm.sparsity())
+    variants = {
+        "flex_block128": (128, None),
+        "flex_block64": (
+            64,
+            {
+                "BLOCK_M": 64,
+                "BLOCK_N": 64,
+                "BLOCK_M1": 32,
+                "BLOCK_N1": 64,
+                "BLOCK_M2": 64,
+                "BLOCK_N2": 32,
+            },
+        ),
+    }
+    for key, (bs, options) in variants.items():
+        try:
+            bm = create_block_mask(
+                mask_mod, B, None, T, T, device=dev, BLOCK_SIZE=bs, _compile=True
+            )
+            record(key, lambda bm=bm, o=options: flex(q, k, v, block_mask=bm, kernel_options=o))
+            results[key]["sparsity_percent"] = float(bm.sparsity())
+        except Exception as e:  # noqa: BLE001  (one variant failing must not hide the others)
+            results[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            print(key, results[key], flush=True)
     # varlen flash: every game (and each row's tail of padding) one sequence of B*T tokens
     try:
         from torch.nn.attention.varlen import varlen_attn

@@ -112,8 +112,8 @@ def test_two_ranks_with_a_dummy_rank_match_the_single_pass_gradient(tmp_path: Pa
 
 
 @CUDA
-@pytest.mark.parametrize("packed", [False, True])
-@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("packed", [False, True], ids=["games", "packed"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool, packed: bool) -> None:
     """Two updates against the uncaptured path. Game batches: the second update has a new
     length bucket first seen mid-group (a capture while gradients accumulate). Packed rows:
