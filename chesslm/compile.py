@@ -70,6 +70,12 @@ def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None
     Padded game batches vary in length, so their length dimension is compiled dynamic (one
     graph for every bucket); packed rows have one fixed shape and compile static.
     """
+    # Python floats in the traced code (symbolic by default) made Dynamo trace the model
+    # twice (a TensorifyScalarRestartAnalysis after a whole joint-graph trace): about 25 s of
+    # every segment's start on an H200, cold or warm. They are constants here.
+    import torch._dynamo.config as dynamo_config
+
+    dynamo_config.specialize_float = True
     mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
     options = {"dynamic": False if static_shapes else True}
     options["mode"] = None if mode == "default" else mode

@@ -40,20 +40,27 @@ WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
 
 
-def resolve(setting: str | bool | None, device: str) -> bool:
-    """Whether to use CUDA graphs: ``auto``/None means on CUDA (game batches and packed rows).
+def resolve(
+    setting: str | bool | None, device: str, *, packing: bool = False, compiled: bool = True
+) -> bool:
+    """Whether to use CUDA graphs: ``auto``/None means on CUDA, except packed rows run
+    eagerly (eager FlexAttention copies host tensors, which a capture forbids).
 
-    >>> resolve("auto", "cuda"), resolve(None, "cpu"), resolve(False, "cuda")
-    (True, False, False)
+    >>> resolve("auto", "cuda"), resolve(None, "cpu")
+    (True, False)
+    >>> resolve("auto", "cuda", packing=True, compiled=False)
+    False
     """
     if setting in (None, "auto"):
-        return device == "cuda"
+        return device == "cuda" and (compiled or not packing)
     if isinstance(setting, bool):
         setting = "on" if setting else "off"
     if setting not in CHOICES:
         raise ValueError(f"cuda_graphs must be one of {CHOICES}, got {setting!r}")
     if setting == "on" and device != "cuda":
         raise ValueError("cuda_graphs: true needs device cuda")
+    if setting == "on" and packing and not compiled:
+        raise ValueError("cuda_graphs: true with packing needs compile (eager FlexAttention)")
     return setting == "on"
 
 

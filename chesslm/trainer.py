@@ -42,7 +42,9 @@ class Trainer:
             compiling.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
-        if cuda_graphs.resolve(args.cuda_graphs, args.device):
+        if cuda_graphs.resolve(
+            args.cuda_graphs, args.device, packing=self.packing, compiled=self.compiled
+        ):
             self.graphs = cuda_graphs.MicrobatchGraphs(
                 self.net,
                 device=ctx.device,
