@@ -316,6 +316,7 @@ class Segment:
         self.pending: tuple[Any, ...] | None = None  # the update in flight (see loop)
         self.last_read = 0.0
         self.window: Counter = Counter()
+        self.first_update_unix: float | None = None  # start-up, reported in the status
 
     def run(self) -> None:
         a, ctx = self.args, self.ctx
@@ -383,6 +384,7 @@ class Segment:
                 resume_action=self.resume_action,
                 step_start=self.step_start,
                 last_sha=self.last_sha,
+                first_update_unix=self.first_update_unix,
             )
 
     def loop(self) -> tuple[str, str | None]:
@@ -461,6 +463,8 @@ class Segment:
         pending, epoch, step, lr, launched = self.pending
         self.pending = None
         values, norm = pending.result()
+        if self.first_update_unix is None:
+            self.first_update_unix = time.time()
         now = time.perf_counter()
         elapsed = now - max(launched, self.last_read)
         self.last_read = now

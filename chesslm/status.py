@@ -57,9 +57,12 @@ def write_status(
     resume_action: str,
     step_start: int,
     last_sha: str | None,
+    first_update_unix: float | None = None,
 ) -> None:
     """The segment's status file: written last and atomically, so it exists only when the
-    checkpoint it names is complete."""
+    checkpoint it names is complete. ``first_update_seconds``: from the segment's start (its
+    process's imports done) to its first optimizer update read back, i.e. set-up, compilation
+    (cold or from the run's compile cache) and, in segment 0, the initial validation."""
     m, cursor = saved["metrics"], saved["cursor"]
     end = time.time()
     record = {
@@ -70,6 +73,9 @@ def write_status(
         "resume_action": resume_action,
         "end_unix": end,
         "seconds": end - base["start_unix"],
+        "first_update_seconds": (
+            first_update_unix - base["start_unix"] if first_update_unix is not None else None
+        ),
         "step_start": step_start,
         "step_end": cursor["step"],
         "updates": cursor["step"] - step_start,

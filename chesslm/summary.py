@@ -75,7 +75,8 @@ TRAIN_FIELDS = ["epoch", "step", "nll", "lr", "gradient_norm_before_clip"]
 TRAIN_FIELDS += ["useful_targets_per_second", "padded_tokens_per_second", "padding_fraction"]
 TRAIN_FIELDS += ["gpu_work_wall_seconds"]
 SEGMENT_FIELDS = ["segment", "status", "terminal", "stop_reason", "start_unix", "end_unix"]
-SEGMENT_FIELDS += ["seconds", "step_start", "step_end", "updates", "best_step"]
+SEGMENT_FIELDS += ["seconds", "first_update_seconds", "step_start", "step_end", "updates"]
+SEGMENT_FIELDS += ["best_step"]
 SEGMENT_FIELDS += ["best_validation_nll", "bad_checks", "last_pt_sha256", "world_size", "device"]
 TELEMETRY_METRICS = {"utilization_percent": 1, "memory_used_MiB": 2, "power_W": 3}
 # Text the seed repeats in every validation record; it describes the protocol, not a value.

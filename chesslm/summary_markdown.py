@@ -115,10 +115,11 @@ def render(
         )
         out.append("")
         columns = ["segment", "status", "stop_reason", "start_unix", "end_unix", "seconds"]
+        columns += ["first_update_seconds"]
         columns += ["step_start", "step_end", "updates"]
         rows = [
             [
-                _utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c == "seconds" else "")
+                _utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c.endswith("seconds") else "")
                 for c in columns
             ]
             for _, r in segments.iterrows()

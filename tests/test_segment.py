@@ -76,6 +76,7 @@ def test_first_segment_records(first_segment: Path) -> None:
     assert (s["step_start"], s["step_end"], s["updates"]) == (0, 2, 2)
     assert s["last_pt_sha256"] == sha256_file(first_segment / "train" / "last.pt")
     assert s["world_size"] == 2 and s["device"] == "cpu"
+    assert 0 < s["first_update_seconds"] < s["seconds"]  # set-up and initial validation
     stages = [
         e["stage"]
         for e in map(json.loads, (first_segment / "train/events.jsonl").read_text().splitlines())
@@ -137,6 +138,7 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     )
     ok(noop)
     receipt = status(run_dir, 3)
+    assert receipt["first_update_seconds"] is None  # a no-op ran no update
     assert receipt["resume_action"] == "no_op_terminal" and receipt["terminal"] is True
     assert receipt["updates"] == 0 and sha256_file(run_dir / "train/last.pt") == before
 
