@@ -62,8 +62,9 @@ def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None
     """Compile the model's forward in place (state_dict keys stay the same).
 
     ``CHESSLM_COMPILE_SCOPE=blocks`` compiles each transformer block instead (regional
-    compilation): the blocks share one compiled graph, so start-up halves (H200: cold 65 ->
-    33 s, warm 34 -> 21 s to the first update), but the eager code between blocks slows
+    compilation): the blocks share one compiled graph, so it compiles faster (H200, before
+    floats were specialised: cold 65 -> 33 s, warm 34 -> 21 s to the first update; the whole
+    forward now starts in 35 s cold, 10-11 s warm), but the eager code between blocks slows
     validation (1.9x a bare forward, over the 1.5x goal) and the packed path (576k -> 358k
     targets/s); see BENCHMARKS.md. Hence the whole forward by default.
 
