@@ -119,7 +119,9 @@ def render(
         columns += ["step_start", "step_end", "updates"]
         rows = [
             [
-                _utc(r[c]) if c.endswith("_unix") else _num(r[c], ".1f" if c.endswith("seconds") else "")
+                _utc(r[c])
+                if c.endswith("_unix")
+                else _num(r[c], ".1f" if c.endswith("seconds") else "")
                 for c in columns
             ]
             for _, r in segments.iterrows()
