@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Training speed on the embedded sample's real games, on a lent GPU machine: the token cache
-# (carried, or built by the pipeline), optionally the GPU-only tests, the speed benchmark
-# start-up (STARTUP=1), the attention kernels (ATTENTION=1), then the speed benchmark (WORKERS=1 or 1,2; PATHS; PROFILE updates
-# profiled per path; SPEED_S=0 skips it). Hard time limits per part; JSON, logs and profiles go to $OUT.
+# (carried, or built by the pipeline), optionally the GPU-only tests, the attention kernels
+# (ATTENTION=1), the start-up (STARTUP=1), then the speed benchmark (WORKERS=1 or 1,2; PATHS;
+# PROFILE updates profiled per path; SPEED_CC its compile cache; SPEED_S=0 skips it). Hard
+# time limits per part; JSON, logs and profiles go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 CACHE=results/datasets/sample/token-cache
@@ -30,7 +31,7 @@ if [ -n "${STARTUP:-}" ]; then
       --json "$OUT/$2" >> "$OUT/startup.log" 2>&1
     echo "startup $1 rc=$?"
   }
-  python3 -c "import sys, os; print('bytecode writes off:', sys.dont_write_bytecode)"
+  python3 -c "import sys; print('bytecode writes off:', sys.dont_write_bytecode)"
   run_startup cold,warm startup.json
   SITE=$(python3 -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
   PYC_BEFORE=$(find "$SITE/torch" -name "*.pyc" | wc -l)

@@ -59,6 +59,10 @@ IMPORTS_DONE = time.time()
 PATHS = ("reference", "compiled", "graphs", "packed-compiled", "packed")
 
 
+def is_packed(path: str) -> bool:
+    return path.startswith("packed")
+
+
 # ----------------------------------------------------------------------------- data
 
 
@@ -155,7 +159,7 @@ def model_flops(cfg: model.GPTConfig, game_lengths: list[int]) -> float:
 
 
 def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
-    packed = path.startswith("packed")
+    packed = is_packed(path)
     argv = [
         "train",
         "--cache=unused",
@@ -257,7 +261,8 @@ def time_path(
         epoch += 1
     if len(plan) < need:
         raise SystemExit(f"{path}: the plan has {len(plan)} updates, {need} needed (more --games)")
-    micro = a.packed_rows if path.startswith("packed") else a.micro
+    packed = is_packed(path)
+    micro = a.packed_rows if packed else a.micro
     games = data.train
 
     def one(group: list[list[Any]]) -> dict[str, float]:
@@ -282,7 +287,7 @@ def time_path(
     # warm-up: compiles, and (padded paths) one update of every length bucket, so that no
     # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
     warm_groups = list(plan[: a.warmup])
-    if not path.startswith("packed"):  # the reference too, for its allocator: a fair comparison
+    if not packed:  # the reference too, for its allocator: a fair comparison
         # every microbatch shape of the timed and profiled updates (each rank's share), so
         # no compilation or CUDA-graph capture is timed
         seen: set[tuple[int, int]] = set()
@@ -307,7 +312,7 @@ def time_path(
     totals = run(timed)
     sync(device)
     seconds = time.perf_counter() - start
-    lengths = [n for g in timed for n in group_lengths(games, g, path.startswith("packed"))]
+    lengths = [n for g in timed for n in group_lengths(games, g, packed)]
     flops = model_flops(t.net.config, lengths)  # all ranks' games (the group is global)
     world = ctx.world
     result = {

@@ -249,6 +249,11 @@ def loss_sum(
     )
 
 
+def n_targets(games: Any, item: Any, packed: bool) -> int:
+    """Valid targets of one batch item: a game index, or (packed) a row of game indices."""
+    return sum(len(games[i]) - 1 for i in item) if packed else len(games[item]) - 1
+
+
 def backward_group(
     net: torch.nn.Module,
     games: Any,
@@ -279,11 +284,7 @@ def backward_group(
     """
     packed = row_tokens is not None
     local = [batch[rank * micro : (rank + 1) * micro] for batch in group]
-
-    def n_targets(item: Any) -> int:
-        return sum(len(games[i]) - 1 for i in item) if packed else len(games[item]) - 1
-
-    total = sum(n_targets(item) for batch in group for item in batch)
+    total = sum(n_targets(games, item, packed) for batch in group for item in batch)
     scale = world / float(total)
     stats = torch.zeros(3, dtype=torch.float64, device=device)
     for k, part in enumerate(local):
@@ -306,7 +307,7 @@ def backward_group(
             loss = loss_sum(net, x, y, device, **forward)
             (loss * scale).backward()
         stats[0] += loss.detach().double()
-        stats[1] += float(sum(n_targets(item) for item in part))
+        stats[1] += float(sum(n_targets(games, item, packed) for item in part))
         stats[2] += float(padded)
     stats = distributed.all_reduce_sum(stats)
     if as_tensor:

@@ -23,8 +23,8 @@ How (the default path's batches and mathematics, unchanged):
 
 Not ``torch.compile(mode="reduce-overhead")``: its CUDA-graph trees give wrong gradients when
 microbatches accumulate (pytorch/pytorch#169545). On the CPU the same code runs without
-capture, so the tests cover the buffers, padding and reduction; ``tests/test_speed.py`` checks
-the captured graphs against the default path on a GPU.
+capture, so the tests cover the buffers, padding and reduction; ``tests/test_cuda_graphs.py``
+checks the captured graphs against the uncaptured path on a GPU.
 """
 
 from __future__ import annotations
@@ -215,12 +215,8 @@ class MicrobatchGraphs:
         """``batching.backward_group`` for this path: the same loss normalisation (every
         valid target of the update weighs the same on every rank), gradients all-reduced
         once at the end. Returns (loss_sum, valid_targets, padded_tokens) over all ranks."""
-
-        def n_targets(item: Any) -> int:
-            items = item if self.row_tokens is not None else [item]
-            return sum(len(games[i]) - 1 for i in items)
-
-        total = sum(n_targets(item) for batch in group for item in batch)
+        packed = self.row_tokens is not None
+        total = sum(batching.n_targets(games, item, packed) for batch in group for item in batch)
         self.grads.zero()
         self.scale.fill_(1.0 / total)  # the gradients are summed over ranks, not averaged
         stats = torch.zeros(3, dtype=torch.float64, device=self.device)
@@ -228,7 +224,7 @@ class MicrobatchGraphs:
             part = batch[rank * micro : (rank + 1) * micro]
             loss, padded = self.microbatch(games, part, micro)
             stats[0] += loss.double()
-            stats[1] += float(sum(n_targets(item) for item in part))
+            stats[1] += float(sum(batching.n_targets(games, item, packed) for item in part))
             stats[2] += float(padded)
         if distributed.active():
             dist.all_reduce(self.grads.buffer)
