@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from chesslm import batching  # noqa: E402
-from chesslm.cache import TokenCache  # noqa: E402
+from chesslm.data.cache import TokenCache  # noqa: E402
+from chesslm.train import batching  # noqa: E402
 
 
 def timed(fn, reps: int) -> float:  # noqa: ANN001

@@ -29,7 +29,7 @@ from pathlib import Path
 import chess.pgn
 import zstandard
 
-from chesslm import dataset
+from chesslm.data import dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"

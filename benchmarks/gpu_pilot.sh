@@ -9,7 +9,7 @@ start=$(date +%s)
 python3 -m snakemake results/pilot/probe-results.json results/pilot/segments/0.json \
   --cores 16 --configfile config/config.yaml ${1:-} 2>&1 | tee "$OUT/snakemake.log" | grep -E "rule |Finished|Error|error" || true
 echo "pipeline seconds: $(( $(date +%s) - start ))" | tee -a "$OUT/gpu.txt"
-python3 -m chesslm.summary results/pilot > /dev/null 2>&1 || echo "summary failed"
+python3 -m chesslm.report.summary results/pilot > /dev/null 2>&1 || echo "summary failed"
 for f in results/pilot/probe-results.json results/pilot/segments/0.json \
   results/pilot/train/events.jsonl results/pilot/train/gpu-telemetry.jsonl \
   results/pilot/report/summary.md logs/pilot/train_segment/0.log; do

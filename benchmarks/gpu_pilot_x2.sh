@@ -15,14 +15,14 @@ for _ in $(seq 300); do [ -f results/pilot/segments/0.json ] && break; sleep 1; 
 sleep 30
 echo "killing snakemake and its segment at $(( $(date +%s) - t0 )) s" | tee "$OUT/kill.txt"
 ls results/pilot/segments >> "$OUT/kill.txt"
-kill -9 -- -$pid; sleep 3; pkill -9 -f chesslm.segment; sleep 2
+kill -9 -- -$pid; sleep 3; pkill -9 -f chesslm.train.segment; sleep 2
 "${SNK[@]}" --unlock > "$OUT/unlock.log" 2>&1
 timeout -k 10 400 "${SNK[@]}" --rerun-incomplete > "$OUT/run2.log" 2>&1
 echo "rerun rc=$? after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/kill.txt"
-python3 -m chesslm.summary results/pilot > /dev/null 2>&1 || echo "summary failed"
+python3 -m chesslm.report.summary results/pilot > /dev/null 2>&1 || echo "summary failed"
 for n in 1 2; do
   timeout -k 5 90 python3 -m torch.distributed.run --standalone --nproc-per-node=$n \
-    -m chesslm.segment probe --cache results/datasets/sample/token-cache \
+    -m chesslm.train.segment probe --cache results/datasets/sample/token-cache \
     --run-dir /tmp/probe-$n --model baseline --device cuda --workers $n \
     --probe-out "$OUT/probe-${n}gpu.json" > "$OUT/probe-${n}gpu.log" 2>&1 || echo "probe $n failed"
 done

@@ -8,7 +8,7 @@ One run on one device (or under torchrun, DDP) times, on the same data:
   same batches and mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal
   flash attention, fused AdamW, one read-back per update;
 * ``graphs``    the same with every microbatch shape replayed as a CUDA graph
-  (``chesslm.cuda_graphs``): the pipeline's default on CUDA;
+  (``chesslm.train.cuda_graphs``): the pipeline's default on CUDA;
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
   rows, positions restarting at each game, a FlexAttention document mask (CUDA), replayed
   as a CUDA graph on CUDA (the pipeline's setting);
@@ -50,9 +50,17 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from chesslm import batching, distributed, evaluate, model, segment, tokens, trainer  # noqa: E402
-from chesslm import compile as compiling  # noqa: E402
-from chesslm.cache import N_MOVE_CODES  # noqa: E402
+from chesslm.data import tokens  # noqa: E402
+from chesslm.data.cache import N_MOVE_CODES  # noqa: E402
+from chesslm.train import (  # noqa: E402
+    batching,
+    compilation,  # noqa: E402
+    distributed,
+    model,
+    segment,
+    trainer,
+    validation,
+)
 
 IMPORTS_DONE = time.time()
 
@@ -117,7 +125,7 @@ class SyntheticCache:
 
 def open_data(a: argparse.Namespace, ctx_len: int) -> Any:
     if a.cache:
-        from chesslm.cache import TokenCache
+        from chesslm.data.cache import TokenCache
 
         return TokenCache(a.cache)
     return SyntheticCache(a.games, a.val_games, a.seed, a.mean_plies, ctx_len)
@@ -395,7 +403,7 @@ def profile_updates(
 def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
     """evaluate.evaluate vs a bare forward pass over the same microbatches (rank 0)."""
     device = t.ctx.device
-    val = evaluate.ValidationSet(data, device, legality_games=None)
+    val = validation.ValidationSet(data, device, legality_games=None)
     games = [val.games[i] for i in range(len(val))]
 
     @torch.no_grad()
@@ -410,7 +418,7 @@ def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
         t.net.train()
 
     def full() -> None:
-        evaluate.evaluate(t.net, val, micro=8, pad_multiple=t.pad_multiple)
+        validation.evaluate(t.net, val, micro=8, pad_multiple=t.pad_multiple)
 
     for fn in (bare, full):  # warm-up: inference graphs compile here
         fn()
@@ -446,7 +454,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=30, help="timed updates (default, packed)")
     p.add_argument("--ref-steps", type=int, default=10, help="timed updates (reference)")
     p.add_argument("--warmup", type=int, default=3, help="untimed updates before timing")
-    p.add_argument("--compile", choices=compiling.CHOICES, default="auto")
+    p.add_argument("--compile", choices=compilation.CHOICES, default="auto")
     p.add_argument("--compile-cache", help="inductor/triton cache dir (default: OUT/compile-cache)")
     p.add_argument("--cache", help="token cache directory (default: synthetic games)")
     p.add_argument("--games", type=int, default=20000, help="synthetic training games")

@@ -1,10 +1,9 @@
 """chesslm: train chess-move transformers on Lichess games, reproducibly.
 
-One concept per module: ``tokens`` (the tokenizer), ``pgn`` (reading PGN streams),
-``split`` (train/validation/test assignment), ``dataset`` (conversion into shards and a
-manifest), ``integrity`` (hashes and the receipt), ``cache`` (the token cache), then the
-training modules (``model``, ``batching``, ``checkpoint``, ``distributed``, ``evaluate``,
-``segment``) and ``summary`` for reports.
+Sub-packages mirror the workflow's stages: ``chesslm.data`` (convert, verify, token_cache),
+``chesslm.train`` (probe, train_segment, results), ``chesslm.report`` (summarise) and
+``chesslm.play`` (play evaluation). ``files`` holds the digests and the one atomic writer,
+``logs`` the logging of rule scripts.
 """
 
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm import cache, gamearrays, tokens
+from chesslm.data import cache, gamearrays, tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
@@ -67,7 +67,7 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_segment(
     args: list[str], *, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``torchrun --standalone --nproc-per-node=workers -m chesslm.segment args`` (gloo, CPU)."""
+    """``torchrun --standalone --nproc-per-node=workers -m chesslm.train.segment args`` (gloo)."""
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     command = [
         sys.executable,
@@ -76,7 +76,7 @@ def run_segment(
         "--standalone",
         f"--nproc-per-node={workers}",
         "-m",
-        "chesslm.segment",
+        "chesslm.train.segment",
         *args,
         f"--workers={workers}",
     ]

@@ -11,7 +11,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from chesslm import batching, model, tokens
+from chesslm.data import tokens
+from chesslm.train import batching, model
 
 LENGTHS = [5 + (7 * i) % 23 for i in range(37)]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm import checkpoint, model, optim
+from chesslm.train import checkpoint, model, optim
 
 
 def small_payload() -> dict:

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from chesslm import batching, cuda_graphs, model
+from chesslm.train import batching, cuda_graphs, model
 
 from .test_batching import (
     assert_single_pass_gradient,

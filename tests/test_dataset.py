@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm import dataset, gamearrays, split, tokens
-from chesslm.pgn import PgnFileError
+from chesslm.data import dataset, gamearrays, split, tokens
+from chesslm.data.pgn import PgnFileError
 from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
 
 SETTINGS = dataset.Settings()

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from chesslm import batching, evaluate, model
-from chesslm.cache import TokenCache
-from chesslm.deadline import Deadline
-from chesslm.tokens import BOS, EOS, State, decode_move
+from chesslm.data.cache import TokenCache
+from chesslm.data.tokens import BOS, EOS, State, decode_move
+from chesslm.train import batching, model, validation
+from chesslm.train.deadline import Deadline
 
 
 @torch.no_grad()
@@ -91,8 +91,8 @@ def trained_a_little(cache: TokenCache) -> torch.nn.Module:
 def test_device_metrics_match_the_python_chess_reference(tiny_cache: Path, legality_games) -> None:
     cache = TokenCache(tiny_cache, verify=True)
     net = trained_a_little(cache)
-    data = evaluate.ValidationSet(cache, torch.device("cpu"), legality_games=legality_games)
-    got = evaluate.evaluate(net, data, micro=4)
+    data = validation.ValidationSet(cache, torch.device("cpu"), legality_games=legality_games)
+    got = validation.evaluate(net, data, micro=4)
     want = reference(
         net, [cache.validation[i] for i in range(len(cache.validation))], 4, legality_games
     )
@@ -113,5 +113,5 @@ def test_device_metrics_match_the_python_chess_reference(tiny_cache: Path, legal
 
 def test_deadline_cut_validation_returns_none(tiny_cache: Path) -> None:
     cache = TokenCache(tiny_cache)
-    data = evaluate.ValidationSet(cache, torch.device("cpu"), legality_games=None)
-    assert evaluate.evaluate(model.build("tiny"), data, deadline=Deadline(0.0)) is None
+    data = validation.ValidationSet(cache, torch.device("cpu"), legality_games=None)
+    assert validation.evaluate(model.build("tiny"), data, deadline=Deadline(0.0)) is None

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chesslm import cache, dataset, gamearrays, integrity, tokens
+from chesslm import files
+from chesslm.data import cache, dataset, gamearrays, integrity, tokens
 from tests.helpers import first_games_pgn
 
 
@@ -19,7 +20,7 @@ def convert_and_verify(tmp_path: Path, games: int, settings: dataset.Settings) -
     ds = tmp_path / "ds"
     dataset.convert([pgn], ds, settings)
     receipt = ds / "integrity-receipt.json"
-    integrity.write_json_atomic(receipt, integrity.verify_dataset(ds))
+    files.write_json_atomic(receipt, integrity.verify_dataset(ds))
     return ds, receipt
 
 

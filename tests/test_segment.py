@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm import checkpoint
-from chesslm.integrity import sha256_file
+from chesslm.files import sha256_file
+from chesslm.train import checkpoint
 
 from .conftest import ROOT, run_segment
 
@@ -123,7 +123,7 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
         [
             sys.executable,
             "-m",
-            "chesslm.segment",
+            "chesslm.train.segment",
             "train",
             f"--cache={tiny_cache}",
             f"--run-dir={run_dir}",
@@ -201,7 +201,7 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
         [
             sys.executable,
             "-m",
-            "chesslm.segment",
+            "chesslm.train.segment",
             "train",
             f"--cache={tiny_cache}",
             f"--run-dir={tmp_path}",
@@ -221,7 +221,7 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
 
 
 def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> None:
-    from chesslm import segment as segment_module
+    from chesslm.train import segment as segment_module
 
     probe = tmp_path / "probe-results.json"
     probe.write_text(json.dumps({"status": "failed"}))

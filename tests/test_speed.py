@@ -12,8 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from chesslm import batching, model
-from chesslm import compile as compiling
+from chesslm.train import batching, compilation, model
 
 from .conftest import ROOT, run_segment
 from .test_batching import games_fixture, reference_grad
@@ -141,12 +140,14 @@ def test_packed_update_gradient_equals_the_single_pass_gradient() -> None:
 
 
 def test_compile_setting_resolves_per_device_and_caches_go_to_the_run(tmp_path, monkeypatch):
-    assert compiling.resolve("auto", "cpu") is False and compiling.resolve("auto", "cuda") is True
+    assert (
+        compilation.resolve("auto", "cpu") is False and compilation.resolve("auto", "cuda") is True
+    )
     with pytest.raises(ValueError):
-        compiling.resolve("sometimes", "cuda")
+        compilation.resolve("sometimes", "cuda")
     for key in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.delenv(key, raising=False)
-    env = compiling.cache_env(tmp_path / "compile-cache")
+    env = compilation.cache_env(tmp_path / "compile-cache")
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str((tmp_path / "compile-cache/inductor").resolve())
     assert env["TRITON_CACHE_DIR"] == str((tmp_path / "compile-cache/triton").resolve())
 

@@ -1,4 +1,4 @@
-"""chesslm.summary: tables checked against the records they came from, figures, bad input,
+"""chesslm.report.summary: tables checked against the records they came from, figures, bad input,
 and one real ``snakemake`` + ``snakemake --report`` run of workflow/rules/report.smk."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from chesslm import summary
-from chesslm.integrity import digest_json
+from chesslm.files import digest_json
+from chesslm.report import summary
+from chesslm.train.state import TERMINAL
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = 1_795_000_000.0  # a fixed time_unix origin
@@ -152,7 +153,7 @@ def make_run(
                 f"{g}, {90 - g}, {60_000 + 10 * g + second % 7}, {power[g]}" for g in range(gpus)
             ]
             telemetry.append({"time_unix": float(second), "gpus": "\n".join(lines)})
-        terminal = status in summary.TERMINAL_STATUSES
+        terminal = status in TERMINAL
         end = t + 2
         events.append({"time_unix": end, "stage": "segment_end", "segment": n, "status": status})
         (run_dir / "segments" / f"{n}.json").write_text(
@@ -511,7 +512,7 @@ def test_empty_run_directory(tmp_path):
 def test_command_line(tmp_path):
     run_dir = make_run(tmp_path, complete=False)
     done = subprocess.run(
-        [sys.executable, "-m", "chesslm.summary", str(run_dir)],
+        [sys.executable, "-m", "chesslm.report.summary", str(run_dir)],
         capture_output=True,
         text=True,
         check=False,
@@ -521,7 +522,7 @@ def test_command_line(tmp_path):
 
 
 def test_does_not_import_torch():
-    code = "import sys, chesslm.summary; assert 'torch' not in sys.modules"
+    code = "import sys, chesslm.report.summary; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

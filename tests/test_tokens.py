@@ -5,8 +5,8 @@ from __future__ import annotations
 import chess
 import pytest
 
-from chesslm import tokens
-from chesslm.tokens import BOS, EOS, PROMO_NONE, State, decode_move, encode_moves
+from chesslm.data import tokens
+from chesslm.data.tokens import BOS, EOS, PROMO_NONE, State, decode_move, encode_moves
 from tests.helpers import all_sample_games
 
 

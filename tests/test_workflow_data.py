@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chesslm import gamearrays
+from chesslm.data import gamearrays
 from tests.helpers import ROOT, first_games_pgn, snakemake
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ if os.environ.get("CHESSLM_FAULT"):
     import math
     import signal
 
-    import chesslm.batching as _batching
+    import chesslm.train.batching as _batching
 
     _kind, _after = os.environ["CHESSLM_FAULT"].split(":")
     _original = _batching.backward_group

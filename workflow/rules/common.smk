@@ -9,7 +9,7 @@ import jsonschema
 import yaml
 from snakemake.utils import validate
 
-from chesslm import dataset as chesslm_dataset
+from chesslm.data import dataset as chesslm_dataset
 
 
 def _check_schema():
@@ -117,7 +117,7 @@ def get_run_receipt(wildcards):
 
 
 def get_trainer_args(wildcards):
-    """The chesslm.segment flags of a run (shared by probe and train_segment)."""
+    """The chesslm.train.segment flags of a run (shared by probe and train_segment)."""
     s = run_settings(wildcards.run)
     args = [
         f"--run-name={wildcards.run}",

@@ -5,7 +5,7 @@
 #   {nll,validation-metrics,throughput,gpu,segments}.svg and summary.md, each a report() item.
 # Partial runs (still training, or stopped before a terminal status) are summarised outside the
 # DAG, so that asking for a summary never starts training and a partial summary is never taken
-# for the final one: `python -m chesslm.summary results/{run}` writes the same files. Once the
+# for the final one: `python -m chesslm.report.summary results/{run}` writes the same files. Once the
 # run completes, results.json is newer than them and `summarise` rewrites them.
 #
 # Build the HTML report for every run with

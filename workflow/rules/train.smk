@@ -30,7 +30,7 @@ rule probe:
         torchrun=get_launcher,
         args=get_trainer_args,
     shell:
-        "{params.torchrun} -m chesslm.segment probe {params.args} --probe-out={output} > {log} 2>&1"
+        "{params.torchrun} -m chesslm.train.segment probe {params.args} --probe-out={output} > {log} 2>&1"
 
 
 checkpoint train_segment:
@@ -54,7 +54,7 @@ checkpoint train_segment:
         args=get_trainer_args,
         previous=get_previous_status_flag,
     shell:
-        "{params.torchrun} -m chesslm.segment train {params.args} --segment={wildcards.n}"
+        "{params.torchrun} -m chesslm.train.segment train {params.args} --segment={wildcards.n}"
         " {params.previous} --probe-results={input.probe} --status-out={output.status}"
         " > {log} 2>&1"
 

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from chesslm import dataset, logs
+from chesslm import logs
+from chesslm.data import dataset
 
 with logs.step("convert", snakemake.log[0]) as log:  # noqa: F821
     manifest = dataset.convert(

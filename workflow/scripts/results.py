@@ -6,7 +6,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821  (injected by Snakemake)
 
 from pathlib import Path  # noqa: E402
 
-from chesslm.status import write_run_results  # noqa: E402
+from chesslm.train.status import write_run_results  # noqa: E402
 
 write_run_results(
     Path(snakemake.params.train_results),  # noqa: F821

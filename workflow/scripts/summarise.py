@@ -1,4 +1,4 @@
-"""Rule summarise: chesslm.summary for one complete run, into the rule's named outputs."""
+"""Rule summarise: chesslm.report.summary for one complete run, into the rule's named outputs."""
 
 import sys
 
@@ -7,7 +7,7 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821  (first, so import errors
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from chesslm.summary import OUTPUT_FILES, summarise  # noqa: E402
+from chesslm.report.summary import OUTPUT_FILES, summarise  # noqa: E402
 
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(message)s")
 out_dir = Path(snakemake.output.summary).parent  # noqa: F821

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from chesslm import cache, logs
+from chesslm import logs
+from chesslm.data import cache
 
 with logs.step("token_cache", snakemake.log[0]) as log:  # noqa: F821
     info = cache.build_from_dataset(

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
-from chesslm import integrity, logs
+from chesslm import files, logs
+from chesslm.data import integrity
 
 with logs.step("verify", snakemake.log[0]) as log:  # noqa: F821
     receipt = integrity.verify_dataset(Path(snakemake.input.manifest).parent)  # noqa: F821
-    integrity.write_json_atomic(Path(snakemake.output.receipt), receipt)  # noqa: F821
+    files.write_json_atomic(Path(snakemake.output.receipt), receipt)  # noqa: F821
     log.info(
         "verified %d files; fingerprint %s", len(receipt["files"]), receipt["dataset_fingerprint"]
     )

@@ -17,13 +17,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from chesslm import batching, model, tokens
-from chesslm.cache import N_MOVE_CODES, TokenCache
-from chesslm.deadline import Deadline
+from chesslm.data import tokens
+from chesslm.data.cache import N_MOVE_CODES, TokenCache
+from chesslm.data.tokens import PHASES
+from chesslm.train import batching, model
+from chesslm.train.deadline import Deadline
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("source", "destination", "promotion", "eos")
 LEGALITY_SUBSET = (
     "N evenly spaced game indices across immutable validation shard order; N=None means all"
 )

@@ -17,39 +17,23 @@ objects is refused, and nothing in it runs.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from chesslm import tokens
-from chesslm.integrity import sha256_file
+from chesslm import files
+from chesslm.data import tokens
+from chesslm.files import sha256_file
 
 logger = logging.getLogger(__name__)
 
 IMPROVEMENT = 1e-4  # best.pt moves only when validation NLL drops by more than this
 PATIENCE = 5  # validation checks without improvement before early stop
-TERMINAL = ("early_stop_5_checks", "max_updates", "max_epochs")
-RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
-PACKAGE = Path(__file__).resolve().parent
-TRAINING_MODULES = (
-    "model.py",
-    "batching.py",
-    "optim.py",
-    "checkpoint.py",
-    "distributed.py",
-    "evaluate.py",
-    "segment.py",
-    "trainer.py",
-    "cuda_graphs.py",
-    "compile.py",
-    "probe.py",
-    "status.py",
-)
+# every module of chesslm.train enters the run identity: editing one refuses a resume
+TRAINING_CODE = Path(__file__).resolve().parent
 
 
 class CheckpointError(ValueError):
@@ -57,33 +41,9 @@ class CheckpointError(ValueError):
 
 
 def save(path: Path, payload: dict[str, Any]) -> str:
-    """Write ``payload`` atomically (temporary file, fsync, rename); returns its sha256."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        torch.save(payload, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Write ``payload`` atomically; returns its sha256."""
+    files.write_atomic(path, lambda fh: torch.save(payload, fh))
     return sha256_file(path)
-
-
-def copy_atomic(source: Path, destination: Path) -> None:
-    tmp = destination.with_name(destination.name + ".tmp")
-    shutil.copyfile(source, tmp)
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, destination)
-    _fsync_dir(destination.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load(path: Path | str) -> dict[str, Any]:
@@ -149,7 +109,7 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
 
 
 def code_hashes() -> dict[str, str]:
-    return {name: sha256_file(PACKAGE / name) for name in TRAINING_MODULES}
+    return {p.name: sha256_file(p) for p in sorted(TRAINING_CODE.glob("*.py"))}
 
 
 def identity(
@@ -181,7 +141,7 @@ def identity(
         "legality_eval_games",
     )
     return {
-        "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(PACKAGE / "tokens.py")},
+        "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(tokens.__file__)},
         "model": {"preset": preset, **model_config},
         "parameters": parameters,
         "dataset_fingerprint": dataset_fingerprint,

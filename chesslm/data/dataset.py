@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
-from chesslm import gamearrays, pgn, split, tokens
-from chesslm.integrity import fingerprint, sha256_file, write_json_atomic
+from chesslm.data import gamearrays, pgn, split, tokens
+from chesslm.data.integrity import fingerprint
+from chesslm.files import sha256_file, write_json_atomic
 
 LOGGER = logging.getLogger(__name__)
 
@@ -339,12 +340,3 @@ def _convert_into(
     manifest["fingerprint"] = fingerprint(manifest)
     write_json_atomic(out_dir / "manifest.json", manifest)
     return manifest
-
-
-def split_files(manifest: dict[str, Any], split_name: str) -> list[str]:
-    """The dataset-relative file names of one split's shards."""
-    return [
-        gamearrays.part_path(Path(prefix), part).as_posix()
-        for prefix in manifest["shards"][split_name]
-        for part in gamearrays.PARTS
-    ]

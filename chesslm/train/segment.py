@@ -1,10 +1,10 @@
 """One bounded training segment (or the throughput probe), run under torchrun.
 
-    python -m torch.distributed.run --standalone --nproc-per-node=W -m chesslm.segment train \\
+    torchrun --standalone --nproc-per-node=W -m chesslm.train.segment train \\
         --run-name NAME --cache DIR --run-dir results/NAME --segment N \\
         --status-out segments/N.json \\
         [--previous-status segments/N-1.json] [hyper-parameters...]
-    python -m torch.distributed.run ... -m chesslm.segment probe --cache DIR --run-dir ... \\
+    python -m torch.distributed.run ... -m chesslm.train.segment probe --cache DIR --run-dir ... \\
         --probe-out results/NAME/probe-results.json
 
 A segment resumes ``train/last.pt`` (checked against the previous segment's status), trains
@@ -13,8 +13,8 @@ until a terminal status, its time budget (``--max-seconds``, at most 420), the j
 atomically and writes its status file last. It exits 0 on every orderly stop, resumable or
 terminal, so a workflow can chain segments until the status says ``terminal``.
 
-The model and its update step live in ``chesslm.trainer``, the probe in ``chesslm.probe``,
-status files and ``results.json`` in ``chesslm.status``; this module is the CLI and the
+The model and its update step live in ``trainer``, the probe in ``probe``, status files and
+``results.json`` in ``status`` (all in ``chesslm.train``); this module is the CLI and the
 segment's loop (resume, stop reasons, validation cadence, saving).
 """
 
@@ -34,15 +34,16 @@ from typing import Any
 
 import torch
 
-from chesslm import checkpoint, cuda_graphs, distributed, evaluate, model
-from chesslm import compile as compiling
-from chesslm.deadline import Deadline
-from chesslm.events import EventLog
-from chesslm.integrity import read_json, sha256_file, write_json_atomic
-from chesslm.probe import probe
-from chesslm.status import finite, results_record, write_status
-from chesslm.telemetry import Telemetry
-from chesslm.trainer import Trainer, memory_record, open_cache, synchronize
+from chesslm import files
+from chesslm.files import read_json, sha256_file, write_json_atomic
+from chesslm.report.events import EventLog
+from chesslm.report.telemetry import Telemetry
+from chesslm.train import checkpoint, compilation, cuda_graphs, distributed, model, validation
+from chesslm.train.deadline import Deadline
+from chesslm.train.probe import probe
+from chesslm.train.state import TERMINAL
+from chesslm.train.status import finite, results_record, write_status
+from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
 logger = logging.getLogger(__name__)
 MAX_SECONDS = 420
@@ -52,7 +53,7 @@ STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m chesslm.segment", description=__doc__.split("\n")[0]
+        prog="python -m chesslm.train.segment", description=__doc__.split("\n")[0]
     )
     p.add_argument("mode", choices=["train", "probe"])
     # not "--run": torchrun would take it for an abbreviation of its own --run-path
@@ -86,7 +87,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-updates", type=int)
     p.add_argument(
         "--compile",
-        choices=compiling.CHOICES,
+        choices=compilation.CHOICES,
         default="auto",
         help="torch.compile the model (auto: on cuda only; caches in train/compile-cache)",
     )
@@ -146,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except ValueError as error:
         if rank == 0:
-            print(f"chesslm.segment: error: {error}", file=sys.stderr)
+            print(f"chesslm.train.segment: error: {error}", file=sys.stderr)
         return 2
     if args.mode == "probe":
         probe(args)
@@ -282,7 +283,7 @@ class Segment:
         self.events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
         self.cache = open_cache(args.cache, ctx)
         self.t = Trainer(args, ctx, self.cache)
-        self.val = evaluate.ValidationSet(
+        self.val = validation.ValidationSet(
             self.cache, ctx.device, legality_games=args.legality_eval_games
         )
         self.cursor = {"epoch": 0, "next_group": 0, "step": 0}
@@ -356,7 +357,7 @@ class Segment:
         memory = distributed.all_gather_object(memory_record(ctx))
         if ctx.is_main:
             payload = {"cursor": self.cursor, "metrics": self.metrics, "identity": self.t.identity}
-            if status in checkpoint.TERMINAL:
+            if status in TERMINAL:
                 write_json_atomic(
                     self.dir / "results.json",
                     results_record(payload, status, self.dir, memory, self.work_start),
@@ -495,7 +496,7 @@ class Segment:
     def validate(self) -> dict[str, Any] | None:
         result = None
         if self.ctx.is_main:
-            result = evaluate.evaluate(
+            result = validation.evaluate(
                 self.t.net,
                 self.val,
                 micro=8,
@@ -547,7 +548,7 @@ class Segment:
             )
             self.last_sha = checkpoint.save(self.dir / "last.pt", payload)
             if improved:
-                checkpoint.copy_atomic(self.dir / "last.pt", self.dir / "best.pt")
+                files.copy_atomic(self.dir / "last.pt", self.dir / "best.pt")
         distributed.barrier()
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-PHASES = ("source", "destination", "promotion", "eos")
+from chesslm.data.tokens import PHASES
+
 STATUS_COLOURS = {
     "time_budget": "tab:blue",
     "total_deadline_soft_stop": "tab:cyan",

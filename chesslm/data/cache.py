@@ -28,8 +28,9 @@ from typing import Any
 import chess
 import numpy as np
 
-from chesslm import dataset, gamearrays, integrity, tokens
-from chesslm.integrity import sha256_file
+from chesslm import files
+from chesslm.data import gamearrays, integrity, tokens
+from chesslm.files import sha256_file
 
 SPLITS = ("train", "validation")
 FORMAT = "chesslm-token-cache-v1"
@@ -133,8 +134,8 @@ def build_from_dataset(
     Every shard read is first checked against the integrity receipt.
     """
     integrity.check_receipt(receipt_path, dataset_dir, [])  # the manifest, before reading it
-    manifest = integrity.read_json(dataset_dir / "manifest.json")
-    names = [name for s in SPLITS for name in dataset.split_files(manifest, s)]
+    manifest = files.read_json(dataset_dir / "manifest.json")
+    names = [name for s in SPLITS for name in gamearrays.split_files(manifest, s)]
     receipt = integrity.check_receipt(receipt_path, dataset_dir, names)
     for split in SPLITS:
         if manifest["games"][split] == 0:
@@ -144,7 +145,7 @@ def build_from_dataset(
             )
     meta = {
         "dataset_fingerprint": receipt["dataset_fingerprint"],
-        "integrity_receipt_sha256": integrity.sha256_file(receipt_path),
+        "integrity_receipt_sha256": files.sha256_file(receipt_path),
         "context": manifest["settings"]["context"],
     }
     shards = {s: [dataset_dir / prefix for prefix in manifest["shards"][s]] for s in SPLITS}

@@ -9,11 +9,13 @@ without pickle, and memory-mappable.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from chesslm.files import write_atomic
 
 PARTS = ("tokens", "offsets", "ids")
 ID_DTYPE = "S24"
@@ -24,13 +26,8 @@ def part_path(prefix: Path, part: str) -> Path:
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
-    """Write an array atomically (temporary file, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, array, allow_pickle=False)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write an array atomically."""
+    write_atomic(path, lambda fh: np.save(fh, array, allow_pickle=False))
 
 
 def load_npy(path: Path, *, mmap: bool = True) -> np.ndarray:
@@ -101,3 +98,12 @@ class Games:
 
     def id(self, index: int) -> str:
         return self.ids[index].decode("ascii")
+
+
+def split_files(manifest: dict[str, Any], split_name: str) -> list[str]:
+    """The dataset-relative file names of one split's shards."""
+    return [
+        part_path(Path(prefix), part).as_posix()
+        for prefix in manifest["shards"][split_name]
+        for part in PARTS
+    ]

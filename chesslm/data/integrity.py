@@ -7,55 +7,21 @@ later stage calls before it trusts a file of the dataset.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any
+
+from chesslm.files import UnreadableFileError, digest_json, read_json, sha256_file
 
 RECEIPT_FORMAT = "chesslm-integrity-receipt-v1"
 
 
-class IntegrityError(ValueError):
+class IntegrityError(UnreadableFileError):
     """A file does not match the hash recorded for it."""
-
-
-def sha256_file(path: Path | str, *, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def digest_json(value: Any) -> str:
-    """sha256 of a value's canonical JSON (sorted keys, no spaces)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def fingerprint(manifest: dict[str, Any]) -> str:
     """The dataset's identity: everything in the manifest but the fingerprint itself."""
     return digest_json({k: v for k, v in manifest.items() if k != "fingerprint"})
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(json.dumps(value, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IntegrityError(f"{path}: not readable JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise IntegrityError(f"{path}: expected a JSON object")
-    return value
 
 
 def verify_dataset(dataset_dir: Path) -> dict[str, Any]:

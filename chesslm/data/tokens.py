@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 import chess
 
 VERSION = "sq-triple-v1"
+# the four kinds of token a move position predicts, in order (validation reports each)
+PHASES = ("source", "destination", "promotion", "eos")
 VOCAB_SIZE = 128
 PROMO_NONE = 64
 PROMO_PIECES = (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)

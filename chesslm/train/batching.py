@@ -29,7 +29,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from chesslm import distributed, model, tokens
+from chesslm.data import tokens
+from chesslm.train import distributed, model
 
 IGNORE = -100  # cross_entropy's ignore_index: padding and dummy targets
 CHUNK_BATCHES = 64  # global batches per length bucket: large enough to group similar lengths

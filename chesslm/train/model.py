@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from chesslm import tokens
+from chesslm.data import tokens
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
     from torch.nn.attention.flex_attention import BlockMask, flex_attention

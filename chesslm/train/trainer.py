@@ -13,10 +13,9 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from chesslm import batching, checkpoint, cuda_graphs, distributed, model, optim
-from chesslm import compile as compiling
-from chesslm.cache import TokenCache
-from chesslm.integrity import sha256_file
+from chesslm.data.cache import TokenCache
+from chesslm.files import sha256_file
+from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
 
 
 class Trainer:
@@ -32,14 +31,14 @@ class Trainer:
         random.seed(args.seed)
         self.net = model.build(args.model, device=ctx.device)
         self.parameters = self.net.num_parameters()
-        self.compiled = compiling.resolve(args.compile, args.device)
+        self.compiled = compilation.resolve(args.compile, args.device)
         self.packing = args.packing == "on"
         # padded lengths bucketed to multiples of 64 for the compiler; none when eager
         self.pad_multiple = 64 if self.compiled else 1
         self.row_tokens = self.net.config.block_size if self.packing else None
         if self.compiled:
-            compiling.cache_env(Path(args.run_dir) / "train" / "compile-cache")
-            compiling.compile_model(self.net, static_shapes=self.packing)
+            compilation.cache_env(Path(args.run_dir) / "train" / "compile-cache")
+            compilation.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
         if cuda_graphs.resolve(

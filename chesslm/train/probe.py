@@ -1,5 +1,5 @@
 """The probe: step times and memory for microbatches 2 and 8 of the longest training game,
-run under torchrun before any training segment (``python -m chesslm.segment probe``)."""
+run under torchrun before any training segment (``python -m chesslm.train.segment probe``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from chesslm import distributed
-from chesslm.events import EventLog
-from chesslm.integrity import write_json_atomic
-from chesslm.trainer import Trainer, memory_record, open_cache, synchronize
+from chesslm.files import write_json_atomic
+from chesslm.report.events import EventLog
+from chesslm.train import distributed
+from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
 
 def probe(args: argparse.Namespace) -> None:

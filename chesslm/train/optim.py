@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from chesslm.model import GPT
+from chesslm.train.model import GPT
 
 BETAS = (0.9, 0.95)
 WEIGHT_DECAY = 0.1

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chesslm import checkpoint
-from chesslm.integrity import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.train.state import TERMINAL
 
 
 def finite(value: float | None) -> float | None:
@@ -68,7 +68,7 @@ def write_status(
     record = {
         **base,
         "status": status,
-        "terminal": status in checkpoint.TERMINAL,
+        "terminal": status in TERMINAL,
         "stop_reason": stop_reason,
         "resume_action": resume_action,
         "end_unix": end,

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from chesslm import batching, distributed
+from chesslm.train import batching, distributed
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")

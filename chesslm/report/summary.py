@@ -11,7 +11,7 @@ missing fields are skipped, and each skip is listed under "Skipped or missing in
 Snakemake's ``summarise`` rule runs it once a run is complete (its input is ``results.json``);
 for a run still training, or one that was stopped, use the command line::
 
-    python -m chesslm.summary results/demo        # writes results/demo/report/
+    python -m chesslm.report.summary results/demo        # writes results/demo/report/
 
 This module reads JSON and draws with matplotlib; it never imports torch.
 """
@@ -29,7 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from chesslm import integrity, plots, summary_markdown
+from chesslm.data import integrity
+from chesslm.data.tokens import PHASES
+from chesslm.report import markdown, plots
+from chesslm.train.state import TERMINAL
 
 LOGGER = logging.getLogger(__name__)
 
@@ -53,15 +56,14 @@ KNOWN_STAGES = frozenset(
     {"data_validated", "initial_validation", "train", "validation", "probe_complete"}
     | {"finished", "segment_start", "segment_end"}
 )
-TERMINAL_STATUSES = frozenset({"early_stop_5_checks", "max_updates", "max_epochs"})
 
 # The seed's metrics, in its order; validation fields sit under ``validation.`` in checks.
 VALIDATION_METRICS = [
     "nll",
     "valid_targets",
     "games",
-    *(f"phase_accuracy.{p}" for p in ("source", "destination", "promotion", "eos")),
-    *(f"phase_counts.{p}" for p in ("source", "destination", "promotion", "eos")),
+    *(f"phase_accuracy.{p}" for p in PHASES),
+    *(f"phase_counts.{p}" for p in PHASES),
     "teacher_forced_triple_legality",
     "raw_reserved_probability",
     "raw_illegal_token_probability",
@@ -440,7 +442,7 @@ def run_state(rec: RunRecords, segments: pd.DataFrame) -> RunState:
     if rec.results is not None:
         return RunState(True, rec.results.get("status"), "results.json")
     for _, row in segments.iloc[::-1].iterrows():
-        if _true(row.get("terminal")) or row.get("status") in TERMINAL_STATUSES:
+        if _true(row.get("terminal")) or row.get("status") in TERMINAL:
             return RunState(True, row["status"], f"segment {row['segment']} (no results.json yet)")
     last = segments.iloc[-1] if len(segments) else None
     if last is None:
@@ -475,9 +477,7 @@ def summarise(
     plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
     state = run_state(rec, tables["segments"])
     paths["summary"].write_text(
-        summary_markdown.render(
-            rec, state, tables, samples, paths, test_evaluated=was_test_evaluated(rec)
-        )
+        markdown.render(rec, state, tables, samples, paths, test_evaluated=was_test_evaluated(rec))
     )
     LOGGER.info("wrote %d files to %s (%d notes)", len(paths), out, len(rec.notes))
     return paths
@@ -485,7 +485,7 @@ def summarise(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m chesslm.summary", description=__doc__.split("\n\n")[0]
+        prog="python -m chesslm.report.summary", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("run_dir", type=Path, help="a run directory, e.g. results/demo")
     parser.add_argument("--out", type=Path, help="output folder (default RUN_DIR/report)")

@@ -1,5 +1,5 @@
 """summary.md of a run: its identity, state, best check, times, throughput, memory, data and
-what the summary had to skip. The tables it quotes come from ``chesslm.summary``."""
+what the summary had to skip. The tables it quotes come from ``chesslm.report.summary``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
-    from chesslm.summary import RunRecords, RunState
+    from chesslm.report.summary import RunRecords, RunState
 
 
 def _num(value: Any, spec: str = ".4g") -> str:

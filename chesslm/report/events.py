@@ -36,14 +36,3 @@ class EventLog:
                 os.close(fd)
             logger.info("%s", line.rstrip())
         return record
-
-
-def read(path: Path | str) -> list[dict[str, Any]]:
-    """All whole records of an events file (a torn last line is skipped)."""
-    records = []
-    for line in Path(path).read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records

@@ -1,0 +1,1 @@
+"""Play evaluation of a trained model (move-matching, free-running legality, Elo)."""

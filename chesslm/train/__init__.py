@@ -1,0 +1,8 @@
+"""Training stages: the probe and bounded segments (rules probe, train_segment, results).
+
+``model`` the transformer, ``batching`` the batch plan and microbatches, ``optim`` AdamW and
+its schedule, ``compilation`` torch.compile, ``cuda_graphs`` captured updates, ``distributed``
+process groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality,
+``checkpoint`` the format and the resume identity, ``deadline`` time budgets, ``probe`` the
+GPU probe, ``segment`` the segment loop and its CLI, ``status`` status files and results.
+"""
