@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from chesslm.files import digest_json
-from chesslm.report import summary
+from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
 REPO = Path(__file__).resolve().parents[1]
@@ -434,7 +434,8 @@ def test_variants_of_the_trainer_records(tmp_path):
     paths = summary.summarise(run_dir)
     text = paths["summary"].read_text()
     assert "**Complete.** Final status `early_stop_5_checks` (from results.json)" in text
-    assert "peak allocated n/a GiB, peak reserved n/a GiB, peak host RSS 3.00 GiB" in text
+    assert "- rank 0: peak host RSS 3.00 GiB (results.json)" in text  # a CPU run: no allocator
+    assert "n/a GiB" not in text
     assert "gpu-telemetry.jsonl: 1 GPU lines not parsable, skipped" in text
     assert len(read_csv(paths, "segments")) == 3
 
@@ -509,16 +510,80 @@ def test_empty_run_directory(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths.values())
 
 
-def test_command_line(tmp_path):
+def test_command_line_prints_and_writes_only_with_out(tmp_path):
     run_dir = make_run(tmp_path, complete=False)
-    done = subprocess.run(
-        [sys.executable, "-m", "chesslm.report.summary", str(run_dir)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    (run_dir / "report").mkdir()
+    (run_dir / "report" / "summary.md").write_text("the rule's output\n")
+    command = [sys.executable, "-m", "chesslm.report.summary", str(run_dir)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert (run_dir / "report" / "summary.md").is_file()
+    assert done.stdout.startswith("# Run `pilot`") and "## Outcome" in done.stdout
+    assert (run_dir / "report" / "summary.md").read_text() == "the rule's output\n"
+    assert sorted(p.name for p in (run_dir / "report").iterdir()) == ["summary.md"]
+    out = tmp_path / "elsewhere"
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(summary.OUTPUT_FILES.values())
+
+
+def test_receipt_hashes_and_training_code_are_explained(tmp_path):
+    run_dir = make_run(tmp_path)
+    identity_path = run_dir / "train" / "identity.json"
+    identity = json.loads(identity_path.read_text())
+    receipt = tmp_path / "results" / "datasets" / "sample" / "integrity-receipt.json"
+    identity["integrity_receipt_sha256"] = hashlib.sha256(receipt.read_bytes()).hexdigest()
+    identity["training_code"] = {"model.py": "a" * 64, "trainer.py": "b" * 64}
+    identity_path.write_text(json.dumps(identity))
+    text = summary.summarise(run_dir)["summary"].read_text()
+    assert "(sha256 of the receipt's own fields, written by verify), seal valid: True" in text
+    assert (
+        "(sha256 of the receipt file's bytes when the run trained): the receipt file is the "
+        "same now: True" in text
+    )
+    assert "| training_code | 2 files, listed below |" in text
+    assert f"| `model.py` | `{'a' * 64}` |" in text
+    assert '{"model.py"' not in text  # no JSON cell
+    assert "| model | n_layer=12 |" in text
+
+
+def test_changed_config_or_dataset_opens_the_summary(tmp_path):
+    run_dir = make_run(tmp_path)
+    changes = ["runs.pilot.epochs: trained with 1, config now 2"]
+    text = summary.summarise(run_dir, changes=changes)["summary"].read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("**Warning: run pilot no longer matches the config: runs.pilot.epochs")
+    assert "use a new run name, or remove the run" in first
+    assert "**Complete, but out of date (see the first line).**" in text
+    # a receipt whose fingerprint is not the one the run trained on
+    receipt = tmp_path / "other-receipt.json"
+    body = {"format": "chesslm-integrity-receipt-v1", "dataset_fingerprint": "e" * 64}
+    receipt.write_text(json.dumps({**body, "receipt_sha256": digest_json(body)}))
+    text = summary.summarise(run_dir, receipt=receipt)["summary"].read_text()
+    assert text.splitlines()[0].startswith("**Warning: run pilot no longer matches the config: ")
+    assert "its dataset fingerprint (ffffffffffff…) differs from the integrity receipt's" in text
+    plain = summary.summarise(run_dir)["summary"].read_text()
+    assert plain.startswith("# Run `pilot`\n\n**Complete.**")
+
+
+def test_summary_html_renders_the_markdown(complete_run):
+    _, paths = complete_run
+    page = paths["summary_html"].read_text()
+    assert page.startswith('<div class="chesslm-summary">')
+    assert "<h1>Run <code>pilot</code></h1>" in page
+    assert "<strong>Complete.</strong>" in page and "<table" in page and "<li>" in page
+    assert "|" not in page.replace("\\|", "")  # every pipe table became a table
+
+
+def test_play_section_only_when_the_run_has_played(tmp_path):
+    import chesslm.play
+
+    run_dir = make_run(tmp_path)
+    (run_dir / "play").mkdir()
+    text = summary.summarise(run_dir)["summary"].read_text()
+    if hasattr(chesslm.play, "markdown_section"):
+        assert chesslm.play.markdown_section(run_dir / "play").strip().splitlines()[0] in text
+    else:
+        assert "## Files" in text  # no play module yet: the section is left out, no error
 
 
 def test_does_not_import_torch():
@@ -526,7 +591,10 @@ def test_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_rule_lists_every_output():
+def test_report_items_come_from_one_table():
     text = (REPO / "workflow" / "rules" / "report.smk").read_text()
-    for name, filename in summary.OUTPUT_FILES.items():
-        assert f"{name}=report(" in text and f'"results/{{run}}/report/{filename}"' in text
+    assert "for item in REPORT_ITEMS" in text and "=report(" not in text
+    assert summary.OUTPUT_FILES == {item.name: item.file for item in items.ITEMS}
+    assert len({item.file for item in items.ITEMS}) == len(items.ITEMS)
+    for item in items.ITEMS:
+        assert (REPO / "workflow" / "report" / item.caption).is_file(), item.caption

@@ -3,14 +3,24 @@ what the summary had to skip. The tables it quotes come from ``chesslm.report.su
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from chesslm.files import sha256_file
+from chesslm.report.staleness import warning
+
 if TYPE_CHECKING:
     from chesslm.report.summary import RunRecords, RunState
+
+
+def stale_line(run: str, changes: list[str]) -> str:
+    """The warning line of a run whose config or dataset changed since it trained."""
+    return "Warning: " + warning(run, changes)
 
 
 def _num(value: Any, spec: str = ".4g") -> str:
@@ -38,6 +48,28 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows] + [""]
 
 
+def _identity_value(value: Any) -> str:
+    """A nested identity entry as ``key=value, ...`` (one level), lists as JSON."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_identity_value(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return json.dumps(value)
+    return str(value)
+
+
+def play_section(run_dir: Path) -> list[str]:
+    """The play evaluation's section (``chesslm.play.markdown_section``) when the run has
+    ``play/``; nothing when it has not, or this checkout's chesslm.play does not provide it."""
+    play_dir = run_dir / "play"
+    if not play_dir.is_dir():
+        return []
+    try:  # lazily: chesslm.play may import torch and chess engines
+        from chesslm.play import markdown_section
+    except ImportError:
+        return []
+    return [markdown_section(play_dir).rstrip("\n"), ""]
+
+
 def _best(rec: RunRecords, validation: pd.DataFrame) -> tuple[Any, Any, str]:
     """Best step and NLL: from results.json, else the last status file, else the checks."""
     if rec.results and rec.results.get("best_validation_nll") is not None:
@@ -61,13 +93,33 @@ def render(
     paths: dict[str, Path],
     *,
     test_evaluated: bool,
+    changes: list[str] = (),
 ) -> str:
-    """summary.md: identity, state, best check, times, throughput, memory, data, skips."""
+    """summary.md: identity, state, best check, times, throughput, memory, data, skips.
+
+    ``changes`` (what differs from the config now) and a dataset fingerprint that differs
+    from the receipt's make the first line a warning that names them.
+    """
     results, identity = rec.results or {}, rec.identity or {}
     segments, validation, train = tables["segments"], tables["validation"], tables["train_steps"]
-    out = [f"# Run `{rec.run_dir.name}`", ""]
+    data = tables["data"].iloc[0]
+    changes = list(changes)
+    match = data["fingerprints_match"]
+    mismatch = match is not None and not pd.isna(match) and not bool(match)
+    if mismatch and not any("rebuilt" in c for c in changes):
+        changes.append(
+            f"its dataset fingerprint ({str(data['dataset_fingerprint'])[:12]}…) differs from "
+            f"the integrity receipt's ({str(data['receipt_dataset_fingerprint'])[:12]}…)"
+        )
+    out = []
+    if changes:  # the first line, so that nobody takes an out-of-date run for a current one
+        out += [f"**{stale_line(rec.run_dir.name, changes)}**", ""]
+    out += [f"# Run `{rec.run_dir.name}`", ""]
     if state.complete:
-        out.append(f"**Complete.** Final status `{state.status}` (from {state.source}).")
+        out.append(
+            ("**Complete, but out of date (see the first line).**" if changes else "**Complete.**")
+            + f" Final status `{state.status}` (from {state.source})."
+        )
     elif state.status is None:
         out.append("**Partial run: no segment has run yet.**")
     else:
@@ -94,11 +146,14 @@ def render(
 
     out += ["## Identity", ""]
     if identity:
-        rows = [
-            [k, v if not isinstance(v, dict | list) else json.dumps(v, sort_keys=True)]
-            for k, v in identity.items()
-        ]
+        code = identity.get("training_code")
+        rows = [[k, _identity_value(v)] for k, v in identity.items() if k != "training_code"]
+        if isinstance(code, dict):
+            rows.append(["training_code", f"{len(code)} files, listed below"])
         out += _md_table(["key", "value"], rows)
+        if isinstance(code, dict):
+            out += ["Training code the run was trained with (sha256 of each file):", ""]
+            out += _md_table(["file", "sha256"], [[f"`{k}`", f"`{v}`"] for k, v in code.items()])
     else:
         out += ["identity.json was not found.", ""]
 
@@ -157,15 +212,18 @@ def render(
     out += ["## Memory", ""]
     for entry in results.get("memory") or []:
         if isinstance(entry, dict):
-            gib = {
-                k: _num((entry.get(k) or float("nan")) / 2**30, ".2f")
-                for k in ("peak_allocated", "peak_reserved", "peak_rss_bytes")
-            }
-            out.append(
-                f"- rank {entry.get('rank')}: peak allocated {gib['peak_allocated']} GiB, "
-                f"peak reserved {gib['peak_reserved']} GiB, "
-                f"peak host RSS {gib['peak_rss_bytes']} GiB (results.json)"
-            )
+            # a CPU run has no allocator peaks: say what was measured, not "n/a GiB"
+            parts = [
+                f"{label} {entry[key] / 2**30:.2f} GiB"
+                for key, label in (
+                    ("peak_allocated", "peak allocated"),
+                    ("peak_reserved", "peak reserved"),
+                    ("peak_rss_bytes", "peak host RSS"),
+                )
+                if isinstance(entry.get(key), int | float)
+            ]
+            measured = ", ".join(parts) or "no memory figure recorded"
+            out.append(f"- rank {entry.get('rank')}: {measured} (results.json)")
     probe = tables["probe"]
     if len(probe) and "peak_reserved_bytes_max" in probe:
         peak = pd.to_numeric(probe["peak_reserved_bytes_max"], errors="coerce").max()
@@ -186,24 +244,107 @@ def render(
         )
     out.append("")
 
-    data = tables["data"].iloc[0]
     out += ["## Data", ""]
     out.append(f"- dataset fingerprint (identity.json): `{_num(data['dataset_fingerprint'])}`")
     if rec.receipt is not None:
         out.append(
             f"- integrity receipt `{data['receipt_path']}`: dataset fingerprint "
-            f"`{data['receipt_dataset_fingerprint']}`, receipt_sha256 `{data['receipt_sha256']}`, "
-            f"seal valid: {data['receipt_seal_valid']}, matches identity: "
+            f"`{data['receipt_dataset_fingerprint']}`, matches identity: "
             f"{data['fingerprints_match']}"
         )
+        out.append(
+            f"- the receipt's seal `receipt_sha256` `{data['receipt_sha256']}` (sha256 of the "
+            f"receipt's own fields, written by verify), seal valid: {data['receipt_seal_valid']}"
+        )
+        trained = identity.get("integrity_receipt_sha256")
+        if trained:
+            now = sha256_file(rec.receipt_path) if rec.receipt_path.is_file() else None
+            out.append(
+                f"- identity's `integrity_receipt_sha256` `{trained}` (sha256 of the receipt "
+                f"file's bytes when the run trained): the receipt file is the same now: "
+                f"{now == trained}"
+            )
     else:
         out.append("- integrity receipt: not found")
     counts = ", ".join(f"{k} {_num(data[k], '')}" for k in ("train_games", "validation_games"))
     out += [f"- {counts}, train targets {_num(data['train_targets'], '')}", ""]
+
+    out += play_section(rec.run_dir)
 
     out += ["## Files", ""]
     out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
     out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
+    return "\n".join(out) + "\n"
+
+
+# --- summary.html: the Markdown above as an HTML fragment, for the report's first page -------
+
+_INLINE = [
+    (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
+    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"), r'<img alt="\1" src="\2">'),
+    (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
+]
+_CELL_STYLE = 'style="border:1px solid #ccc;padding:2px 6px;text-align:left"'
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text, quote=False)
+    parts = re.split(r"(`[^`]+`)", text)  # no emphasis inside code spans
+    out = []
+    for part in parts:
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(f"<code>{part[1:-1]}</code>")
+        else:
+            for pattern, replacement in _INLINE:
+                part = pattern.sub(replacement, part)
+            out.append(part)
+    return "".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def to_html(text: str) -> str:
+    """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
+    code, links, images) as an HTML fragment; no other Markdown is needed here."""
+    out = ['<div class="chesslm-summary">']
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+        elif heading := re.match(r"(#{1,6}) (.*)", line):
+            level = len(heading.group(1))
+            out.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            i += 1
+        elif line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                if not re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i].strip()):
+                    rows.append(_cells(lines[i]))
+                i += 1
+            out.append('<table style="border-collapse:collapse">')
+            for n, row in enumerate(rows):
+                tag = "th" if n == 0 else "td"
+                cells = "".join(f"<{tag} {_CELL_STYLE}>{_inline(c)}</{tag}>" for c in row)
+                out.append(f"<tr>{cells}</tr>")
+            out.append("</table>")
+        elif line.startswith("- "):
+            out.append("<ul>")
+            while i < len(lines) and lines[i].startswith("- "):
+                out.append(f"<li>{_inline(lines[i][2:])}</li>")
+                i += 1
+            out.append("</ul>")
+        else:
+            paragraph = []
+            while i < len(lines) and lines[i].strip() and not re.match(r"[#|]|- ", lines[i]):
+                paragraph.append(lines[i])
+                i += 1
+            out.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+    out.append("</div>")
     return "\n".join(out) + "\n"

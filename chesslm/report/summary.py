@@ -11,7 +11,11 @@ missing fields are skipped, and each skip is listed under "Skipped or missing in
 Snakemake's ``summarise`` rule runs it once a run is complete (its input is ``results.json``);
 for a run still training, or one that was stopped, use the command line::
 
-    python -m chesslm.report.summary results/demo        # writes results/demo/report/
+    python -m chesslm.report.summary results/demo                 # prints summary.md
+    python -m chesslm.report.summary results/demo --out /tmp/demo # writes every file there
+
+The command line never writes ``results/{run}/report/`` (the rule's outputs) unless ``--out``
+names it.
 
 This module reads JSON and draws with matplotlib; it never imports torch.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,26 +37,13 @@ import pandas as pd
 
 from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
+from chesslm.files import write_atomic
 from chesslm.report import markdown, plots
+from chesslm.report.items import OUTPUT_FILES
 from chesslm.train.state import TERMINAL
 
 LOGGER = logging.getLogger(__name__)
 
-OUTPUT_FILES: dict[str, str] = {
-    "data": "data.csv",
-    "validation": "validation.csv",
-    "train_steps": "train-steps.csv",
-    "segments": "segments.csv",
-    "telemetry": "gpu-telemetry.csv",
-    "probe": "probe.csv",
-    "nll_plot": "nll.svg",
-    "validation_plot": "validation-metrics.svg",
-    "throughput_plot": "throughput.svg",
-    "gpu_plot": "gpu.svg",
-    "segments_plot": "segments.svg",
-    "summary": "summary.md",
-}
-"""Name (as in the Snakemake rule's named outputs) -> file name under ``report/``."""
 
 KNOWN_STAGES = frozenset(
     {"data_validated", "initial_validation", "train", "validation", "probe_complete"}
@@ -455,9 +448,17 @@ def _true(value: Any) -> bool:
 
 
 def summarise(
-    run_dir: Path | str, out_dir: Path | str | None = None, *, receipt: Path | str | None = None
+    run_dir: Path | str,
+    out_dir: Path | str | None = None,
+    *,
+    receipt: Path | str | None = None,
+    changes: list[str] | None = None,
 ) -> dict[str, Path]:
-    """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path."""
+    """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path.
+
+    ``changes``: what differs between the run's record and the config now
+    (``chesslm.report.staleness.run_changes``); summary.md opens with them.
+    """
     rec = load_run(run_dir, receipt_path=receipt)
     out = Path(out_dir) if out_dir else rec.run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
@@ -476,11 +477,24 @@ def summarise(
         table.to_csv(paths[name], index=False)
     plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
     state = run_state(rec, tables["segments"])
-    paths["summary"].write_text(
-        markdown.render(rec, state, tables, samples, paths, test_evaluated=was_test_evaluated(rec))
+    text = markdown.render(
+        rec,
+        state,
+        tables,
+        samples,
+        paths,
+        test_evaluated=was_test_evaluated(rec),
+        changes=changes or [],
     )
+    write_atomic_text(paths["summary"], text)
+    write_atomic_text(paths["summary_html"], markdown.to_html(text))
     LOGGER.info("wrote %d files to %s (%d notes)", len(paths), out, len(rec.notes))
     return paths
+
+
+def write_atomic_text(path: Path, text: str) -> None:
+    data = text.encode()
+    write_atomic(path, lambda fh: fh.write(data))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -488,15 +502,27 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m chesslm.report.summary", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("run_dir", type=Path, help="a run directory, e.g. results/demo")
-    parser.add_argument("--out", type=Path, help="output folder (default RUN_DIR/report)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write every report file to this folder (default: print summary.md only, write "
+        "nothing)",
+    )
     parser.add_argument(
         "--receipt", type=Path, help="integrity receipt (default: found by fingerprint)"
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.run_dir.is_dir():
         parser.error(f"not a directory: {str(args.run_dir)!r}")
-    summarise(args.run_dir, args.out, receipt=args.receipt)
+    if args.out is not None:
+        paths = summarise(args.run_dir, args.out, receipt=args.receipt)
+        print(f"wrote {len(paths)} files to {args.out}", file=sys.stderr)
+        return 0
+    # results/{run}/report/ belongs to Snakemake's summarise rule: draw in a scratch folder.
+    with tempfile.TemporaryDirectory(prefix="chesslm-summary-") as scratch:
+        paths = summarise(args.run_dir, scratch, receipt=args.receipt)
+        sys.stdout.write(paths["summary"].read_text())
     return 0
 
 

@@ -7,7 +7,8 @@ sys.stderr = open(snakemake.log[0], "w")  # noqa: F821  (first, so import errors
 import logging  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from chesslm.report.summary import OUTPUT_FILES, summarise  # noqa: E402
+from chesslm.report.items import OUTPUT_FILES  # noqa: E402
+from chesslm.report.summary import summarise  # noqa: E402
 
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(message)s")
 out_dir = Path(snakemake.output.summary).parent  # noqa: F821
@@ -15,6 +16,7 @@ written = summarise(
     Path(snakemake.input.results).parent,  # noqa: F821
     out_dir,
     receipt=snakemake.input.receipt,  # noqa: F821
+    changes=list(snakemake.params.changes),  # noqa: F821
 )
 expected = {name: Path(getattr(snakemake.output, name)) for name in OUTPUT_FILES}  # noqa: F821
 if expected != written:

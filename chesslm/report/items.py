@@ -1,0 +1,50 @@
+"""The report items of a run, in one table: rule ``summarise`` turns each into a named
+``report()`` output and ``chesslm.report.summary`` writes each file. Standard library only, so
+the Snakefile imports it without pandas or matplotlib."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Item(NamedTuple):
+    name: str
+    """The rule's named output, and the key of ``summary.summarise``'s result."""
+    file: str
+    """File name under ``results/{run}/report/``."""
+    category: str
+    caption: str
+    """Caption file under ``workflow/report/``."""
+    label: str
+
+
+ITEMS: tuple[Item, ...] = (
+    Item("summary", "summary.md", "Training", "summary.rst", "summary"),
+    Item("summary_html", "summary.html", "Training", "summary.rst", "summary (rendered)"),
+    Item("data", "data.csv", "Data", "data.rst", "dataset and integrity receipt"),
+    Item("probe", "probe.csv", "Probe", "probe.rst", "probe results"),
+    Item("nll_plot", "nll.svg", "Training", "nll.rst", "NLL curves"),
+    Item(
+        "validation_plot",
+        "validation-metrics.svg",
+        "Training",
+        "validation-metrics.rst",
+        "accuracy and legality",
+    ),
+    Item(
+        "throughput_plot", "throughput.svg", "Training", "throughput.rst", "throughput and padding"
+    ),
+    Item("segments_plot", "segments.svg", "Training", "segments-timeline.rst", "segment timeline"),
+    Item("validation", "validation.csv", "Training", "validation.rst", "validation history"),
+    Item("train_steps", "train-steps.csv", "Training", "train-steps.rst", "training steps"),
+    Item("segments", "segments.csv", "Training", "segments.rst", "segments"),
+    Item("gpu_plot", "gpu.svg", "Hardware", "gpu.rst", "GPU utilisation, memory and power"),
+    Item(
+        "telemetry", "gpu-telemetry.csv", "Hardware", "gpu-telemetry.rst", "GPU telemetry per GPU"
+    ),
+)
+
+OUTPUT_FILES: dict[str, str] = {item.name: item.file for item in ITEMS}
+"""Name (as in the Snakemake rule's named outputs) -> file name under ``report/``."""
+
+PLOTS = tuple(item.name for item in ITEMS if item.file.endswith(".svg"))

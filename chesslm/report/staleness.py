@@ -1,0 +1,130 @@
+"""Has a run's config or dataset changed since it trained?
+
+Snakemake does not rerun a finished run when its settings change (the profile's rerun
+triggers are ``mtime`` and ``input``, and the dataset enters the chain through ``ancient()``),
+so ``-n`` says "Nothing to be done" and the old results stand. ``run_changes`` compares what
+the run recorded (``results/{run}/train/identity.json``) with the current config, the dataset's
+manifest and its integrity receipt, and names every difference in one line each; the workflow
+prints them when it is parsed and ``summary.md`` opens with them. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# runs.NAME key -> identity.json key (dotted: one level down)
+RUN_KEYS = {
+    "model": "model.preset",
+    "device": "device",
+    "workers": "world_size",
+    "seed": "seed",
+    "micro": "micro",
+    "accum": "accum",
+    "lr": "lr",
+    "epochs": "epochs",
+    "max_updates": "max_updates",
+    "validation_every_steps": "validation_every_steps",
+    "legality_eval_games": "legality_eval_games",
+    "packing": "packing",
+}
+# Recorded resolved (null in the config = derived or automatic): compared when the config sets one.
+RESOLVED_KEYS = {
+    "schedule_steps": "schedule_steps",
+    "warmup_steps": "warmup_steps",
+    "compile": "compile",
+    "cuda_graphs": "cuda_graphs",
+}
+
+RETRAIN = (
+    "its results are those of the old settings; to train with the new ones use a new run "
+    "name, or remove the run (rm -r results/{run} logs/{run}) and run it again"
+)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _lookup(record: dict[str, Any], dotted: str) -> Any:
+    value: Any = record
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return float(a) == float(b)
+    return a == b
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) for every leaf that differs."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            out += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+        return out
+    return [] if _same(old, new) else [(prefix.rstrip("."), old, new)]
+
+
+def run_changes(
+    run: str,
+    run_dir: Path | str,
+    settings: dict[str, Any],
+    *,
+    dataset: str,
+    dataset_dir: Path | str,
+    dataset_settings: dict[str, Any] | None = None,
+) -> list[str]:
+    """One line per difference between run ``run``'s record and the config/dataset now.
+
+    ``settings``: the run's config (defaults filled in); ``dataset_settings``: the dataset's
+    settings as the manifest records them (``chesslm.data.dataset.Settings.as_dict()``).
+    Empty when the run has not recorded its identity yet (it has not trained).
+    """
+    identity = _read(Path(run_dir) / "train" / "identity.json")
+    if identity is None:
+        return []
+    changes = []
+    for key, recorded in RUN_KEYS.items():
+        then, now = _lookup(identity, recorded), settings.get(key)
+        if recorded in identity or "." in recorded:
+            if key == "packing":
+                now = bool(now)
+            if not _same(then, now):
+                changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
+    for key, recorded in RESOLVED_KEYS.items():
+        now = settings.get(key)
+        if now is not None and recorded in identity and not _same(identity[recorded], now):
+            then = identity[recorded]
+            changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
+    dataset_dir = Path(dataset_dir)
+    manifest = _read(dataset_dir / "manifest.json")
+    if manifest is not None and dataset_settings is not None:
+        for key, then, now in _differences(manifest.get("settings"), dataset_settings):
+            changes.append(
+                f"datasets.{dataset}.{key}: the dataset was built (and the run trained) with "
+                f"{then!r}, config now {now!r}"
+            )
+    receipt = _read(dataset_dir / "integrity-receipt.json")
+    trained_on = identity.get("dataset_fingerprint")
+    if receipt is not None and trained_on and receipt.get("dataset_fingerprint") != trained_on:
+        changes.append(
+            f"dataset {dataset} was rebuilt since the run trained: fingerprint "
+            f"{str(trained_on)[:12]}… then, {str(receipt.get('dataset_fingerprint'))[:12]}… now"
+        )
+    return changes
+
+
+def warning(run: str, changes: list[str]) -> str:
+    """One line naming the run and what changed."""
+    return f"run {run} no longer matches the config: {'; '.join(changes)}; " + RETRAIN.format(
+        run=run
+    )
