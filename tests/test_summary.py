@@ -598,3 +598,39 @@ def test_report_items_come_from_one_table():
     assert len({item.file for item in items.ITEMS}) == len(items.ITEMS)
     for item in items.ITEMS:
         assert (REPO / "workflow" / "report" / item.caption).is_file(), item.caption
+
+
+# --- figures -----------------------------------------------------------------------------
+
+
+def test_segment_timeline_colours_and_legend(tmp_path):
+    from chesslm.report import plots
+
+    assert plots.status_colour("segment_updates") == plots.status_colour("time_budget")
+    assert plots.status_colour("max_updates") != plots.status_colour("segment_updates")
+    assert plots.status_colour("running or killed") == "tab:red"
+    run_dir = make_run(tmp_path, segments=((0, 120, "segment_updates"), (120, 240, "max_updates")))
+    svg = summary.summarise(run_dir)["segments_plot"].read_text()
+    for label in plots.STATUS_KINDS:
+        assert label in svg  # the legend
+
+
+def test_throughput_ignores_a_record_timed_over_no_time(tmp_path):
+    from chesslm.report import plots
+
+    run_dir = make_run(tmp_path)
+    path = run_dir / "train" / "events.jsonl"
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    last = max(i for i, e in enumerate(events) if e["stage"] == "train" and e["step"] <= 120)
+    spike = dict(events[last], step=121, useful_targets_per_second=5e9)
+    spike["gpu_work_wall_seconds"] += 1e-4  # logged just after the previous record
+    events.insert(last + 1, spike)
+    write_jsonl(path, events)
+    paths = summary.summarise(run_dir)
+    train = read_csv(paths, "train_steps")
+    assert train["useful_targets_per_second"].max() == 5e9  # the table keeps every record
+    kept, dropped = plots.timed_records(train)
+    assert dropped == 1 and kept["useful_targets_per_second"].max() < 1e6
+    figure = plots.throughput_figure(kept, read_csv(paths, "validation"), [], "pilot")
+    assert figure.axes[0].get_ylim()[1] < 1e6
+    assert "1 record(s) over a near-zero interval left out" in paths["throughput_plot"].read_text()

@@ -14,16 +14,23 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from chesslm.data.tokens import PHASES
+from chesslm.train.state import TERMINAL
 
-STATUS_COLOURS = {
-    "time_budget": "tab:blue",
-    "total_deadline_soft_stop": "tab:cyan",
-    "early_stop_5_checks": "tab:green",
-    "max_updates": "tab:green",
-    "max_epochs": "tab:green",
+# Segment timeline: a resumable stop (the next segment continues), a terminal status (the run
+# ended), anything else (still running, killed, failed).
+RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
+STATUS_KINDS = {
+    "resumable stop (time budget, job deadline, segment_updates)": "tab:blue",
+    "terminal status (the run ended)": "tab:green",
+    "other (running, killed or failed)": "tab:red",
 }
+_RESUMABLE_COLOUR, _TERMINAL_COLOUR, _OTHER_COLOUR = STATUS_KINDS.values()
+# Throughput: a record over less than this fraction of the median interval between records is
+# a timing artefact (e.g. logged at a segment's end just after the previous one), not a rate.
+MIN_INTERVAL_FRACTION = 0.05
 # Fixed ids and no date make the SVG bytes depend on the data alone.
 SVG_RC = {"svg.hashsalt": "chesslm", "svg.fonttype": "none"}
 
@@ -132,6 +139,7 @@ def throughput_figure(
     checks = validation[validation["kind"] == "check"]
     if not len(train) and not len(checks):
         return notice_figure(title, "No training record yet.")
+    train, dropped = timed_records(train)
     fig = Figure(figsize=(8, 6), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True)
     for frame, style, label in ((train, "-", "logged step"), (checks, "o", "check average")):
@@ -141,6 +149,14 @@ def throughput_figure(
             bottom.plot(frame["step"], frame["padding_fraction"], style, label=label)
     top.set(title=title, ylabel="useful targets per second")
     top.set_ylim(bottom=0)
+    if dropped:
+        top.text(
+            0.01,
+            0.02,
+            f"{dropped} record(s) over a near-zero interval left out",
+            transform=top.transAxes,
+            fontsize="small",
+        )
     bottom.set(xlabel="optimizer step", ylabel="padding fraction", ylim=(-0.02, 1.02))
     for ax in (top, bottom):
         _mark_segments(ax, boundaries)
@@ -148,6 +164,28 @@ def throughput_figure(
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
     return fig
+
+
+def timed_records(train: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Training records without those timed over a near-zero interval, and how many went.
+
+    A rate measured over almost no time is noise (a record written just after the previous
+    one, e.g. at a segment's end) and would dwarf every real one. The interval is the
+    segment's ``gpu_work_wall_seconds`` since the previous record (its ``time_unix`` when that
+    is absent).
+    """
+    if len(train) < 3:
+        return train, 0
+    clock = "gpu_work_wall_seconds" if train["gpu_work_wall_seconds"].notna().any() else None
+    clock = clock or ("time_unix" if "time_unix" in train else None)
+    if clock is None:
+        return train, 0
+    elapsed = pd.to_numeric(train[clock], errors="coerce").groupby(train["segment"]).diff()
+    typical = elapsed[elapsed > 0].median()
+    if pd.isna(typical):
+        return train, 0
+    short = elapsed.notna() & (elapsed < MIN_INTERVAL_FRACTION * typical)
+    return train[~short], int(short.sum())
 
 
 def gpu_figure(samples: pd.DataFrame, segments: pd.DataFrame, run: str) -> Figure:
@@ -199,13 +237,13 @@ def segments_figure(segments: pd.DataFrame, run: str) -> Figure:
         return notice_figure(title, "No segment has recorded a start yet.")
     end = pd.to_numeric(segments["end_unix"], errors="coerce")
     origin = start.min()
-    fig = Figure(figsize=(8, 1.5 + 0.45 * len(segments)), layout="constrained")
+    fig = Figure(figsize=(8, 2.4 + 0.45 * len(segments)), layout="constrained")
     ax = fig.add_subplot()
     for i, row in segments.reset_index(drop=True).iterrows():
         if pd.isna(start[i]):
             continue
         stop = end[i] if pd.notna(end[i]) else start[i]
-        colour = STATUS_COLOURS.get(row["status"], "tab:red")
+        colour = status_colour(row["status"])
         ax.barh(i, stop - start[i], left=start[i] - origin, color=colour, edgecolor="black")
         steps = f"steps {_int(row['step_start'])}-{_int(row['step_end'])}"
         ax.annotate(
@@ -216,7 +254,18 @@ def segments_figure(segments: pd.DataFrame, run: str) -> Figure:
     ax.set(title=title, xlabel="time since the first segment started (s)")
     ax.margins(x=0.35)
     ax.grid(axis="x", alpha=0.3)
+    fig.legend(
+        handles=[Patch(facecolor=c, edgecolor="black", label=k) for k, c in STATUS_KINDS.items()],
+        fontsize="small",
+        loc="outside lower center",
+    )
     return fig
+
+
+def status_colour(status: Any) -> str:
+    if status in RESUMABLE:
+        return _RESUMABLE_COLOUR
+    return _TERMINAL_COLOUR if status in TERMINAL else _OTHER_COLOUR
 
 
 def _int(value: Any) -> str:
