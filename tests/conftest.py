@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,27 @@ def make_cache(
         meta={"dataset_fingerprint": fingerprint},
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def trained_workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real snakemake run of tests/train-workflow.yaml (dataset and run ``mini``: the first
+    300 sample games, two gloo workers, two segments of 3 updates) to results.json, shared by
+    tests/test_train_workflow.py, tests/test_report_browser.py and tests/test_docs.py."""
+    from tests.helpers import first_games_pgn, snakemake
+
+    target, args = "results/mini/results.json", ("--configfile", "train-workflow.yaml")
+    workdir = tmp_path_factory.mktemp("train-wf")
+    (workdir / "config").mkdir()
+    shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
+    (workdir / "resources").symlink_to(ROOT / "resources")
+    (workdir / "mini.pgn").write_text(first_games_pgn(300))
+    shutil.copy(ROOT / "tests" / "train-workflow.yaml", workdir / "train-workflow.yaml")
+    plan = snakemake(workdir, target, *args, "-n")
+    for rule in ("token_cache", "probe", "train_segment", "results"):
+        assert rule in plan.stdout, plan.stdout
+    snakemake(workdir, target, *args, "--cores", "2")
+    return workdir
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import ROOT, first_games_pgn, snakemake
+from tests.helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.slow
 TARGET = "results/mini/results.json"
@@ -17,18 +17,8 @@ ARGS = ("--configfile", "train-workflow.yaml")
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("train-wf")
-    (workdir / "config").mkdir()
-    shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
-    (workdir / "resources").symlink_to(ROOT / "resources")
-    (workdir / "mini.pgn").write_text(first_games_pgn(300))
-    shutil.copy(ROOT / "tests" / "train-workflow.yaml", workdir / "train-workflow.yaml")
-    plan = snakemake(workdir, TARGET, *ARGS, "-n")
-    for rule in ("token_cache", "probe", "train_segment", "results"):
-        assert rule in plan.stdout, plan.stdout
-    snakemake(workdir, TARGET, *ARGS, "--cores", "2")
-    return workdir
+def trained(trained_workflow: Path) -> Path:
+    return trained_workflow  # tests/conftest.py: shared with the report and docs tests
 
 
 def test_chain_reaches_a_terminal_status(trained: Path) -> None:

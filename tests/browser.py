@@ -1,0 +1,127 @@
+"""A real headless Chromium driven through the DevTools protocol over a pipe (stdlib only):
+``--remote-debugging-pipe`` reads NUL-terminated JSON commands on fd 3 and answers on fd 4."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-pipe",
+]
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Browser:
+    """One headless Chromium with one page; ``evaluate`` runs JavaScript in it."""
+
+    def __init__(self, executable: str) -> None:
+        self._profile = tempfile.TemporaryDirectory(prefix="chesslm-chromium-")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def fds() -> None:  # in the child: the pipe ends on fds 3 and 4 (copies first, as
+            # either end may itself be fd 3 or 4)
+            read, write = os.dup(to_child_r), os.dup(from_child_w)
+            os.dup2(read, 3)
+            os.dup2(write, 4)
+
+        self.process = subprocess.Popen(
+            [executable, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
+            preexec_fn=fds,
+            pass_fds=(3, 4),  # kept open in the child after fds() (close_fds runs later)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.session: str | None = None
+
+    def send(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict:
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params or {}, **kw}
+        os.write(self._to_child, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._read()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+
+    def _read(self) -> dict:
+        while b"\0" not in self._buffer:
+            chunk = os.read(self._from_child, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed its DevTools pipe")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def open(self, url: str) -> None:
+        target = self.send("Target.createTarget", {"url": url})["targetId"]
+        attached = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})
+        self.session = attached["sessionId"]
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            sessionId=self.session,
+        )
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 30) -> Any:
+        """Poll ``expression`` until it is truthy; its last value otherwise."""
+        deadline = time.monotonic() + timeout
+        value = None
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.2)
+        return value
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close")
+        except (RuntimeError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._to_child)
+        os.close(self._from_child)
+        self._profile.cleanup()
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def file_url(path: Path) -> str:
+    return path.resolve().as_uri()
