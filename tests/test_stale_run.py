@@ -77,3 +77,9 @@ def test_run_changes_compares_identity_manifest_and_receipt(tmp_path: Path) -> N
         "dataset d was rebuilt since the run trained: fingerprint aaaaaaaaaaaa… then, "
         "bbbbbbbbbbbb… now",
     ]
+    line = staleness.warning("r", changes)
+    assert line.startswith("run r no longer matches the config: runs.r.workers: trained with 2")
+    assert line.endswith(
+        "or remove the run (rm -r results/r logs/r) and run it again; rebuild the dataset first "
+        "(snakemake results/datasets/d/token-cache/cache.json --forcerun convert)"
+    )

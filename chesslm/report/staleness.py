@@ -41,6 +41,10 @@ RETRAIN = (
     "its results are those of the old settings; to train with the new ones use a new run "
     "name, or remove the run (rm -r results/{run} logs/{run}) and run it again"
 )
+REBUILD = (
+    "; rebuild the dataset first (snakemake results/datasets/{dataset}/token-cache/cache.json "
+    "--forcerun convert)"
+)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -124,7 +128,14 @@ def run_changes(
 
 
 def warning(run: str, changes: list[str]) -> str:
-    """One line naming the run and what changed."""
-    return f"run {run} no longer matches the config: {'; '.join(changes)}; " + RETRAIN.format(
-        run=run
-    )
+    """One line naming the run, what changed and how to retrain."""
+    line = f"run {run} no longer matches the config: {'; '.join(changes)}; "
+    line += RETRAIN.format(run=run)
+    for dataset in dict.fromkeys(_unbuilt_datasets(changes)):
+        line += REBUILD.format(dataset=dataset)
+    return line
+
+
+def _unbuilt_datasets(changes: list[str]) -> list[str]:
+    """Datasets whose config changed but whose files were not rebuilt."""
+    return [c.split(".")[1] for c in changes if c.startswith("datasets.")]
