@@ -1,0 +1,359 @@
+"""Every command and YAML snippet in README.md, config/README.md and docs/*.md, run or checked,
+so that the documentation cannot drift from the code.
+
+Commands come from indented code blocks and ```bash fences (```text fences and unlabelled ones
+are diagrams or illustrations). Each command is handled by its program:
+
+- ``snakemake``: parsed with Snakemake's own argument parser (every ``results/...`` word must
+  be a target, not swallowed by an option that takes several values such as ``--forcerun``),
+  then run in a scratch copy of the repository root: as a dry run (``-n``) when it would build
+  something (training needs minutes or GPUs; the demo runs for real in the workflow tests),
+  ``--report FILE`` as the plan of its targets (tests/test_report_browser.py builds a real
+  report), ``--unlock`` and ``--lint`` as they are; Slurm commands plan through the Slurm
+  executor, with the profile the docs show;
+- ``python -m pytest``: collected (``--collect-only``) with the same arguments;
+- ``python -m chesslm.report.summary``: run on a synthetic run of that name;
+- ``python benchmarks/*.py``: every flag the docs use must be one the script accepts (GPU);
+- ``python3 -m venv``: run; ``pip install``: each requirement checked against the installed
+  environment and pyproject.toml (CI installs from scratch: .ci/run);
+- ``squeue``, ``sacct``, ``bash tools/*.sh``, ``.ci/run``: syntax-checked here; the Slurm
+  commands run for real with CHESSLM_SLURM=1 on the CI cluster.
+
+YAML snippets: a config snippet (``datasets``/``runs``) merged into config/config.yaml must
+validate against the schema, and every default in config/README.md's tables must read (as
+YAML) as the schema's default; profile snippets must parse and name real rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+
+DOCS = [ROOT / "README.md", ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+RULES = {
+    m.group(2)
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk")
+    for m in re.finditer(r"^(rule|checkpoint) (\w+):", smk.read_text(), re.M)
+}
+SLURM = os.environ.get("CHESSLM_SLURM") == "1"
+LINT_ACCEPTED = "Specify a conda environment or container for each rule."
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: Path
+    line: int
+    kind: str  # "commands" or "yaml"
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(doc: Path) -> list[Block]:
+    """The code blocks of a Markdown file: indented ones and fenced ones."""
+    lines = doc.read_text().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        fence = re.match(r"```(\w*)", lines[i])
+        if fence:
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            lang, body = fence.group(1), "\n".join(lines[i + 1 : end])
+            if lang in ("bash", "sh"):
+                out.append(Block(doc, i + 2, "commands", body))
+            elif lang == "yaml":
+                out.append(Block(doc, i + 2, "yaml", body))
+            i = end + 1
+        elif lines[i].startswith("    ") and (i == 0 or not lines[i - 1].strip()):
+            start = i
+            while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+                i += 1
+            body = "\n".join(line[4:] for line in lines[start:i]).strip("\n")
+            kind = "yaml" if re.match(r"[\w-]+:(\s|$)", body) else "commands"
+            out.append(Block(doc, start + 1, kind, body))
+        else:
+            i += 1
+    return out
+
+
+ALL_BLOCKS = [b for doc in DOCS for b in blocks(doc)]
+
+
+@dataclass(frozen=True)
+class Command:
+    where: str
+    words: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.where}: {shlex.join(self.words)}"
+
+
+def commands() -> list[Command]:
+    """Every command of every command block; ``a && b`` gives two; comments dropped;
+    an options-only line (``--set-resources ...``) continues the last snakemake command."""
+    out: list[Command] = []
+    for block in ALL_BLOCKS:
+        if block.kind != "commands":
+            continue
+        joined = block.text.replace("\\\n", " ")
+        for offset, line in enumerate(joined.splitlines()):
+            words = shlex.split(line, comments=True)
+            if not words:
+                continue
+            where = f"{block.where}+{offset}"
+            if words[0].startswith("--"):
+                last = next(c for c in reversed(out) if c.words[0] == "snakemake")
+                out.append(Command(where, (*last.words, *words)))
+                continue
+            part: list[str] = []
+            for word in [*words, "&&"]:
+                if word != "&&":
+                    part.append(word)
+                    continue
+                env = []
+                while part and re.fullmatch(r"[A-Z_]+=\S*", part[0]):
+                    env.append(tuple(part.pop(0).split("=", 1)))
+                out.append(Command(where, tuple(part), tuple(env)))
+                part = []
+    return out
+
+
+ALL_COMMANDS = commands()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository root as a user sees it (links), with its own .snakemake/."""
+    root = tmp_path_factory.mktemp("docs")
+    for name in ("Snakefile", "workflow", "profiles", "resources", "config", "benchmarks"):
+        (root / name).symlink_to(ROOT / name)
+    # `--profile mysite` (docs/slurm.md): the profile the docs show, where Snakemake finds it
+    profile = next(b for b in ALL_BLOCKS if b.text.startswith("default-resources:"))
+    (root / "mysite").mkdir()
+    (root / "mysite" / "config.yaml").write_text(profile.text + "\n")
+    return root
+
+
+_RUNS: dict[tuple, subprocess.CompletedProcess[str]] = {}
+
+
+def run(
+    command: list[str], cwd: Path, env: dict[str, str] | None = None, *, key: tuple = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command``; a command the docs repeat (same ``key``) runs once."""
+    if key and key in _RUNS:
+        return _RUNS[key]
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
+    if key:
+        _RUNS[key] = done
+    return done
+
+
+def snakemake_targets(words: list[str]) -> list[str]:
+    from snakemake.cli import get_argument_parser
+
+    return list(get_argument_parser().parse_args(words).targets)
+
+
+def check_snakemake(command: Command, workdir: Path) -> None:
+    words = list(command.words[1:])
+    targets = snakemake_targets(words)
+    for word in words:
+        if word.startswith("results/"):
+            assert word in targets, (
+                f"{command}: {word} is taken as an option's value, not a target "
+                "(options such as --forcerun take several values: put the targets first)"
+            )
+    if "--report" in words:
+        i = words.index("--report")
+        words[i : i + 2] = ["-n"]  # the report itself: tests/test_report_browser.py
+    elif not {"--unlock", "--lint", "-n", "--dry-run"} & set(words):
+        words.append("-n")
+    slurm = "workflow/profiles/slurm" in words
+    # a plan does not depend on --cores: the docs' repeats of a command run once
+    key = ("snakemake", *(w for i, w in enumerate(words) if "--cores" not in words[i - 1 : i + 1]))
+    done = run([str(Path(sys.executable).parent / "snakemake"), *words], workdir, key=key)
+    output = done.stdout + done.stderr
+    if "--lint" in words:  # README.md "Lint": the one remark left is deliberate
+        remarks = set(re.findall(r"^    \* (.+?):?$", output, re.M))
+        assert remarks == {LINT_ACCEPTED}, f"{command}: new remarks {remarks - {LINT_ACCEPTED}}"
+        return
+    assert done.returncode == 0, f"{command}\n{output[-3000:]}"
+    if targets and "-n" in words:
+        assert not re.search(r"^(local)?rule all:", done.stdout, re.M), f"{command} plans `all`"
+        assert "Job stats" in done.stdout or "Nothing to be done" in output, output[-2000:]
+    if slurm and "-n" in words:
+        assert "slurm" in output.lower(), f"{command}: not planned for the Slurm executor"
+
+
+def check_python(command: Command, workdir: Path) -> None:
+    words = list(command.words)
+    env = dict(command.env)
+    if words[1:3] == ["-m", "pytest"]:
+        collect = [sys.executable, *words[1:], "--collect-only", "-q"]
+        done = run(collect, ROOT, env, key=(*collect, *sorted(env.items())))
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        assert re.search(r"^tests/\S+\.py: \d+$", done.stdout, re.M), done.stdout[-2000:]
+    elif words[1:3] == ["-m", "chesslm.report.summary"]:
+        from tests.test_summary import make_run
+
+        run_name = Path(words[3]).name
+        if not (workdir / "results" / run_name).exists():
+            make_run(workdir, run_name)
+        done = run([sys.executable, *words[1:]], workdir, env)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+        assert done.stdout.startswith(f"# Run `{run_name}`"), done.stdout[:300]
+        assert not (workdir / "results" / run_name / "report").exists()  # the rule's files
+    elif words[1:3] == ["-m", "venv"]:
+        done = run([sys.executable, "-m", "venv", "--without-pip", words[3]], workdir)
+        assert done.returncode == 0, done.stderr
+        assert (workdir / words[3] / "bin" / "activate").is_file()
+    elif words[1].startswith("benchmarks/"):  # GPU benchmarks: their flags must exist
+        done = run([sys.executable, words[1], "--help"], ROOT, env, key=(words[1], "--help"))
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+        for flag in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
+            assert re.search(rf"{re.escape(flag)}\b", done.stdout), f"{command}: no {flag}"
+    else:
+        raise AssertionError(f"{command}: no check for this python command; add one")
+
+
+def check_pip(command: Command) -> None:
+    from importlib.metadata import version
+
+    assert command.words[1] == "install", command
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for word in command.words[2:]:
+        if word == "-e":
+            continue
+        if word.startswith("."):
+            extras = re.fullmatch(r"\.(?:\[([\w,]+)\])?", word)
+            assert extras, f"{command}: {word}"
+            for extra in filter(None, (extras.group(1) or "").split(",")):
+                assert re.search(rf"^{extra} = \[", pyproject, re.M), f"{command}: no [{extra}]"
+        else:
+            name, _, pinned = word.partition("==")
+            assert version(name).split("+")[0] == pinned, f"{command}: {name} {version(name)}"
+
+
+def check(command: Command, workdir: Path) -> None:
+    program = command.words[0]
+    if program == "snakemake":
+        check_snakemake(command, workdir)
+    elif program in ("python", "python3"):
+        check_python(command, workdir)
+    elif program == "pip":
+        check_pip(command)
+    elif program == ".":  # `. .venv/bin/activate`: made by the venv command before it
+        assert command.words[1] == ".venv/bin/activate", command
+        assert (workdir / ".venv" / "bin" / "activate").is_file() or any(
+            c.words[:3] == ("python3", "-m", "venv") for c in ALL_COMMANDS
+        )
+    elif program in ("squeue", "sacct"):
+        if not SLURM:
+            pytest.skip(f"{program} needs the CI cluster (CHESSLM_SLURM=1)")
+        done = run(list(command.words), workdir)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+    elif program == "bash" or program == ".ci/run":
+        script = command.words[1] if program == "bash" else program
+        assert (ROOT / script).is_file(), command
+        done = run(["bash", "-n", script], ROOT)  # these bring clusters up: CI runs them
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+    else:
+        raise AssertionError(f"{command}: no check for {program!r}; add one to tests/test_docs.py")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ALL_COMMANDS, ids=str)
+def test_command(command: Command, workdir: Path) -> None:
+    check(command, workdir)
+
+
+def test_the_docs_have_commands() -> None:
+    programs = {c.words[0] for c in ALL_COMMANDS}
+    assert {"snakemake", "python", "pip"} <= programs
+    assert sum(c.words[0] == "snakemake" for c in ALL_COMMANDS) >= 10
+
+
+def test_forcerun_before_its_target_is_caught() -> None:
+    """The README's old re-probe line: --forcerun swallowed the target, so `all` was built."""
+    words = ["--cores", "8", "--forcerun", "probe", "results/pilot/results.json"]
+    assert snakemake_targets(words) == []
+    assert snakemake_targets(["results/pilot/results.json", *words[:-1]]) == [words[-1]]
+
+
+# --- YAML -----------------------------------------------------------------------------
+
+
+def merged_config(snippet: dict) -> dict:
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for table in ("datasets", "runs"):
+        config.setdefault(table, {}).update(snippet.get(table) or {})
+    return config
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in ALL_BLOCKS if b.kind == "yaml"], ids=lambda b: b.where
+)
+def test_yaml_snippet(block: Block) -> None:
+    value = yaml.safe_load(block.text)
+    assert isinstance(value, dict), block.where
+    if {"datasets", "runs"} & set(value):
+        jsonschema.validate(merged_config(value), SCHEMA)
+    else:  # a Snakemake profile
+        assert set(value) <= {"default-resources", "set-resources"}, block.where
+        for rule in value.get("set-resources") or {}:
+            assert rule in RULES, f"{block.where}: no rule {rule!r}"
+
+
+def table_defaults(section: str) -> list[tuple[str, str]]:
+    """(key, default cell) of the table under ``## `section```` in config/README.md."""
+    text = (ROOT / "config" / "README.md").read_text()
+    body = text.split(f"## `{section}`", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([\w.]+)` \| ([^|]+) \|", body, re.M)
+    assert rows, section
+    return [(key, cell.strip()) for key, cell in rows]
+
+
+@pytest.mark.parametrize("table", ["datasets", "runs"])
+def test_config_readme_defaults_are_the_schema_defaults(table: str) -> None:
+    section = f"{table}.NAME"
+    schema = SCHEMA["properties"][table]["additionalProperties"]
+    for key, cell in table_defaults(section):
+        node = schema
+        for part in key.split("."):
+            node = node["properties"][part]
+        if cell.startswith("("):  # (required)
+            assert "default" not in node, key
+            continue
+        value = yaml.safe_load(cell.strip("`"))
+        assert value == node["default"] and type(value) is type(node["default"]), (
+            f"config/README.md: {section}.{key} default {cell} reads as {value!r} in YAML; "
+            f"the schema's default is {node['default']!r}"
+        )
+        jsonschema.validate(value, {k: v for k, v in node.items() if k != "default"})
+
+
+def test_links_and_figures_exist() -> None:
+    """Every relative link and image of the docs names a file of the repository (a figure is
+    a file some run produced, not a promise)."""
+    for doc in DOCS:
+        text = re.sub(r"<!--.*?-->", "", doc.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text):
+            if re.match(r"\w+://", target):
+                continue
+            assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)}: {target} is missing"
