@@ -436,6 +436,12 @@ def test_variants_of_the_trainer_records(tmp_path):
     assert "**Complete.** Final status `early_stop_5_checks` (from results.json)" in text
     assert "- rank 0: peak host RSS 3.00 GiB (results.json)" in text  # a CPU run: no allocator
     assert "n/a GiB" not in text
+    probe = json.loads((run_dir / "probe-results.json").read_text())
+    for result in probe["results"]:
+        result["memory"] = [{"rank": 0, "peak_allocated": None, "peak_reserved": None}]
+    (run_dir / "probe-results.json").write_text(json.dumps(probe))
+    text = summary.summarise(run_dir)["summary"].read_text()
+    assert "GiB on the busiest rank" not in text and "n/a GiB" not in text
     assert "gpu-telemetry.jsonl: 1 GPU lines not parsable, skipped" in text
     assert len(read_csv(paths, "segments")) == 3
 

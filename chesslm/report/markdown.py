@@ -227,7 +227,8 @@ def render(
     probe = tables["probe"]
     if len(probe) and "peak_reserved_bytes_max" in probe:
         peak = pd.to_numeric(probe["peak_reserved_bytes_max"], errors="coerce").max()
-        out.append(f"- probe: peak reserved {_num(peak / 2**30, '.2f')} GiB on the busiest rank")
+        if pd.notna(peak):  # the CPU has no allocator peak
+            out.append(f"- probe: peak reserved {peak / 2**30:.2f} GiB on the busiest rank")
     if len(samples):
         for _, row in tables["telemetry"].iterrows():
             out.append(
@@ -311,7 +312,12 @@ def _cells(line: str) -> list[str]:
 def to_html(text: str) -> str:
     """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
     code, links, images) as an HTML fragment; no other Markdown is needed here."""
-    out = ['<div class="chesslm-summary">']
+    # the report's stylesheet quotes code spans with backticks; a summary needs none
+    out = [
+        '<div class="chesslm-summary">',
+        "<style>.chesslm-summary code::before, .chesslm-summary code::after"
+        " { content: none; }</style>",
+    ]
     lines = text.splitlines()
     i = 0
     while i < len(lines):
