@@ -213,12 +213,13 @@ def check_python(command: Command, workdir: Path) -> None:
         from tests.test_summary import make_run
 
         run_name = Path(words[3]).name
-        if not (workdir / "results" / run_name).exists():
-            make_run(workdir, run_name)
-        done = run([sys.executable, *words[1:]], workdir, env)
+        scratch = workdir.parent / f"{workdir.name}-summary"  # apart from the dry runs' tree
+        if not (scratch / "results" / run_name).exists():
+            make_run(scratch, run_name)
+        done = run([sys.executable, *words[1:]], scratch, env)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
         assert done.stdout.startswith(f"# Run `{run_name}`"), done.stdout[:300]
-        assert not (workdir / "results" / run_name / "report").exists()  # the rule's files
+        assert not (scratch / "results" / run_name / "report").exists()  # the rule's files
     elif words[1:3] == ["-m", "venv"]:
         done = run([sys.executable, "-m", "venv", "--without-pip", words[3]], workdir)
         assert done.returncode == 0, done.stderr
