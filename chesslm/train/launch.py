@@ -105,21 +105,21 @@ def left_out_here(s: RunSettings) -> str | None:
 
 
 def bind_to_launcher() -> None:
-    """Die with the launcher (Linux): SIGKILL this process when the process that started it
-    exits, and exit now if that already happened under torchrun.
+    """A torchrun worker dies with its torchrun (Linux): SIGKILL when the agent exits, and
+    exit now if it has exited already. Elsewhere (no torchrun, not Linux) nothing changes.
 
     torchrun starts every worker in a session of its own, so ``kill -9 -- -PGID`` of Snakemake,
     a closed terminal or a job's cleanup kills torchrun but not the workers, which would go on
     to write ``last.pt`` and a status file beside a rerun.
     """
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
         return
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    # Started by torchrun, the parent is its agent; if it is gone already (killed before the
-    # prctl above), this process was handed to init or a subreaper: nobody waits for it.
-    if "TORCHELASTIC_RUN_ID" in os.environ and not _is_torchrun(os.getppid()):
+    # the parent is torchrun's agent; if it was killed before the prctl above, this process
+    # was handed to init or a subreaper, and nobody waits for it
+    if not _is_torchrun(os.getppid()):
         os._exit(1)
 
 
