@@ -133,3 +133,14 @@ def test_workers_die_with_their_launcher_and_write_nothing_after(
         for pid in children(launcher.pid):
             os.kill(pid, signal.SIGKILL)
         log.close()
+
+
+def test_a_worker_whose_torchrun_is_gone_already_exits_at_once() -> None:
+    """The race before the parent-death signal is set: the parent is not torchrun's agent."""
+    code = "from chesslm.train import launch; launch.bind_to_launcher(); print('still here')"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TORCHELASTIC_RUN_ID": "x"}
+    orphan = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert orphan.returncode == 1 and "still here" not in orphan.stdout
+    env.pop("TORCHELASTIC_RUN_ID")  # not under torchrun: nothing changes
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert plain.returncode == 0 and "still here" in plain.stdout
