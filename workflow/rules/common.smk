@@ -35,9 +35,9 @@ DATASETS = sorted(config["datasets"])
 RUNS = sorted(config.get("runs", {}))
 
 
-def _check_config():
-    """Cross-key checks the schema cannot express; one line naming the key. Returns every
-    run's RunSettings."""
+def _run_settings():
+    """Every run's RunSettings, after the checks the schema cannot express (one line naming
+    the key)."""
     runs = {}
     for run, settings in config.get("runs", {}).items():
         if settings["dataset"] not in config["datasets"]:
@@ -52,7 +52,7 @@ def _check_config():
     return runs
 
 
-SETTINGS = _check_config()
+SETTINGS = _run_settings()
 
 
 wildcard_constraints:
@@ -88,7 +88,7 @@ def run_settings(run):
 
 
 def run_dataset(run):
-    return config["runs"][run]["dataset"]
+    return run_settings(run).dataset
 
 
 def cache_dir(run):
