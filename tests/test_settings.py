@@ -76,3 +76,22 @@ def test_from_config_names_the_run_and_identity_is_the_marked_fields() -> None:
         "max_updates", "validation_every_steps", "legality_eval_games",
     }  # fmt: skip
     assert s.identity()["seed"] == 1
+
+
+def test_dataset_settings_defaults_are_the_schemas() -> None:
+    """chesslm.data.dataset.Settings, as the manifest records it, against `datasets` entries."""
+    import yaml
+
+    from chesslm.data.dataset import Settings
+
+    schema = yaml.safe_load(settings.SCHEMA.read_text())["properties"]["datasets"]
+    entry = schema["additionalProperties"]["properties"]
+
+    def defaults(properties: dict) -> dict:
+        return {
+            key: defaults(spec["properties"]) if spec.get("type") == "object" else spec["default"]
+            for key, spec in properties.items()
+            if key != "pgn"  # the inputs, not a setting
+        }
+
+    assert Settings().as_dict() == defaults(entry)

@@ -87,9 +87,6 @@ class RunSettings:
             if f.metadata.get("identity")
         }
 
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def flag(name: str) -> str:
     return name.replace("_", "-")
