@@ -20,4 +20,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        get_final_outputs(),
+        get_final_outputs,

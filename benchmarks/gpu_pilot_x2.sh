@@ -23,7 +23,7 @@ python3 -m chesslm.report.summary results/pilot > /dev/null 2>&1 || echo "summar
 for n in 1 2; do
   timeout -k 5 90 python3 -m torch.distributed.run --standalone --nproc-per-node=$n \
     -m chesslm.train.segment probe --cache results/datasets/sample/token-cache \
-    --run-dir /tmp/probe-$n --model baseline --device cuda --workers $n \
+    --run-dir /tmp/probe-$n --dataset sample --model baseline --device cuda --workers $n \
     --probe-out "$OUT/probe-${n}gpu.json" > "$OUT/probe-${n}gpu.log" 2>&1 || echo "probe $n failed"
 done
 cp results/pilot/results.json results/pilot/report/summary.md results/pilot/train/events.jsonl "$OUT/" 2>/dev/null

@@ -54,13 +54,13 @@ from chesslm.data import tokens  # noqa: E402
 from chesslm.data.cache import N_MOVE_CODES  # noqa: E402
 from chesslm.train import (  # noqa: E402
     batching,
-    compilation,  # noqa: E402
+    compilation,
     distributed,
     model,
-    segment,
     trainer,
     validation,
 )
+from chesslm.train.settings import RunSettings  # noqa: E402
 
 IMPORTS_DONE = time.time()
 
@@ -167,25 +167,22 @@ def model_flops(cfg: model.GPTConfig, game_lengths: list[int]) -> float:
 
 
 def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
+    """The project's Trainer for one path, from the run settings that path stands for."""
     packed = is_packed(path)
-    argv = [
-        "train",
-        "--cache=unused",
-        f"--run-dir={a.out}",
-        "--status-out=unused",
-        f"--model={a.model}",
-        f"--device={ctx.device.type}",
-        f"--workers={ctx.world}",
-        f"--threads={a.threads}",
-        f"--micro={a.packed_rows if packed else a.micro}",
-        f"--accum={a.accum}",
-        f"--seed={a.seed}",
-        f"--compile={'off' if path == 'reference' else a.compile}",
-        f"--packing={'on' if packed else 'off'}",
-        f"--cuda-graphs={'auto' if path in ('graphs', 'packed') else 'off'}",
-    ]
-    args = segment.parse_args(argv)
-    return trainer.Trainer(args, ctx, data)
+    settings = RunSettings(
+        dataset="benchmark",
+        model=a.model,
+        device=ctx.device.type,
+        workers=ctx.world,
+        threads_per_worker=a.threads,
+        micro=a.packed_rows if packed else a.micro,
+        accum=a.accum,
+        seed=a.seed,
+        compile=False if path == "reference" else compilation.resolve(a.compile, ctx.device.type),
+        packing=packed,
+        cuda_graphs=None if path in ("graphs", "packed") else False,
+    )
+    return trainer.Trainer(settings, ctx, data, run_dir=a.out)
 
 
 def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> dict[str, float]:

@@ -99,6 +99,7 @@ def run_segment(
         f"--nproc-per-node={workers}",
         "-m",
         "chesslm.train.segment",
+        "--dataset=tiny",  # a run key; the cache is named by --cache
         *args,
         f"--workers={workers}",
     ]

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from chesslm.train import checkpoint, model, optim
+from chesslm.train.settings import RunSettings
+from chesslm.train.state import TrainState
 
 
 def small_payload() -> dict:
@@ -18,9 +20,8 @@ def small_payload() -> dict:
         model=net,
         optimizer=opt,
         scheduler=sched,
-        cursor={"epoch": 0, "next_group": 3, "step": 3},
+        state=TrainState(next_group=3, step=3),
         rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
-        metrics={"history": [], "best_nll": float("inf"), "bad_checks": 0, "best_step": None},
         identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
         lineage={"segment": 0, "parent_sha256": None},
     )
@@ -70,24 +71,35 @@ def test_identity_mismatch_names_what_changed() -> None:
     checkpoint.check_identity(saved, dict(saved))
 
 
+def test_a_code_edit_refuses_resume_naming_the_module_and_what_to_do() -> None:
+    saved = {"training_code": {"segment.py": "a" * 64, "trainer.py": "b" * 64}, "lr": 1e-3}
+    now = {"training_code": {"segment.py": "c" * 64, "trainer.py": "b" * 64}, "lr": 1e-3}
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        checkpoint.check_identity(saved, now, run_dir="results/demo")
+    message = str(caught.value)
+    assert "changed: training_code.segment.py" in message
+    assert "chesslm/train/segment.py" in message and "trainer.py" not in message
+    assert "restore that code" in message and "new run name" in message
+    assert "remove results/demo" in message
+
+
+def test_identity_takes_the_settings_identity_fields() -> None:
+    settings = RunSettings(dataset="d", lr=1e-3, seed=3, schedule_steps=9, warmup_steps=2)
+    record = checkpoint.identity(
+        settings,
+        model_config={"n_layer": 2},
+        parameters=10,
+        dataset_fingerprint="f",
+        receipt_sha256=None,
+        world_size=2,
+    )
+    assert {k: record[k] for k in settings.identity()} == settings.identity()
+    assert record["model"]["preset"] == "tiny" and record["device"] == "cpu"
+    assert "workers" not in record and "max_seconds" not in record  # not identity: may change
+    assert set(record["training_code"]) >= {"settings.py", "state.py", "segment.py"}
+
+
 def test_best_needs_an_improvement_above_the_threshold() -> None:
     assert checkpoint.improved(1.0, float("inf"))
     assert not checkpoint.improved(0.99995, 1.0)
     assert checkpoint.improved(0.9998, 1.0)
-
-
-@pytest.mark.parametrize(
-    ("bad", "step", "epoch", "max_updates", "want"),
-    [
-        (5, 1, 0, None, "early_stop_5_checks"),
-        (5, 10, 3, 10, "early_stop_5_checks"),  # patience wins
-        (0, 10, 0, 10, "max_updates"),
-        (0, 9, 3, 10, "max_epochs"),
-        (4, 9, 2, 10, None),
-    ],
-)
-def test_terminal_status(bad, step, epoch, max_updates, want) -> None:
-    got = checkpoint.terminal_status(
-        bad_checks=bad, step=step, epoch=epoch, max_updates=max_updates, epochs=3
-    )
-    assert got == want

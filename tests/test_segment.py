@@ -18,7 +18,8 @@ from chesslm.train import checkpoint
 from .conftest import ROOT, run_segment
 
 pytestmark = pytest.mark.slow
-FAULTS = str(ROOT / "tests" / "fault_injection")
+# the fault hooks, then this checkout (PYTHONPATH replaces the caller's)
+FAULTS = os.pathsep.join([str(ROOT / "tests" / "fault_injection"), str(ROOT)])
 # max_updates 6 in steps of 2: segments 0, 1, 2; a check after every update
 HYPER = [
     "--model=tiny",
@@ -28,7 +29,8 @@ HYPER = [
     "--max-updates=6",
     "--validation-every-steps=1",
     "--seed=7",
-    "--threads=1",
+    "--threads-per-worker=1",
+    "--dataset=tiny",
 ]
 
 
@@ -130,6 +132,7 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
             "--segment=3",
             f"--status-out={run_dir}/segments/3.json",
             f"--previous-status={run_dir}/segments/2.json",
+            "--workers=1",
             *HYPER,
         ],
         capture_output=True,
@@ -207,6 +210,7 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
             f"--run-dir={tmp_path}",
             f"--status-out={tmp_path}/0.json",
             "--device=cuda",
+            "--dataset=tiny",
             f"--workers={visible + 1}",
         ],
         capture_output=True,

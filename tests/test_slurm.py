@@ -249,7 +249,8 @@ def test_two_torchrun_nodes_meet_through_c10d(cluster_run) -> None:
         " -m chesslm.train.segment probe --run-name=demo"
         " --cache=results/datasets/sample/token-cache"
         f" --run-dir={out} --integrity-receipt=results/datasets/sample/integrity-receipt.json"
-        f" --model=tiny --device=cpu --workers=2 --threads=1 --micro=8 --accum=2"
+        f" --dataset=sample --model=tiny --device=cpu --workers=2 --threads-per-worker=1"
+        " --micro=8 --accum=2"
         f" --probe-out={out}/probe-results.json"
     )
     result = subprocess.run(

@@ -1,11 +1,11 @@
-"""The checkpoint format: payload, atomic save, safe load, identity, best/terminal policy.
+"""The checkpoint format: payload, atomic save, safe load, identity, best policy.
 
 A checkpoint is one dict of tensors and plain containers::
 
     model, optimizer, scheduler   state_dicts
-    cursor                        {"epoch", "next_group", "step"}: the position in the batch plan
+    cursor, metrics               ``TrainState.state_dict()`` (chesslm.train.state): the
+                                  position in the batch plan, history, best, totals, ...
     rng_by_rank                   every rank's python/torch/cuda RNG state
-    metrics                       history, best_nll, best_step, bad_checks, totals, ...
     identity                      what must be equal to resume (see ``identity``)
     lineage                       {"segment", "parent_sha256", "segment_start_step"}: which
                                   segment wrote it, resuming which checkpoint
@@ -27,11 +27,12 @@ import torch
 from chesslm import files
 from chesslm.data import tokens
 from chesslm.files import sha256_file
+from chesslm.train.settings import RunSettings
+from chesslm.train.state import TrainState
 
 logger = logging.getLogger(__name__)
 
 IMPROVEMENT = 1e-4  # best.pt moves only when validation NLL drops by more than this
-PATIENCE = 5  # validation checks without improvement before early stop
 # every module of chesslm.train enters the run identity: editing one refuses a resume
 TRAINING_CODE = Path(__file__).resolve().parent
 
@@ -71,9 +72,8 @@ def payload(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    cursor: dict[str, int],
+    state: TrainState,
     rng_by_rank: list[dict[str, Any]],
-    metrics: dict[str, Any],
     identity: dict[str, Any],
     lineage: dict[str, Any],
 ) -> dict[str, Any]:
@@ -82,9 +82,8 @@ def payload(
         "model": raw.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
-        "cursor": dict(cursor),
+        **state.state_dict(),  # cursor, metrics
         "rng_by_rank": rng_by_rank,
-        "metrics": metrics,
         "identity": identity,
         "lineage": lineage,
     }
@@ -109,47 +108,33 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
 
 
 def code_hashes() -> dict[str, str]:
+    """sha256 of every module of chesslm.train, by file name."""
     return {p.name: sha256_file(p) for p in sorted(TRAINING_CODE.glob("*.py"))}
 
 
 def identity(
+    settings: RunSettings,
     *,
-    preset: str,
     model_config: dict[str, Any],
     parameters: int,
     dataset_fingerprint: str,
     receipt_sha256: str | None,
     world_size: int,
-    device: str,
-    settings: dict[str, Any],
 ) -> dict[str, Any]:
-    """Everything that must be equal for a checkpoint to be resumed (JSON-able).
-
-    ``settings`` holds seed, micro, accum, lr, epochs, schedule_steps, warmup_steps,
-    max_updates, validation_every_steps and legality_eval_games.
-    """
-    keys = (
-        "seed",
-        "micro",
-        "accum",
-        "lr",
-        "epochs",
-        "schedule_steps",
-        "warmup_steps",
-        "max_updates",
-        "validation_every_steps",
-        "legality_eval_games",
-    )
+    """Everything that must be equal for a checkpoint to be resumed (JSON-able): the data,
+    tokenizer, model, training code, world and the settings' ``identity()`` (``settings``
+    with its LR horizon resolved, so an implicit horizon is pinned too)."""
+    device = settings.device
     return {
         "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(tokens.__file__)},
-        "model": {"preset": preset, **model_config},
+        "model": {"preset": settings.model, **model_config},
         "parameters": parameters,
         "dataset_fingerprint": dataset_fingerprint,
         "integrity_receipt_sha256": receipt_sha256,
         "training_code": code_hashes(),
         "world_size": world_size,
         "device": device,
-        **{key: settings[key] for key in keys},
+        **settings.identity(),
         "optimizer": (
             "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)"
         ),
@@ -178,17 +163,32 @@ def identity_differences(saved: dict[str, Any], current: dict[str, Any]) -> list
     return names
 
 
-def check_identity(saved: dict[str, Any], current: dict[str, Any]) -> None:
-    """:raises CheckpointError: naming every identity key whose value changed."""
+def check_identity(
+    saved: dict[str, Any], current: dict[str, Any], *, run_dir: Path | str | None = None
+) -> None:
+    """:raises CheckpointError: naming every identity key whose value changed; a change of
+    the training code (any module of chesslm.train) names the modules and what to do."""
     diff = identity_differences(saved, current)
-    if diff:
-        detail = "; ".join(
-            f"{name}: checkpoint {_lookup(saved, name)!r} != now {_lookup(current, name)!r}"
-            for name in diff
+    if not diff:
+        return
+    code = [name.split(".", 1)[1] for name in diff if name.startswith("training_code.")]
+    detail = "; ".join(
+        f"{name}: checkpoint {_lookup(saved, name)!r} != now {_lookup(current, name)!r}"
+        for name in diff
+        if not name.startswith("training_code.")
+    )
+    message = f"incompatible checkpoint identity, changed: {', '.join(diff)}"
+    if detail:
+        message += f" ({detail})"
+    if code:
+        where = f"remove {run_dir} to restart it" if run_dir else "remove its results to restart"
+        modules = ", ".join(f"chesslm/train/{name}" for name in code)
+        message += (
+            f". The training code changed since this run's last checkpoint ({modules}); a run"
+            " resumes only under the code it started with, so restore that code (e.g. git"
+            f" stash or git checkout), or train under a new run name, or {where}"
         )
-        raise CheckpointError(
-            f"incompatible checkpoint identity, changed: {', '.join(diff)} ({detail})"
-        )
+    raise CheckpointError(message)
 
 
 def _lookup(record: dict[str, Any], dotted: str) -> Any:
@@ -201,31 +201,3 @@ def _lookup(record: dict[str, Any], dotted: str) -> Any:
 def improved(nll: float, best: float) -> bool:
     """Whether a validation NLL is a new best (by more than IMPROVEMENT)."""
     return nll < best - IMPROVEMENT
-
-
-def terminal_status(
-    *, bad_checks: int, step: int, epoch: int, max_updates: int | None, epochs: int
-) -> str | None:
-    """The terminal status a training state has reached, or None if it may go on.
-
-    Patience comes first, then the update cap, then the epoch schedule; a time-budget or
-    deadline pause is never terminal.
-    """
-    if bad_checks >= PATIENCE:
-        return "early_stop_5_checks"
-    if max_updates is not None and step >= max_updates:
-        return "max_updates"
-    if epoch >= epochs:
-        return "max_epochs"
-    return None
-
-
-def terminal_status_of(saved: dict[str, Any]) -> str | None:
-    """``terminal_status`` of a loaded checkpoint."""
-    return terminal_status(
-        bad_checks=saved["metrics"]["bad_checks"],
-        step=saved["cursor"]["step"],
-        epoch=saved["cursor"]["epoch"],
-        max_updates=saved["identity"].get("max_updates"),
-        epochs=saved["identity"]["epochs"],
-    )

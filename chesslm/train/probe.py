@@ -3,7 +3,6 @@ run under torchrun before any training segment (``python -m chesslm.train.segmen
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
@@ -13,18 +12,30 @@ import torch
 from chesslm.files import write_json_atomic
 from chesslm.report.events import EventLog
 from chesslm.train import distributed
+from chesslm.train.settings import RunSettings
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
 
-def probe(args: argparse.Namespace) -> None:
-    """Step times and memory for microbatches 2 and 8 of the longest training game."""
-    ctx = distributed.init(args.device, threads=args.threads)
-    train_dir = Path(args.run_dir) / "train"
+def probe(
+    settings: RunSettings,
+    *,
+    run: str,
+    cache_dir: str,
+    run_dir: Path | str,
+    out: Path | str,
+    integrity_receipt: Path | str | None = None,
+) -> None:
+    """Step times and memory for microbatches 2 and 8 of the longest training game of the run
+    ``run`` (a cache at ``cache_dir``), written to ``out`` (probe-results.json)."""
+    ctx = distributed.init(settings.device, threads=settings.threads_per_worker)
+    train_dir = Path(run_dir) / "train"
     train_dir.mkdir(parents=True, exist_ok=True)
     events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
     try:
-        cache = open_cache(args.cache, ctx)
-        trainer = Trainer(args, ctx, cache)
+        cache = open_cache(cache_dir, ctx)
+        trainer = Trainer(
+            settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
+        )
         longest = max(range(len(cache.train)), key=lambda i: trainer.lengths[i])
         games = [cache.train[longest]] * (8 * ctx.world)
         start = time.perf_counter()
@@ -58,10 +69,10 @@ def probe(args: argparse.Namespace) -> None:
         if ctx.is_main:
             result = {
                 "status": "passed",
-                "run": args.run,
+                "run": run,
                 "parameters": trainer.parameters,
-                "model": args.model,
-                "device": args.device,
+                "model": settings.model,
+                "device": settings.device,
                 "world_size": ctx.world,
                 "results": results,
                 "gpu_work_wall_seconds": time.perf_counter() - start,
@@ -69,10 +80,7 @@ def probe(args: argparse.Namespace) -> None:
                 " training game; discarded weights; not production throughput",
                 "test_evaluated": False,
             }
-            write_json_atomic(Path(args.probe_out), result)
+            write_json_atomic(Path(out), result)
             events.write("probe_complete", **result)
     finally:
         distributed.teardown()
-
-
-# ----------------------------------------------------------------------------- train

@@ -2,10 +2,10 @@
 
     torchrun --standalone --nproc-per-node=W -m chesslm.train.segment train \\
         --run-name NAME --cache DIR --run-dir results/NAME --segment N \\
-        --status-out segments/N.json \\
-        [--previous-status segments/N-1.json] [hyper-parameters...]
+        --status-out segments/N.json [--previous-status segments/N-1.json] \\
+        --dataset D [--model M --workers W ... : one flag per run key, RunSettings.to_args()]
     python -m torch.distributed.run ... -m chesslm.train.segment probe --cache DIR --run-dir ... \\
-        --probe-out results/NAME/probe-results.json
+        --probe-out results/NAME/probe-results.json --dataset D [run keys...]
 
 A segment resumes ``train/last.pt`` (checked against the previous segment's status), trains
 until a terminal status, its time budget (``--max-seconds``, at most 420), the job deadline
@@ -13,22 +13,26 @@ until a terminal status, its time budget (``--max-seconds``, at most 420), the j
 atomically and writes its status file last. It exits 0 on every orderly stop, resumable or
 terminal, so a workflow can chain segments until the status says ``terminal``.
 
-The model and its update step live in ``trainer``, the probe in ``probe``, status files and
-``results.json`` in ``status`` (all in ``chesslm.train``); this module is the CLI and the
-segment's loop (resume, stop reasons, validation cadence, saving).
+The run's settings are ``chesslm.train.settings.RunSettings`` (its flags, defaults and checks);
+the per-process rest (run name, paths, segment number) is an ``Invocation``. The model and its
+update step live in ``trainer``, the probe in ``probe``, the cursor and metrics in ``state``,
+status files and ``results.json`` in ``status`` (all in ``chesslm.train``); this module is the
+CLI and the segment's loop (resume, stop reasons, validation cadence, saving).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import logging
-import math
 import os
+import socket
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,20 +42,37 @@ from chesslm import files
 from chesslm.files import read_json, sha256_file, write_json_atomic
 from chesslm.report.events import EventLog
 from chesslm.report.telemetry import Telemetry
-from chesslm.train import checkpoint, compilation, cuda_graphs, distributed, model, validation
+from chesslm.train import checkpoint, distributed, launch, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
-from chesslm.train.state import TERMINAL
+from chesslm.train.settings import RunSettings, add_arguments, from_namespace
+from chesslm.train.state import TERMINAL, TrainState
 from chesslm.train.status import finite, results_record, write_status
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
 logger = logging.getLogger(__name__)
-MAX_SECONDS = 420
 TRAIN_EVENT_EVERY = 10
 STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are several ranks
+LOCK_WAIT_S = 30.0  # a trainer just killed releases the run's lock within moments
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+@dataclass(frozen=True)
+class Invocation:
+    """What this process is asked to do besides the run's settings: mode, run name, paths."""
+
+    mode: str  # train or probe
+    run: str
+    cache: str
+    run_dir: str
+    integrity_receipt: str | None
+    segment: int
+    previous_status: str | None
+    status_out: str | None
+    probe_out: str | None
+    probe_results: str | None
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Invocation, RunSettings]:
     p = argparse.ArgumentParser(
         prog="python -m chesslm.train.segment", description=__doc__.split("\n")[0]
     )
@@ -70,106 +91,84 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--status-out", help="where this segment's status JSON goes (train mode)")
     p.add_argument("--probe-out", help="where probe-results.json goes (probe mode)")
     p.add_argument("--probe-results", help="train mode: a probe-results.json that must have passed")
-    p.add_argument("--model", default="tiny", help=f"preset: {', '.join(model.PRESETS)}")
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--workers", type=int, default=1, help="must equal torchrun's --nproc-per-node")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
-    p.add_argument("--micro", type=int, default=8, help="games per rank per microbatch")
-    p.add_argument("--accum", type=int, default=2, help="global batches per optimizer update")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--seed", type=int, default=2026)
-    p.add_argument("--max-seconds", type=int, default=MAX_SECONDS)
-    p.add_argument("--validation-every-steps", type=int)
-    p.add_argument("--legality-eval-games", type=int)
-    p.add_argument("--schedule-steps", type=int)
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--max-updates", type=int)
-    p.add_argument(
-        "--compile",
-        choices=compilation.CHOICES,
-        default="auto",
-        help="torch.compile the model (auto: on cuda only; caches in train/compile-cache)",
-    )
-    p.add_argument(
-        "--packing",
-        choices=["off", "on"],
-        default="off",
-        help="throughput path: games packed into full context rows (micro = rows)",
-    )
-    p.add_argument(
-        "--cuda-graphs",
-        choices=cuda_graphs.CHOICES,
-        default="auto",
-        help="replay each microbatch shape as a CUDA graph (auto: on cuda, padded batches)",
-    )
-    p.add_argument(
-        "--segment-updates", type=int, help="stop after this many updates (deterministic runs)"
-    )
-    args = p.parse_args(argv)
-    if not 1 <= args.epochs <= 20 or not 1 <= args.max_seconds <= MAX_SECONDS:
-        p.error(f"bounded limits violated: epochs must be 1-20, max-seconds 1-{MAX_SECONDS}")
-    for name in ("micro", "accum", "workers", "threads"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be positive")
-    for name in (
-        "validation_every_steps",
-        "legality_eval_games",
-        "schedule_steps",
-        "warmup_steps",
-        "max_updates",
-        "segment_updates",
-    ):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be positive")
-    if args.mode == "train" and not args.status_out:
+    add_arguments(p)
+    ns = p.parse_args(argv)
+    try:
+        settings = from_namespace(ns, name=ns.run)
+    except ValueError as error:
+        p.error(str(error))
+    if ns.mode == "train" and not ns.status_out:
         p.error("train mode needs --status-out")
-    if args.mode == "probe" and not args.probe_out:
+    if ns.mode == "probe" and not ns.probe_out:
         p.error("probe mode needs --probe-out")
-    if args.segment > 0 and not args.previous_status and args.mode == "train":
-        p.error(f"segment {args.segment} needs --previous-status")
-    return args
+    if ns.segment > 0 and not ns.previous_status and ns.mode == "train":
+        p.error(f"segment {ns.segment} needs --previous-status")
+    args = Invocation(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(Invocation)})
+    return args, settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args, settings = parse_args(argv)
     rank, world, _ = distributed.world_from_env()
     logging.basicConfig(
         level=logging.INFO, format=f"[rank{rank}] %(levelname)s %(name)s: %(message)s"
     )
     try:  # fail in one line, before any setup, on an impossible launch
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", args.workers))  # ranks on this node
-        distributed.check_devices(args.device, local)
-        if world != args.workers:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", settings.workers))  # ranks on this node
+        distributed.check_devices(settings.device, local)
+        if world != settings.workers:
             raise ValueError(
-                f"--workers {args.workers} but {world} processes were launched; use"
-                f" torchrun --nproc-per-node={args.workers}"
+                f"--workers {settings.workers} but {world} processes were launched; use"
+                f" torchrun --nproc-per-node={settings.workers}"
             )
     except ValueError as error:
         if rank == 0:
             print(f"chesslm.train.segment: error: {error}", file=sys.stderr)
         return 2
     if args.mode == "probe":
-        probe(args)
+        probe(
+            settings,
+            run=args.run,
+            cache_dir=args.cache,
+            run_dir=args.run_dir,
+            out=args.probe_out,
+            integrity_receipt=args.integrity_receipt,
+        )
     else:
-        train(args)
+        train(args, settings)
     return 0
 
 
-def lock_run_dir(train_dir: Path) -> int:
-    """Hold an exclusive lock on the run directory for the life of this process, so an
-    orphaned trainer (its snakemake killed) can never write beside a new one."""
-    fd = os.open(train_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RuntimeError(
-            f"{train_dir}: locked by another trainer process; not starting"
-        ) from None
+def lock_run_dir(train_dir: Path, *, wait_s: float = LOCK_WAIT_S) -> int:
+    """Hold an exclusive lock on the run directory for the life of this process, so two
+    trainers never write one run. A holder is waited for up to ``wait_s`` seconds (a trainer
+    just killed takes a moment to exit), then named with what to do."""
+    lock = train_dir / ".lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    give_up = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= give_up:
+                os.close(fd)
+                raise RuntimeError(_locked_message(lock, wait_s)) from None
+            time.sleep(0.2)
     os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
     return fd
+
+
+def _locked_message(lock: Path, wait_s: float) -> str:
+    words = lock.read_text().split() if lock.exists() else []
+    pid = words[0] if words else "?"
+    host = words[1] if len(words) > 1 else "this host"
+    return (
+        f"{lock.parent}: another trainer (pid {pid} on {host}) still holds {lock} after"
+        f" {wait_s:.0f} s; not starting. Let it finish, or stop it (kill {pid} on {host}),"
+        " then run the same command again"
+    )
 
 
 def find_resume(
@@ -206,7 +205,7 @@ def find_resume(
     )
 
 
-def train(args: argparse.Namespace) -> None:
+def train(args: Invocation, settings: RunSettings) -> None:
     start_unix = time.time()
     rank, world, _ = distributed.world_from_env()
     train_dir = Path(args.run_dir) / "train"
@@ -223,32 +222,40 @@ def train(args: argparse.Namespace) -> None:
         "segment": args.segment,
         "start_unix": start_unix,
         "world_size": world,
-        "device": args.device,
     }
-    if saved is not None and (terminal := checkpoint.terminal_status_of(saved)):
-        if rank == 0:  # resuming a finished run is a no-op with a receipt
-            results_path = train_dir / "results.json"
-            if not results_path.exists():
-                write_json_atomic(
-                    results_path, results_record(saved, terminal, train_dir, None, None)
+    if saved is not None:
+        state, identity = TrainState.from_state_dict(saved), saved["identity"]
+        terminal = state.terminal_status(
+            max_updates=identity.get("max_updates"), epochs=identity["epochs"]
+        )
+        if terminal:
+            if rank == 0:  # resuming a finished run is a no-op with a receipt
+                results_path = train_dir / "results.json"
+                if not results_path.exists():
+                    write_json_atomic(
+                        results_path, results_record(state, identity, terminal, train_dir, None)
+                    )
+                write_status(
+                    args.status_out,
+                    settings,
+                    base,
+                    state,
+                    identity,
+                    terminal,
+                    stop_reason=terminal,
+                    resume_action="no_op_terminal",
+                    step_start=state.step,
+                    last_sha=sha256_file(train_dir / "last.pt"),
                 )
-            write_status(
-                args,
-                base,
-                saved,
-                terminal,
-                stop_reason=terminal,
-                resume_action="no_op_terminal",
-                step_start=saved["cursor"]["step"],
-                last_sha=sha256_file(train_dir / "last.pt"),
-            )
-        return
+            return
     deadline = Deadline.from_env()
     if deadline is not None and deadline.soft_stop():
         raise TimeoutError("job deadline reached before setup")
-    ctx = distributed.init(args.device, threads=args.threads)
+    ctx = distributed.init(settings.device, threads=settings.threads_per_worker)
     try:
-        Segment(args, ctx, train_dir, saved, previous, segment_start, deadline, base).run()
+        Segment(
+            args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
+        ).run()
     except BaseException as error:
         write_json_atomic(
             train_dir / f"failure-rank{ctx.rank}.json",
@@ -264,7 +271,8 @@ class Segment:
 
     def __init__(
         self,
-        args: argparse.Namespace,
+        args: Invocation,
+        settings: RunSettings,
         ctx: distributed.Context,
         train_dir: Path,
         saved: dict[str, Any] | None,
@@ -273,46 +281,37 @@ class Segment:
         deadline: Deadline | None,
         base: dict[str, Any],
     ) -> None:
-        self.args, self.ctx, self.dir, self.deadline, self.base = (
-            args,
-            ctx,
-            train_dir,
-            deadline,
-            base,
-        )
+        self.args, self.settings, self.ctx = args, settings, ctx
+        self.dir, self.deadline, self.base = train_dir, deadline, base
         self.events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
         self.cache = open_cache(args.cache, ctx)
-        self.t = Trainer(args, ctx, self.cache)
-        self.val = validation.ValidationSet(
-            self.cache, ctx.device, legality_games=args.legality_eval_games
+        self.t = Trainer(
+            settings,
+            ctx,
+            self.cache,
+            run_dir=args.run_dir,
+            integrity_receipt=args.integrity_receipt,
         )
-        self.cursor = {"epoch": 0, "next_group": 0, "step": 0}
-        self.metrics: dict[str, Any] = {
-            "history": [],
-            "best_nll": math.inf,
-            "best_step": None,
-            "bad_checks": 0,
-            "initial_validation": None,
-            "totals": {},
-            "work_seconds": 0.0,
-            "segments": 0,
-            "test_evaluated": False,
-        }
+        self.val = validation.ValidationSet(
+            self.cache, ctx.device, legality_games=settings.legality_eval_games
+        )
+        self.state = TrainState()
         self.resume_action = "fresh"
         if saved is not None:
-            checkpoint.check_identity(saved["identity"], self.t.identity)
+            checkpoint.check_identity(saved["identity"], self.t.identity, run_dir=args.run_dir)
             self.t.net.load_state_dict(saved["model"])
             self.t.opt.load_state_dict(saved["optimizer"])
             self.t.sched.load_state_dict(saved["scheduler"])
-            self.cursor = dict(saved["cursor"])
-            self.metrics = saved["metrics"]
+            self.state.load_state_dict(saved)
             checkpoint.restore_rng(saved["rng_by_rank"][ctx.rank], ctx.device)
             self.resume_action = "resumed"
         self.parent_sha = previous["last_pt_sha256"] if previous else None
         self.stop_step = (
-            segment_start + args.segment_updates if args.segment_updates is not None else None
+            segment_start + settings.segment_updates
+            if settings.segment_updates is not None
+            else None
         )
-        self.step_start = self.cursor["step"]
+        self.step_start = self.state.step
         self.last_sha: str | None = None
         self.pending: tuple[Any, ...] | None = None  # the update in flight (see loop)
         self.last_read = 0.0
@@ -320,11 +319,12 @@ class Segment:
         self.first_update_unix: float | None = None  # start-up, reported in the status
 
     def run(self) -> None:
-        a, ctx = self.args, self.ctx
+        ctx, state = self.ctx, self.state
         self.events.write(
             "segment_start",
             **self.base,
-            cursor=self.cursor,
+            device=self.settings.device,
+            cursor=state.cursor(),
             resume_action=self.resume_action,
             stop_step=self.stop_step,
         )
@@ -344,42 +344,45 @@ class Segment:
             torch.cuda.reset_peak_memory_stats(ctx.device)
         self.work_start = time.perf_counter()
         with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=ctx.is_main):
-            if a.segment == 0 and self.resume_action == "fresh":
+            if self.args.segment == 0 and self.resume_action == "fresh":
                 initial = self.validate()
-                self.metrics["initial_validation"] = initial
+                state.initial_validation = initial
                 if initial is not None:
                     self.events.write("initial_validation", **initial)
             status, reason = self.loop()
-        self.metrics["work_seconds"] += time.perf_counter() - self.work_start
-        self.metrics["segments"] += 1
+        state.work_seconds += time.perf_counter() - self.work_start
+        state.segments += 1
         # the status below must describe the checkpoint on disk, so save once more if needed
         self.save(improved=False)
         memory = distributed.all_gather_object(memory_record(ctx))
         if ctx.is_main:
-            payload = {"cursor": self.cursor, "metrics": self.metrics, "identity": self.t.identity}
+            identity = self.t.identity
             if status in TERMINAL:
                 write_json_atomic(
                     self.dir / "results.json",
-                    results_record(payload, status, self.dir, memory, self.work_start),
+                    results_record(state, identity, status, self.dir, memory),
                 )
                 self.events.write(
                     "finished",
                     status=status,
-                    best_step=self.metrics["best_step"],
-                    best_nll=finite(self.metrics["best_nll"]),
+                    best_step=state.best_step,
+                    best_nll=finite(state.best_nll),
                 )
             self.events.write(
                 "segment_end",
                 **self.base,
+                device=self.settings.device,
                 status=status,
                 stop_reason=reason,
-                cursor=self.cursor,
-                updates=self.cursor["step"] - self.step_start,
+                cursor=state.cursor(),
+                updates=state.step - self.step_start,
             )
             write_status(
-                a,
+                self.args.status_out,
+                self.settings,
                 self.base,
-                payload,
+                state,
+                identity,
                 status,
                 stop_reason=reason,
                 resume_action=self.resume_action,
@@ -394,36 +397,30 @@ class Segment:
         One update stays in flight: update k+1 is queued on the device before update k's
         numbers are read back (``finish``), so the host prepares the next microbatches while
         the device computes; every stop, validation and save first drains it."""
-        a = self.args
+        s, state = self.settings, self.state
         while True:
-            epoch = self.cursor["epoch"]
+            epoch = state.epoch
             plan = self.t.plan(epoch)
             reason, self.window = None, Counter()
-            for index in range(self.cursor["next_group"], len(plan)):
+            for index in range(state.next_group, len(plan)):
                 reason = self.stop_reason(index)
                 if reason:
                     break
                 self.step(plan[index], index, epoch)
-                if a.max_updates is not None and self.cursor["step"] >= a.max_updates:
+                if s.max_updates is not None and state.step >= s.max_updates:
                     break
-                if a.validation_every_steps and self.cursor["step"] % a.validation_every_steps == 0:
+                if s.validation_every_steps and state.step % s.validation_every_steps == 0:
                     break
             self.finish()
-            completed = self.cursor["next_group"] == len(plan)
+            completed = state.next_group == len(plan)
             if completed:
-                self.cursor = {"epoch": epoch + 1, "next_group": 0, "step": self.cursor["step"]}
+                state.next_epoch()
             if self.unvalidated_updates():
                 check = self.validate()
                 if check is None:  # cut by the deadline: changes neither best nor patience
                     return "total_deadline_soft_stop", "total_deadline_soft_stop"
                 self.record_check(check, epoch, completed, self.window)
-            terminal = checkpoint.terminal_status(
-                bad_checks=self.metrics["bad_checks"],
-                step=self.cursor["step"],
-                epoch=self.cursor["epoch"],
-                max_updates=a.max_updates,
-                epochs=a.epochs,
-            )
+            terminal = state.terminal_status(max_updates=s.max_updates, epochs=s.epochs)
             if terminal or reason:
                 return terminal or reason, reason or terminal
 
@@ -431,8 +428,8 @@ class Segment:
         """Why this segment must stop before the next update. Step limits are the same on
         every rank; the clock is rank 0's, broadcast (a host sync with several ranks, so
         only every ``STOP_BROADCAST_EVERY`` updates)."""
-        a, step = self.args, self.cursor["step"]
-        if a.max_updates is not None and step >= a.max_updates:
+        s, step = self.settings, self.state.step
+        if s.max_updates is not None and step >= s.max_updates:
             return "max_updates"
         if self.stop_step is not None and step >= self.stop_step:
             return "segment_updates"
@@ -443,7 +440,7 @@ class Segment:
     def clock_stop(self) -> str | None:
         if self.deadline is not None and self.deadline.soft_stop():
             return "time_budget"
-        if time.perf_counter() - self.work_start >= self.args.max_seconds:
+        if time.perf_counter() - self.work_start >= self.settings.max_seconds:
             return "time_budget"
         return None
 
@@ -451,10 +448,10 @@ class Segment:
         """Queue one update, then read back the one before it."""
         lr = self.t.sched.get_last_lr()[0]  # the rate this update uses
         launched = time.perf_counter()
-        pending = self.t.launch(self.cache.train, group, self.args.micro)
-        self.cursor = {"epoch": epoch, "next_group": index + 1, "step": self.cursor["step"] + 1}
+        pending = self.t.launch(self.cache.train, group, self.settings.micro)
+        self.state.advance(epoch=epoch, next_group=index + 1)
         self.finish()
-        self.pending = (pending, epoch, self.cursor["step"], lr, launched)
+        self.pending = (pending, epoch, self.state.step, lr, launched)
 
     def finish(self) -> None:
         """Read back the update in flight (if any) and account for it: its wall time runs
@@ -470,9 +467,9 @@ class Segment:
         elapsed = now - max(launched, self.last_read)
         self.last_read = now
         values = {**values, "train_seconds": elapsed}
-        totals = Counter(self.metrics["totals"])
+        totals = Counter(self.state.totals)
         totals.update(values)
-        self.metrics["totals"] = dict(totals)
+        self.state.totals = dict(totals)
         self.window.update(values)
         if step % TRAIN_EVENT_EVERY == 0:
             self.events.write(
@@ -489,9 +486,9 @@ class Segment:
             )
 
     def unvalidated_updates(self) -> bool:
-        history = self.metrics["history"]
+        history = self.state.history
         last = history[-1]["step"] if history else 0
-        return self.cursor["step"] > last
+        return self.state.step > last
 
     def validate(self) -> dict[str, Any] | None:
         result = None
@@ -508,26 +505,29 @@ class Segment:
     def record_check(
         self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter
     ) -> None:
-        m = self.metrics
+        state = self.state
         seconds = max(1e-9, totals["train_seconds"])
         entry = {
             "epoch": epoch + 1,
             "complete_epoch": completed,
-            "step": self.cursor["step"],
+            "step": state.step,
             "validation": check,
             "train_nll": totals["loss_sum"] / max(1, totals["valid_targets"]),
             "useful_targets_per_second": totals["valid_targets"] / seconds,
             "padded_tokens_per_second": totals["padded_tokens"] / seconds,
             "padding_fraction": 1 - totals["valid_targets"] / max(1, totals["padded_tokens"]),
         }
-        m["history"].append(entry)
-        improved = checkpoint.improved(check["nll"], m["best_nll"])
+        state.history.append(entry)
+        improved = checkpoint.improved(check["nll"], state.best_nll)
         if improved:
-            m["best_nll"], m["best_step"], m["bad_checks"] = check["nll"], self.cursor["step"], 0
+            state.best_nll, state.best_step, state.bad_checks = check["nll"], state.step, 0
         else:
-            m["bad_checks"] += 1
+            state.bad_checks += 1
         self.events.write(
-            "validation", best_nll=finite(m["best_nll"]), bad_checks=m["bad_checks"], **entry
+            "validation",
+            best_nll=finite(state.best_nll),
+            bad_checks=state.bad_checks,
+            **entry,
         )
         self.save(improved)
 
@@ -540,9 +540,8 @@ class Segment:
                 model=self.t.net,
                 optimizer=self.t.opt,
                 scheduler=self.t.sched,
-                cursor=self.cursor,
+                state=self.state,
                 rng_by_rank=rngs,
-                metrics=self.metrics,
                 identity=self.t.identity,
                 lineage=lineage,
             )
@@ -553,4 +552,5 @@ class Segment:
 
 
 if __name__ == "__main__":
+    launch.bind_to_launcher()  # first: a worker must not outlive torchrun (chesslm.train.launch)
     raise SystemExit(main())

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from pathlib import Path
 from typing import Any
 
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
-from chesslm.train.state import TERMINAL
+from chesslm.train.settings import RunSettings
+from chesslm.train.state import TERMINAL, TrainState
 
 
 def finite(value: float | None) -> float | None:
@@ -17,40 +17,41 @@ def finite(value: float | None) -> float | None:
 
 
 def results_record(
-    saved: dict[str, Any],
+    state: TrainState,
+    identity: dict[str, Any],
     status: str,
     train_dir: Path,
     memory: list[dict[str, Any]] | None,
-    work_start: float | None,
 ) -> dict[str, Any]:
     """train/results.json of a finished run (the seed's results.json)."""
-    m = saved["metrics"]
     best = train_dir / "best.pt"
     return {
         "status": status,
-        "cursor": saved["cursor"],
-        "best_step": m["best_step"],
-        "best_validation_nll": finite(m["best_nll"]),
-        "bad_checks": m["bad_checks"],
-        "history": m["history"],
-        "initial_validation": m["initial_validation"],
-        "totals": m["totals"],
+        "cursor": state.cursor(),
+        "best_step": state.best_step,
+        "best_validation_nll": finite(state.best_nll),
+        "bad_checks": state.bad_checks,
+        "history": state.history,
+        "initial_validation": state.initial_validation,
+        "totals": state.totals,
         "memory": memory,
-        "gpu_work_wall_seconds": m["work_seconds"],
-        "segments_trained": m["segments"],
+        "gpu_work_wall_seconds": state.work_seconds,
+        "segments_trained": state.segments,
         "test_evaluated": False,
         "best_checkpoint": "best.pt" if best.exists() else None,
         "best_checkpoint_sha256": sha256_file(best) if best.exists() else None,
         "last_checkpoint_sha256": sha256_file(train_dir / "last.pt"),
-        "identity_sha256": digest_json(saved["identity"]),
-        "identity": saved["identity"],
+        "identity_sha256": digest_json(identity),
+        "identity": identity,
     }
 
 
 def write_status(
-    args: argparse.Namespace,
+    out: Path | str,
+    settings: RunSettings,
     base: dict[str, Any],
-    saved: dict[str, Any],
+    state: TrainState,
+    identity: dict[str, Any],
     status: str,
     *,
     stop_reason: str | None,
@@ -59,14 +60,15 @@ def write_status(
     last_sha: str | None,
     first_update_unix: float | None = None,
 ) -> None:
-    """The segment's status file: written last and atomically, so it exists only when the
-    checkpoint it names is complete. ``first_update_seconds``: from the segment's start (its
-    process's imports done) to its first optimizer update read back, i.e. set-up, compilation
-    (cold or from the run's compile cache) and, in segment 0, the initial validation."""
-    m, cursor = saved["metrics"], saved["cursor"]
+    """The segment's status file ``out``: written last and atomically, so it exists only when
+    the checkpoint it names is complete. ``base``: run, segment, start_unix, world_size.
+    ``first_update_seconds``: from the segment's start (its process's imports done) to its
+    first optimizer update read back, i.e. set-up, compilation (cold or from the run's compile
+    cache) and, in segment 0, the initial validation."""
     end = time.time()
     record = {
         **base,
+        "device": settings.device,
         "status": status,
         "terminal": status in TERMINAL,
         "stop_reason": stop_reason,
@@ -77,17 +79,17 @@ def write_status(
             first_update_unix - base["start_unix"] if first_update_unix is not None else None
         ),
         "step_start": step_start,
-        "step_end": cursor["step"],
-        "updates": cursor["step"] - step_start,
-        "cursor": cursor,
-        "best_step": m["best_step"],
-        "best_validation_nll": finite(m["best_nll"]),
-        "bad_checks": m["bad_checks"],
+        "step_end": state.step,
+        "updates": state.step - step_start,
+        "cursor": state.cursor(),
+        "best_step": state.best_step,
+        "best_validation_nll": finite(state.best_nll),
+        "bad_checks": state.bad_checks,
         "last_pt_sha256": last_sha,
-        "identity_sha256": digest_json(saved["identity"]),
+        "identity_sha256": digest_json(identity),
         "test_evaluated": False,
     }
-    path = Path(args.status_out)
+    path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, record)
 

@@ -1,9 +1,10 @@
 """The model, DDP wrapper, optimizer, schedule and identity of a run on one rank, and its
-optimizer update (shared by training segments, the probe and the speed benchmark)."""
+optimizer update (shared by training segments, the probe and the speed benchmark), built from
+the run's ``RunSettings``."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import math
 import random
 import resource
@@ -16,33 +17,42 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
 from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
+from chesslm.train.settings import RunSettings
 
 
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
     def __init__(
-        self, args: argparse.Namespace, ctx: distributed.Context, cache: TokenCache
+        self,
+        settings: RunSettings,
+        ctx: distributed.Context,
+        cache: TokenCache,
+        *,
+        run_dir: Path | str,
+        integrity_receipt: Path | str | None = None,
     ) -> None:
-        self.args = args
+        """``run_dir``: results/{run} (the compiler's caches go to its train/compile-cache);
+        ``integrity_receipt``: the dataset's receipt, hashed into the identity."""
+        s = self.settings = settings
         self.ctx = ctx
         self.lengths = [int(n) for n in cache.train.lengths]
-        torch.manual_seed(args.seed)
-        random.seed(args.seed)
-        self.net = model.build(args.model, device=ctx.device)
+        torch.manual_seed(s.seed)
+        random.seed(s.seed)
+        self.net = model.build(s.model, device=ctx.device)
         self.parameters = self.net.num_parameters()
-        self.compiled = compilation.resolve(args.compile, args.device)
-        self.packing = args.packing == "on"
+        self.compiled = compilation.resolve(s.compile, s.device)
+        self.packing = s.packing
         # padded lengths bucketed to multiples of 64 for the compiler; none when eager
         self.pad_multiple = 64 if self.compiled else 1
         self.row_tokens = self.net.config.block_size if self.packing else None
         if self.compiled:
-            compilation.cache_env(Path(args.run_dir) / "train" / "compile-cache")
+            compilation.cache_env(Path(run_dir) / "train" / "compile-cache")
             compilation.compile_model(self.net, static_shapes=self.packing)
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
         if cuda_graphs.resolve(
-            args.cuda_graphs, args.device, packing=self.packing, compiled=self.compiled
+            s.cuda_graphs, s.device, packing=self.packing, compiled=self.compiled
         ):
             self.graphs = cuda_graphs.MicrobatchGraphs(
                 self.net,
@@ -54,45 +64,34 @@ class Trainer:
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
             self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
-        self.opt = optim.optimizer(self.net, args.lr, device=ctx.device)
+        self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
         self.steps_per_epoch = len(self.plan(0))
         self.schedule_steps, self.warmup_steps = optim.horizon(
-            epochs=args.epochs,
+            epochs=s.epochs,
             steps_per_epoch=self.steps_per_epoch,
-            schedule_steps=args.schedule_steps,
-            warmup_steps=args.warmup_steps,
+            schedule_steps=s.schedule_steps,
+            warmup_steps=s.warmup_steps,
         )
         self.sched = optim.scheduler(
             self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
         )
-        receipt = args.integrity_receipt
+        resolved = dataclasses.replace(
+            s, schedule_steps=self.schedule_steps, warmup_steps=self.warmup_steps
+        )
         self.identity = checkpoint.identity(
-            preset=args.model,
+            resolved,
             model_config=self.net.config.to_dict(),
             parameters=self.parameters,
             dataset_fingerprint=cache.fingerprint,
-            receipt_sha256=sha256_file(receipt) if receipt else None,
+            receipt_sha256=sha256_file(integrity_receipt) if integrity_receipt else None,
             world_size=ctx.world,
-            device=args.device,
-            settings={
-                "seed": args.seed,
-                "micro": args.micro,
-                "accum": args.accum,
-                "lr": args.lr,
-                "epochs": args.epochs,
-                "schedule_steps": self.schedule_steps,
-                "warmup_steps": self.warmup_steps,
-                "max_updates": args.max_updates,
-                "validation_every_steps": args.validation_every_steps,
-                "legality_eval_games": args.legality_eval_games,
-            },
         )
         self.identity["compile"] = self.compiled
         self.identity["packing"] = self.packing
         self.identity["cuda_graphs"] = self.graphs is not None
 
     def plan(self, epoch: int) -> list[list[list[Any]]]:
-        a, w = self.args, self.ctx.world
+        a, w = self.settings, self.ctx.world
         if self.packing:
             batches = batching.packed_batches(
                 self.lengths,

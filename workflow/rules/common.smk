@@ -1,7 +1,10 @@
-# Helpers only: config validation, settings with defaults, paths and input functions.
+# Helpers only: config validation, settings with defaults, paths and input functions. A run's
+# settings are chesslm.train.settings.RunSettings; how its ranks start and what its jobs ask a
+# scheduler for is chesslm.train.launch.
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -10,6 +13,8 @@ import yaml
 from snakemake.utils import validate
 
 from chesslm.data import dataset as chesslm_dataset
+from chesslm.train import launch
+from chesslm.train.settings import RunSettings
 
 
 def _check_schema():
@@ -30,23 +35,24 @@ DATASETS = sorted(config["datasets"])
 RUNS = sorted(config.get("runs", {}))
 
 
-def _check_config():
-    """Cross-key checks the schema cannot express; one line naming the key."""
+def _run_settings():
+    """Every run's RunSettings, after the checks the schema cannot express (one line naming
+    the key)."""
+    runs = {}
     for run, settings in config.get("runs", {}).items():
         if settings["dataset"] not in config["datasets"]:
             raise ValueError(
                 f"config: runs.{run}.dataset is {settings['dataset']!r}, "
                 f"which is not a dataset (known: {', '.join(DATASETS)})"
             )
-        warmup, horizon = settings.get("warmup_steps"), settings.get("schedule_steps")
-        if warmup is not None and horizon is not None and warmup >= horizon:
-            raise ValueError(
-                f"config: runs.{run}.warmup_steps ({warmup}) must be shorter than "
-                f"runs.{run}.schedule_steps ({horizon})"
-            )
+        try:
+            runs[run] = RunSettings.from_config(settings, name=run)
+        except ValueError as error:
+            raise ValueError(f"config: {error}") from None
+    return runs
 
 
-_check_config()
+SETTINGS = _run_settings()
 
 
 wildcard_constraints:
@@ -77,12 +83,12 @@ def dataset_dir(name):
 
 
 def run_settings(run):
-    """A run's settings with every default filled in."""
-    return dict(config["runs"][run])
+    """A run's RunSettings (every default filled in)."""
+    return SETTINGS[run]
 
 
 def run_dataset(run):
-    return config["runs"][run]["dataset"]
+    return run_settings(run).dataset
 
 
 def cache_dir(run):
@@ -118,62 +124,25 @@ def get_run_receipt(wildcards):
 
 def get_trainer_args(wildcards):
     """The chesslm.train.segment flags of a run (shared by probe and train_segment)."""
-    s = run_settings(wildcards.run)
+    run = wildcards.run
     args = [
-        f"--run-name={wildcards.run}",
-        f"--cache={cache_dir(wildcards.run)}",
-        f"--run-dir=results/{wildcards.run}",
-        f"--integrity-receipt={receipt_path(wildcards.run)}",
-        f"--model={s['model']}",
-        f"--device={s['device']}",
-        f"--workers={s['workers']}",
-        f"--threads={s['threads_per_worker']}",
-        f"--micro={s['micro']}",
-        f"--accum={s['accum']}",
-        f"--lr={s['lr']}",
-        f"--epochs={s['epochs']}",
-        f"--seed={s['seed']}",
-        f"--max-seconds={s['max_seconds']}",
+        f"--run-name={run}",
+        f"--cache={cache_dir(run)}",
+        f"--run-dir=results/{run}",
+        f"--integrity-receipt={receipt_path(run)}",
+        *run_settings(run).to_args(),
     ]
-    for key in (
-        "validation_every_steps",
-        "legality_eval_games",
-        "schedule_steps",
-        "warmup_steps",
-        "max_updates",
-        "segment_updates",
-    ):
-        if s.get(key) is not None:
-            args.append(f"--{key.replace('_', '-')}={s[key]}")
-    # speed: compile and CUDA graphs (null = auto: on for cuda, off for cpu), packed rows
-    if s.get("compile") is not None:
-        args.append(f"--compile={'on' if s['compile'] else 'off'}")
-    if s.get("cuda_graphs") is not None:
-        args.append(f"--cuda-graphs={'on' if s['cuda_graphs'] else 'off'}")
-    if s.get("packing"):
-        args.append("--packing=on")
-    return " ".join(args)
-
-
-def get_torchrun(wildcards):
-    """torchrun for the run's workers; OMP_NUM_THREADS is set per rank because Snakemake
-    exports OMP_NUM_THREADS={threads} and torchrun hands it to every rank unchanged."""
-    s = run_settings(wildcards.run)
-    return (
-        f"OMP_NUM_THREADS={s['threads_per_worker']} {sys.executable} -m torch.distributed.run"
-        f" --standalone --nproc-per-node={s['workers']}"
-    )
+    return shlex.join(args)
 
 
 def get_segment_threads(wildcards):
-    s = run_settings(wildcards.run)
-    return s["workers"] * s["threads_per_worker"]
+    return launch.threads(run_settings(wildcards.run))
 
 
 def get_segment_statuses(wildcards):
     """Input function: the status files of segments 0..k, k being the first terminal one."""
     run = wildcards.run
-    cap = run_settings(run)["max_segments"]
+    cap = run_settings(run).max_segments
     paths = []
     for n in range(cap):
         path = checkpoints.train_segment.get(run=run, n=n).output.status
@@ -187,36 +156,23 @@ def get_segment_statuses(wildcards):
     )
 
 
-# Cluster resources of probe and train_segment (docs/slurm.md). Local runs ignore them, except
-# the deadline: a segment stops DEADLINE_MARGIN_S (+ the trainer's own 30 s) before its
-# `runtime` ends, so it never outlives its allocation, also when `--set-resources` shortens it.
-# SEGMENT_OVERHEAD_S: torchrun start, data and model setup, last validation, last.pt.
-# DEADLINE_MARGIN_S: checkpoint write and process exit after the soft stop.
-SEGMENT_OVERHEAD_S = 180
-DEADLINE_MARGIN_S = 60
+# Cluster resources of probe and train_segment (docs/slurm.md), from chesslm.train.launch.
 
 
 def get_segment_gpus(wildcards):
-    """GPUs of a probe/segment job: one per worker on cuda, none on cpu."""
-    s = run_settings(wildcards.run)
-    return s["workers"] if s["device"] == "cuda" else 0
+    return launch.gpus(run_settings(wildcards.run))
 
 
 def get_segment_cpus_per_gpu(wildcards):
-    return run_settings(wildcards.run)["threads_per_worker"]
+    return launch.cpus_per_gpu(run_settings(wildcards.run))
 
 
 def get_segment_mem_mb(wildcards):
-    """Host memory: measured RSS per rank (tiny/cpu under 1 GiB; baseline/cuda 2.4 GiB, plus
-    checkpoint copies), with headroom."""
-    s = run_settings(wildcards.run)
-    return 1000 + s["workers"] * (8000 if s["device"] == "cuda" else 1500)
+    return launch.mem_mb(run_settings(wildcards.run))
 
 
 def get_segment_runtime(wildcards):
-    """Minutes: the segment's training budget (max_seconds) plus its overhead."""
-    budget_s = run_settings(wildcards.run)["max_seconds"]
-    return math.ceil((budget_s + SEGMENT_OVERHEAD_S) / 60)
+    return launch.runtime_minutes(run_settings(wildcards.run))
 
 
 def get_data_runtime(wildcards):
@@ -228,26 +184,12 @@ def get_data_runtime(wildcards):
 
 
 def get_launcher(wildcards, resources):
-    """The command that starts the run's ranks: CHESS_JOB_DEADLINE (job start + runtime - margin)
-    and torchrun. With resources.nodes > 1 (SLURM, docs/slurm.md): one torchrun per node through
-    `srun --overlap` (the jobstep's own srun holds the CPUs), c10d rendezvous on the first node,
-    workers split evenly over the nodes."""
-    deadline = int(resources.runtime) * 60 - DEADLINE_MARGIN_S
-    env = f"CHESS_JOB_DEADLINE=$(( $(date +%s) + {deadline} ))"
-    nodes = int(resources.get("nodes", 1) or 1)
-    if nodes == 1:
-        return f"{env} {get_torchrun(wildcards)}"
-    s = run_settings(wildcards.run)
-    if s["workers"] % nodes:
-        raise ValueError(
-            f"runs.{wildcards.run}.workers ({s['workers']}) must split over {nodes} nodes"
-        )
-    return (
-        f"{env} OMP_NUM_THREADS={s['threads_per_worker']}"
-        f" srun --overlap --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1"
-        f" {sys.executable} -m torch.distributed.run --nnodes={nodes}"
-        f" --nproc-per-node={s['workers'] // nodes} --rdzv-backend=c10d --rdzv-id=$SLURM_JOB_ID"
-        f' --rdzv-endpoint="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)":29500'
+    """The shell prefix that starts the run's ranks under the job's deadline (launch.launcher)."""
+    return launch.launcher(
+        run_settings(wildcards.run),
+        run=wildcards.run,
+        runtime_min=int(resources.runtime),
+        nodes=int(resources.get("nodes", 1) or 1),
     )
 
 
@@ -259,8 +201,17 @@ def get_summary_targets(runs=None):
     return [f"results/{run}/report/summary.md" for run in (runs or RUNS)]
 
 
-def get_final_outputs():
-    """What `snakemake` with no target builds: every dataset's cache, every run's summary."""
+def get_final_outputs(wildcards=None):
+    """What `snakemake` with no target builds: every dataset's cache, every run's summary, less
+    the runs this machine cannot run when jobs run here (a cuda run without CUDA), which it
+    names in one line. On a cluster executor every run stays."""
     outputs = [f"{dataset_dir(d)}/token-cache/cache.json" for d in DATASETS]
-    outputs += get_summary_targets()
+    runs = RUNS
+    if workflow.local_exec:
+        reasons = {run: launch.left_out_here(run_settings(run)) for run in RUNS}
+        left = [f"{run} ({why})" for run, why in reasons.items() if why]
+        if left:
+            print(f"left out: {', '.join(left)}", file=sys.stderr)
+        runs = [run for run in RUNS if not reasons[run]]
+    outputs += get_summary_targets(runs) if runs else []
     return outputs

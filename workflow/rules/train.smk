@@ -7,6 +7,9 @@
 #   status (hard cap: runs.{run}.max_segments).
 # rule results:          terminal train/results.json + every segment status -> results/{run}/results.json
 #
+# Both training rules start their ranks with chesslm.train.launch's command (torchrun, or one
+# per node under srun) and pass the run's RunSettings as flags (get_trainer_args).
+#
 # The probe, the cache and the receipt enter the chain through ancient(): `--forcerun probe` or
 # a rebuilt cache never restarts training (the trainer's identity check refuses a changed
 # dataset on resume instead).

@@ -1,0 +1,164 @@
+"""A run's settings: the one typed list of run keys besides the config schema.
+
+``RunSettings`` holds every key of ``runs.{run}`` in workflow/schemas/config.schema.yaml, with
+the same types and defaults (tests/test_settings.py fails if the two disagree). It is built from
+the validated config (``from_config``), rendered as the segment's command-line flags
+(``to_args``, one ``--key-with-dashes=value`` per key) and parsed back (``add_arguments`` and
+``from_namespace``, which check the values against the same schema); ``identity`` gives the
+hyper-parameters a checkpoint must match to be resumed.
+
+>>> s = RunSettings(dataset="sample", lr=3e-3, compile=False)
+>>> s.to_args()[:3]
+['--dataset=sample', '--model=tiny', '--device=cpu']
+>>> parse_args(s.to_args()) == s
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+# a field with this metadata enters the checkpoint identity: changing it refuses a resume
+IDENTITY = {"identity": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """One run's settings (config/README.md explains each key)."""
+
+    dataset: str
+    model: str = "tiny"
+    device: str = "cpu"
+    workers: int = 2
+    threads_per_worker: int = 1
+    micro: int = field(default=8, metadata=IDENTITY)
+    accum: int = field(default=2, metadata=IDENTITY)
+    lr: float = field(default=3.0e-4, metadata=IDENTITY)
+    epochs: int = field(default=20, metadata=IDENTITY)
+    max_seconds: int = 420
+    seed: int = field(default=2026, metadata=IDENTITY)
+    validation_every_steps: int | None = field(default=None, metadata=IDENTITY)
+    legality_eval_games: int | None = field(default=None, metadata=IDENTITY)
+    schedule_steps: int | None = field(default=None, metadata=IDENTITY)
+    warmup_steps: int | None = field(default=None, metadata=IDENTITY)
+    max_updates: int | None = field(default=None, metadata=IDENTITY)
+    segment_updates: int | None = None
+    max_segments: int = 50
+    compile: bool | None = None
+    cuda_graphs: bool | None = None
+    packing: bool = False
+
+    @classmethod
+    def from_config(cls, run: dict[str, Any], *, name: str = "run") -> RunSettings:
+        """A run's settings from ``config["runs"][name]`` (schema defaults already applied).
+
+        :raises ValueError: naming ``runs.{name}.<key>`` if a value breaks the schema or a
+            cross-key rule.
+        """
+        check(run, name=name)
+        return cls(**run)
+
+    def to_args(self) -> list[str]:
+        """The segment's flags for these settings; None (the schema's null) is left out."""
+        out = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                value = "on" if value else "off"
+            out.append(f"--{flag(f.name)}={value}")
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        """The hyper-parameters a checkpoint must match (``IDENTITY`` fields), by name."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.metadata.get("identity")
+        }
+
+
+def flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _on_off(text: str) -> bool | None:
+    return {"on": True, "off": False, "auto": None}[text]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per run key, typed and defaulted as ``RunSettings``; bools read on/off (and
+    auto = null where the key may be null)."""
+    hints = typing.get_type_hints(RunSettings)
+    group = parser.add_argument_group("run settings (config runs.{run}, config/README.md)")
+    for f in dataclasses.fields(RunSettings):
+        kind = hints[f.name]
+        args = typing.get_args(kind)
+        nullable = isinstance(kind, types.UnionType) and type(None) in args
+        base = next(a for a in args if a is not type(None)) if nullable else kind
+        spec: dict[str, Any] = {"dest": f.name}
+        if f.default is dataclasses.MISSING:
+            spec["required"] = True
+        else:
+            spec["default"] = f.default
+        if base is bool:
+            spec["type"] = _on_off
+            spec["metavar"] = "{on,off,auto}" if nullable else "{on,off}"
+        else:
+            spec["type"] = base
+        group.add_argument(f"--{flag(f.name)}", **spec)
+
+
+def from_namespace(namespace: argparse.Namespace, *, name: str = "run") -> RunSettings:
+    """The settings parsed by ``add_arguments``, checked against the schema."""
+    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(RunSettings)}
+    return RunSettings.from_config(values, name=name)
+
+
+def parse_args(argv: Sequence[str]) -> RunSettings:
+    """``RunSettings`` from ``to_args``-style flags alone (errors exit as argparse does)."""
+    parser = argparse.ArgumentParser(prog="chesslm.train.settings")
+    add_arguments(parser)
+    namespace = parser.parse_args(argv)
+    try:
+        return from_namespace(namespace)
+    except ValueError as error:
+        parser.error(str(error))
+        raise  # unreachable: parser.error exits
+
+
+@functools.cache
+def run_schema() -> dict[str, Any]:
+    """The JSON schema of one entry of ``runs``."""
+    import yaml
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    return schema["properties"]["runs"]["additionalProperties"]
+
+
+def check(run: dict[str, Any], *, name: str = "run") -> None:
+    """:raises ValueError: naming ``runs.{name}.<key>`` and what is wrong, for the first bad
+    key of the schema, then for the cross-key rules the schema cannot express."""
+    import jsonschema
+
+    errors = jsonschema.Draft202012Validator(run_schema()).iter_errors(run)
+    first = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
+    if first is not None:
+        where = ".".join(["runs", name, *(str(p) for p in first.absolute_path)])
+        raise ValueError(f"{where}: {first.message}")
+    warmup, horizon = run.get("warmup_steps"), run.get("schedule_steps")
+    if warmup is not None and horizon is not None and warmup >= horizon:
+        raise ValueError(
+            f"runs.{name}.warmup_steps ({warmup}) must be shorter than "
+            f"runs.{name}.schedule_steps ({horizon})"
+        )
