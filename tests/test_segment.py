@@ -18,7 +18,8 @@ from chesslm.train import checkpoint
 from .conftest import ROOT, run_segment
 
 pytestmark = pytest.mark.slow
-FAULTS = str(ROOT / "tests" / "fault_injection")
+# the checkout before the venv's editable install: tests then run the code they sit beside
+FAULTS = os.pathsep.join([str(ROOT / "tests" / "fault_injection"), str(ROOT)])
 # max_updates 6 in steps of 2: segments 0, 1, 2; a check after every update
 HYPER = [
     "--model=tiny",
