@@ -35,7 +35,7 @@ rule probe:
         torchrun=get_launcher,
         args=get_trainer_args,
     shell:
-        "bash {LOGGED:q} {log:q} {params.torchrun} -m chesslm.train.segment probe {params.args}"
+        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
         " --probe-out={output}"
 
 
@@ -60,7 +60,7 @@ checkpoint train_segment:
         args=get_trainer_args,
         previous=get_previous_status_flag,
     shell:
-        "bash {LOGGED:q} {log:q} {params.torchrun} -m chesslm.train.segment train {params.args}"
+        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
         " --segment={wildcards.n} {params.previous} --probe-results={input.probe}"
         " --status-out={output.status}"
 
