@@ -253,7 +253,7 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
     assert not (tmp_path / "train").exists()
 
 
-def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> None:
+def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path, capsys) -> None:
     from chesslm.train import segment as segment_module
 
     probe = tmp_path / "probe-results.json"
@@ -267,6 +267,7 @@ def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> 
         "--workers=1",
         *HYPER,
     ]
-    with pytest.raises(ValueError, match="the probe has not passed"):
-        segment_module.main(args)
+    assert segment_module.main(args) == 1
+    err = capsys.readouterr().err.strip()  # one line, no traceback
+    assert err == f"{ERROR_PREFIX} {probe}: the probe has not passed; training waits for it"
     assert not (tmp_path / "run/segments/0.json").exists()
