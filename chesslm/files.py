@@ -2,14 +2,19 @@
 
 Every write of state goes through ``write_atomic``: a temporary file beside the target,
 flushed and fsynced, renamed over the target, then the directory fsynced, so a crash leaves
-either the old file or the new one, never a torn one.
+either the old file or the new one, never a torn one. A write that runs out of space raises
+``DiskFullError`` naming the file and the cause (NumPy and torch report a full disk as a bare
+"N requested and M written" or an "unexpected pos" that name neither).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
+import resource
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +25,16 @@ TMP_SUFFIX = ".tmp"
 
 class UnreadableFileError(ValueError):
     """A file that is missing, truncated or not in the format it should be in."""
+
+
+class DiskFullError(OSError):
+    """A write that ran out of space or hit the file-size limit; its text names the file."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")  # NumPy's fwrite failure
 
 
 def sha256_file(path: Path | str, *, block: int = 1 << 20) -> str:
@@ -58,10 +73,44 @@ def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        written = tmp.stat().st_size if tmp.exists() else 0
         tmp.unlink(missing_ok=True)
+        full = out_of_space(path, error, written)
+        if full is not None:
+            raise full from error
         raise
     fsync_dir(path.parent)
+
+
+def out_of_space(path: Path, error: BaseException, written: int) -> DiskFullError | None:
+    """``error`` (or an exception it wraps) worded as a ``DiskFullError`` naming ``path``, if
+    it is one of running out of space; else None. ``written``: the bytes that made it."""
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    at_limit = limit != resource.RLIM_INFINITY and written >= limit
+    seen: BaseException | None = error
+    while seen is not None:
+        code = getattr(seen, "errno", None) if isinstance(seen, OSError) else None
+        short = SHORT_WRITE.search(str(seen)) if isinstance(seen, OSError) else None
+        if code == errno.EFBIG or (code is None and short and at_limit):
+            return DiskFullError(
+                errno.EFBIG,
+                f"{path}: file too large: the write stopped at {written} bytes, the process's"
+                " file-size limit (ulimit -f); raise the limit, then run the step again",
+            )
+        if code in (errno.ENOSPC, errno.EDQUOT) or (code is None and short):
+            try:
+                free = f"{shutil.disk_usage(path.parent).free} bytes"
+            except OSError:
+                free = "unknown"
+            return DiskFullError(
+                errno.ENOSPC,
+                f"{path}: disk full: {written} bytes were written before the filesystem filled"
+                f" (free in {path.parent} once the partial file was removed: {free});"
+                " free space, then run the step again",
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def write_json_atomic(path: Path | str, value: Any) -> None:

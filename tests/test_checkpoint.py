@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,50 @@ def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:
     net.load_state_dict(loaded["model"])
 
 
+def test_every_single_byte_corruption_is_reported_as_corruption_before_unpickling(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Flip one byte at a time (header, zip records, tensor data, the end): each is reported
+    as corruption naming the file, and none reaches torch.load."""
+    path = tmp_path / "last.pt"
+    checkpoint.save(path, small_payload())
+    good = path.read_bytes()
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    rng = random.Random(0)
+    size = len(good)
+    offsets = sorted(
+        set(range(checkpoint.HEADER_SIZE + 64))
+        | set(range(size - 64, size))
+        | set(rng.sample(range(size), 500))
+    )
+    for offset in offsets:
+        damaged = bytearray(good)
+        damaged[offset] ^= 1 << rng.randrange(8)
+        path.write_bytes(damaged)
+        with pytest.raises(checkpoint.CheckpointError) as error:
+            checkpoint.load(path)
+        message = str(error.value)
+        assert message.startswith(f"{path}: corrupt checkpoint"), (offset, message)
+        assert "do not resume" in message, message
+    assert loads == []
+    truncated = good[: size // 2]  # a torn file reads as corruption too
+    path.write_bytes(truncated)
+    with pytest.raises(checkpoint.CheckpointError, match="corrupt checkpoint"):
+        checkpoint.load(path)
+    assert loads == []
+    path.write_bytes(good)
+    assert checkpoint.load(path)["cursor"]["step"] == 3 and len(loads) == 1
+
+
+def test_a_bare_torch_file_is_refused_as_unverifiable(tmp_path: Path) -> None:
+    path = tmp_path / "old.pt"
+    torch.save(small_payload(), path)
+    with pytest.raises(checkpoint.CheckpointError, match=f"{path}: a bare torch.save file"):
+        checkpoint.load(path)
+
+
 class Boom:
     def __reduce__(self):
         return (os.system, ("touch " + str(Path(os.environ["BOOM_MARK"])),))
@@ -48,8 +93,7 @@ def test_a_pickled_callable_is_refused_and_never_executed(tmp_path: Path, monkey
     evil = tmp_path / "evil.pt"
     payload = small_payload()
     payload["metrics"]["hook"] = Boom()
-    with open(evil, "wb") as fh:
-        torch.save(payload, fh)
+    checkpoint.save(evil, payload)  # a digest that matches: the pickle check must still refuse
     with pytest.raises(checkpoint.CheckpointError, match="refused.*nothing was executed"):
         checkpoint.load(evil)
     assert not mark.exists()

@@ -14,6 +14,7 @@ import torch
 
 from chesslm.files import sha256_file
 from chesslm.train import checkpoint
+from chesslm.train.segment import ERROR_PREFIX
 
 from .conftest import ROOT, run_segment
 
@@ -150,10 +151,22 @@ def test_identity_mismatch_on_resume_names_the_key(
     tiny_cache: Path, first_segment: Path, tmp_path: Path
 ) -> None:
     run_dir = copy_run(first_segment, tmp_path)
+    leftovers = [run_dir / "train/last.pt.tmp", run_dir / "train/failure-rank1.json.tmp"]
+    for path in leftovers:  # what a kill or a full disk during a write leaves behind
+        path.write_bytes(b"partial")
     result = segment(tiny_cache, run_dir, 1, "--lr=0.001")
     assert result.returncode != 0
-    assert "incompatible checkpoint identity, changed: lr" in result.stderr
+    assert one_error_line(result).startswith("incompatible checkpoint identity, changed: lr")
     assert not (run_dir / "segments/1.json").exists()
+    assert not any(path.exists() for path in leftovers)  # removed on start, under the lock
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    """The refusal, printed once (rank 0), in one line, without a traceback."""
+    lines = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert "/chesslm/" not in result.stderr, result.stderr[-3000:]  # (torchrun's own may follow)
+    return lines[0].removeprefix(ERROR_PREFIX).strip()
 
 
 def test_non_finite_gradient_fails_and_leaves_last_pt_untouched(
@@ -176,7 +189,26 @@ def test_tampered_last_pt_is_refused(tiny_cache: Path, first_segment: Path, tmp_
     s["last_pt_sha256"] = "0" * 64
     (run_dir / "segments/0.json").write_text(json.dumps(s))
     result = segment(tiny_cache, run_dir, 1)
-    assert result.returncode != 0 and "does not match the previous status" in result.stderr
+    assert result.returncode != 0 and "does not match the previous status" in one_error_line(result)
+
+
+def test_a_flipped_bit_in_a_mid_segment_last_pt_is_refused_as_corruption(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path
+) -> None:
+    """A last.pt of an earlier, killed attempt of this segment is resumed on its lineage: its
+    own digest must still catch one flipped mantissa bit."""
+    run_dir = copy_run(first_segment, tmp_path)
+    last = run_dir / "train/last.pt"
+    saved = checkpoint.load(last)
+    saved["lineage"] = {"segment": 1, "parent_sha256": status(run_dir, 0)["last_pt_sha256"]}
+    checkpoint.save(last, saved)  # as a killed attempt of segment 1 would have left it
+    data = bytearray(last.read_bytes())
+    data[-30_000] ^= 0x01  # inside the tensor data: low mantissa bit of a weight
+    last.write_bytes(data)
+    result = segment(tiny_cache, run_dir, 1)
+    assert result.returncode != 0
+    assert one_error_line(result).startswith(f"{last}: corrupt checkpoint")
+    assert not (run_dir / "segments/1.json").exists()
 
 
 def test_probe_writes_passed_results(tiny_cache: Path, tmp_path: Path) -> None:
@@ -224,7 +256,7 @@ def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path
     assert not (tmp_path / "train").exists()
 
 
-def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> None:
+def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path, capsys) -> None:
     from chesslm.train import segment as segment_module
 
     probe = tmp_path / "probe-results.json"
@@ -238,6 +270,7 @@ def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path) -> 
         "--workers=1",
         *HYPER,
     ]
-    with pytest.raises(ValueError, match="the probe has not passed"):
-        segment_module.main(args)
+    assert segment_module.main(args) == 1
+    err = capsys.readouterr().err.strip()  # one line, no traceback
+    assert err == f"{ERROR_PREFIX} {probe}: the probe has not passed; training waits for it"
     assert not (tmp_path / "run/segments/0.json").exists()

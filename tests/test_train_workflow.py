@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from chesslm.data.cache import TokenCache
 from tests.helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.slow
@@ -75,7 +79,51 @@ def test_editing_a_rule_text_never_restarts_the_chain(trained: Path, tmp_path: P
     (copy / "profiles").symlink_to("workflow/profiles")  # as in the repository
     rules = copy / "workflow/rules/train.smk"
     text = rules.read_text()
-    assert "> {log} 2>&1" in text
-    rules.write_text(text.replace("> {log} 2>&1", ">  {log}  2>&1"))
+    assert " {log:q} " in text
+    rules.write_text(text.replace(" {log:q} ", "  {log:q}  "))
     plan = snakemake(trained, TARGET, *ARGS, "-n", snakefile=copy / "Snakefile")
     assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout
+
+
+def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
+    trained: Path, tmp_path: Path
+) -> None:
+    """A segment refused because a live trainer holds the run directory says so on snakemake's
+    own console and leaves that trainer's log file alone; a damaged token cache is refused with
+    the command that rebuilds it, and that command does."""
+    work = tmp_path / "work"
+    shutil.copytree(trained, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    log = work / "logs/mini/train_segment/1.log"
+    earlier = log.read_text()
+    (work / "results/mini/segments/1.json").unlink()
+    (work / TARGET).unlink()
+    fd = os.open(work / "results/mini/train/.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as an orphaned trainer would hold it
+    try:
+        refused = snakemake(work, TARGET, *ARGS, "--cores", "2", check=False)
+    finally:
+        os.close(fd)
+    assert refused.returncode != 0
+    console = refused.stdout + refused.stderr
+    assert re.search(
+        r"^chesslm\.train\.segment: error: results/mini/train: locked by another trainer",
+        console,
+        re.MULTILINE,
+    ), console[-4000:]
+    assert "locked by another trainer" in log.read_text()
+    # snakemake deleted the job's log before the attempt: the earlier attempt's file remains
+    kept = [p.read_text() for p in (log.parent / "1.attempts").iterdir()]
+    assert len(kept) == 2 and earlier in kept
+
+    cache = work / "results/datasets/mini/token-cache"
+    data = bytearray((cache / "train.tokens.npy").read_bytes())
+    data[-1] ^= 0x01
+    (cache / "train.tokens.npy").write_bytes(data)
+    refused = snakemake(work, TARGET, *ARGS, "--forcerun", "probe", "--cores", "2", check=False)
+    assert refused.returncode != 0
+    hint = re.search(r"rebuild it with: snakemake (\S+) --forcerun token_cache", refused.stderr)
+    assert hint and hint.group(1) == "results/datasets/mini/token-cache/cache.json", refused.stderr[
+        -4000:
+    ]
+    snakemake(work, hint.group(1), *ARGS, "--forcerun", "token_cache", "--cores", "2")
+    TokenCache(cache, verify=True)

@@ -193,11 +193,21 @@ class TokenCache:
 
     def verify(self) -> None:
         """Re-hash every array against cache.json; raises ValueError naming a mismatch."""
+        # the rule's output exists, so snakemake alone would say "Nothing to be done"
+        rebuild = (
+            f"the token cache is damaged; rebuild it with: snakemake"
+            f" {self.directory / 'cache.json'} --forcerun token_cache --cores 4"
+            " (plus the --configfile/--profile you train with)"
+        )
         for name, digest in self.meta["sha256"].items():
-            actual = sha256_file(self.directory / name)
+            try:
+                actual = sha256_file(self.directory / name)
+            except OSError as error:
+                raise ValueError(f"{self.directory / name}: {error.strerror}; {rebuild}") from None
             if actual != digest:
                 raise ValueError(
-                    f"{self.directory / name}: sha256 {actual} does not match cache.json ({digest})"
+                    f"{self.directory / name}: sha256 {actual} does not match cache.json"
+                    f" ({digest}); {rebuild}"
                 )
 
     @property

@@ -22,8 +22,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import random
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -255,6 +255,102 @@ def n_targets(games: Any, item: Any, packed: bool) -> int:
     return sum(len(games[i]) - 1 for i in item) if packed else len(games[item]) - 1
 
 
+class Microbatch(NamedTuple):
+    """One rank's share of one global batch, collated (``pos``, ``doc``: packed rows only),
+    with its valid targets and the padded tokens of its games' rows (added padding rows and
+    a dummy rank's row count none)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    pos: torch.Tensor | None
+    doc: torch.Tensor | None
+    targets: int
+    padded: int
+
+
+class GroupPass:
+    """The microbatch core of one optimizer update on one rank, shared by both update paths
+    (``backward_group`` here, ``cuda_graphs.MicrobatchGraphs`` with its graphs): this rank's
+    microbatches and how they are collated, the loss scale, and the statistics.
+
+    The loss is the sum of token cross-entropies divided by the number of valid targets of
+    the whole group on all ranks, so every target weighs the same however games fall on ranks;
+    ``averaged_over`` multiplies it back where the gradient all-reduce averages (DDP: the
+    world size) instead of summing. ``rows``: pad every padded-path microbatch to this many
+    rows (fixed shapes for CUDA graphs; packed microbatches always have ``micro`` rows).
+
+    Every count comes from the game lengths on the host, so nothing waits for the device.
+    """
+
+    def __init__(
+        self,
+        games: Any,
+        group: list[list[Any]],
+        *,
+        micro: int,
+        rank: int,
+        device: torch.device | str,
+        pad_multiple: int = 1,
+        max_len: int | None = None,
+        row_tokens: int | None = None,
+        rows: int | None = None,
+        averaged_over: int = 1,
+    ) -> None:
+        self.games, self.micro, self.device = games, micro, device
+        self.pad_multiple, self.max_len, self.row_tokens, self.rows = (
+            pad_multiple,
+            max_len,
+            row_tokens,
+            rows,
+        )
+        self.packed = row_tokens is not None
+        self.parts = [batch[rank * micro : (rank + 1) * micro] for batch in group]
+        total = sum(n_targets(games, item, self.packed) for batch in group for item in batch)
+        self.scale = averaged_over / float(total)
+        self.stats = torch.zeros(3, dtype=torch.float64, device=device)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __iter__(self) -> Iterator[Microbatch]:
+        return (self.collate(part) for part in self.parts)
+
+    def collate(self, part: list[Any]) -> Microbatch:
+        games = self.games
+        targets = sum(n_targets(games, item, self.packed) for item in part)
+        if self.packed:
+            x, y, pos, doc = collate_packed(
+                games, part, self.device, row_tokens=self.row_tokens, n_rows=self.micro
+            )
+            return Microbatch(x, y, pos, doc, targets, len(part) * self.row_tokens)
+        x, y = collate(
+            [games[i] for i in part],
+            self.device,
+            pad_multiple=self.pad_multiple,
+            max_len=self.max_len,
+            rows=self.rows,
+        )
+        return Microbatch(x, y, None, None, targets, len(part) * y.size(1))
+
+    def add(self, loss: torch.Tensor, batch: Microbatch) -> None:
+        """Account for one microbatch's summed loss (a device tensor: no host sync)."""
+        self.stats[0] += loss.detach().double()
+        self.stats[1] += float(batch.targets)
+        self.stats[2] += float(batch.padded)
+
+    def result(self, *, as_tensor: bool) -> Any:
+        """The group's (loss_sum, valid_targets, padded_tokens) summed over ranks: a float64
+        device tensor if ``as_tensor`` (no host sync), else a dict of numbers."""
+        stats = distributed.all_reduce_sum(self.stats)
+        if as_tensor:
+            return stats
+        return {
+            "loss_sum": stats[0].item(),
+            "valid_targets": int(stats[1].item()),
+            "padded_tokens": int(stats[2].item()),
+        }
+
+
 def backward_group(
     net: torch.nn.Module,
     games: Any,
@@ -271,50 +367,33 @@ def backward_group(
 ) -> Any:
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
-    The loss is the sum of token cross-entropies divided by the number of valid targets of the
-    whole group on all ranks, so every target weighs the same however games fall on ranks.
-    DDP averages gradients over ranks, hence the factor ``world``. A rank with no games runs a
-    zero-target dummy so that its DDP all-reduce still matches the other ranks'.
+    Loss scale and statistics as ``GroupPass`` says; DDP averages gradients over ranks, hence
+    ``averaged_over=world``. A rank with no games runs a zero-target dummy so that its DDP
+    all-reduce still matches the other ranks'. With ``row_tokens`` the global batches are
+    packed rows (lists of games, ``packed_batches``) and each microbatch runs with per-game
+    positions and a document mask.
 
-    With ``row_tokens`` the global batches are packed rows (lists of games, ``packed_batches``)
-    and each microbatch runs with per-game positions and a document mask.
-
-    Every count comes from the game lengths on the host, so nothing waits for the device:
-    returns the group's (loss_sum, valid_targets, padded_tokens) summed over ranks, as a
-    float64 device tensor if ``as_tensor`` (no host sync), else as a dict of numbers.
+    Returns ``GroupPass.result``: the group's (loss_sum, valid_targets, padded_tokens)
+    summed over ranks, as a float64 device tensor if ``as_tensor``, else as a dict of numbers.
     """
-    packed = row_tokens is not None
-    local = [batch[rank * micro : (rank + 1) * micro] for batch in group]
-    total = sum(n_targets(games, item, packed) for batch in group for item in batch)
-    scale = world / float(total)
-    stats = torch.zeros(3, dtype=torch.float64, device=device)
-    for k, part in enumerate(local):
-        forward: dict[str, Any] = {}
-        if packed:
-            x, y, pos, doc = collate_packed(
-                games, part, device, row_tokens=row_tokens, n_rows=micro
-            )
-            forward = {"pos": pos, "mask": document_mask(doc)}
-            padded = len(part) * row_tokens
-        else:
-            x, y = collate(
-                [games[i] for i in part], device, pad_multiple=pad_multiple, max_len=max_len
-            )
-            padded = y.numel() if part else 0
-        last = k == len(local) - 1
+    core = GroupPass(
+        games,
+        group,
+        micro=micro,
+        rank=rank,
+        device=device,
+        pad_multiple=pad_multiple,
+        max_len=max_len,
+        row_tokens=row_tokens,
+        averaged_over=world,
+    )
+    for k, batch in enumerate(core):
+        forward = {} if batch.doc is None else {"pos": batch.pos, "mask": document_mask(batch.doc)}
+        last = k == len(core) - 1
         # gradients are all-reduced only on the group's last microbatch
         sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
         with sync:
-            loss = loss_sum(net, x, y, device, **forward)
-            (loss * scale).backward()
-        stats[0] += loss.detach().double()
-        stats[1] += float(sum(n_targets(games, item, packed) for item in part))
-        stats[2] += float(padded)
-    stats = distributed.all_reduce_sum(stats)
-    if as_tensor:
-        return stats
-    return {
-        "loss_sum": stats[0].item(),
-        "valid_targets": int(stats[1].item()),
-        "padded_tokens": int(stats[2].item()),
-    }
+            loss = loss_sum(net, batch.x, batch.y, device, **forward)
+            (loss * core.scale).backward()
+        core.add(loss, batch)
+    return core.result(as_tensor=as_tensor)

@@ -181,51 +181,39 @@ class MicrobatchGraphs:
         self.grads.buffer.copy_(saved)
         return s
 
-    def microbatch(self, games: Any, part: list[Any], rows: int) -> tuple[torch.Tensor, int]:
-        """Run one microbatch of ``rows`` rows (accumulating gradients): ``part`` holds game
-        indices (or packed rows: lists of game indices). Returns its summed loss and its
-        padded tokens (the games' rows only, as ``batching.backward_group`` counts them)."""
-        if self.row_tokens is None:
-            x, y = batching.collate(
-                [games[i] for i in part],
-                self.device,
-                pad_multiple=self.pad_multiple,
-                max_len=self.max_len,
-                rows=rows,
-            )
-            extra: tuple[Any, ...] = ()
-        else:
-            x, y, pos, doc = batching.collate_packed(
-                games, part, self.device, row_tokens=self.row_tokens, n_rows=rows
-            )
-            extra = (pos, doc)
-        shape = (x.size(0), x.size(1))
+    def microbatch(self, batch: batching.Microbatch) -> torch.Tensor:
+        """Run one collated microbatch (accumulating gradients) through its shape's graph;
+        returns its summed loss."""
+        shape = (batch.x.size(0), batch.x.size(1))
         s = self.shapes.get(shape) or self._add(shape)
-        s.load(x, y, *extra)
+        s.load(batch.x, batch.y, batch.pos, batch.doc)
         if s.graph is None:
-            loss = self._run(s)
-        else:
-            s.graph.replay()
-            loss = s.loss
-        return loss, len(part) * shape[1]
+            return self._run(s)
+        s.graph.replay()
+        return s.loss
 
     def backward_group(
         self, games: Any, group: list[list[Any]], *, micro: int, rank: int
     ) -> torch.Tensor:
-        """``batching.backward_group`` for this path: the same loss normalisation (every
-        valid target of the update weighs the same on every rank), gradients all-reduced
-        once at the end. Returns (loss_sum, valid_targets, padded_tokens) over all ranks."""
-        packed = self.row_tokens is not None
-        total = sum(batching.n_targets(games, item, packed) for batch in group for item in batch)
+        """``batching.backward_group`` for this path, through the same core
+        (``batching.GroupPass``: microbatches, loss scale, statistics), with every microbatch
+        padded to ``micro`` rows; the gradients are summed over ranks (one all-reduce at the
+        end), not averaged. Returns (loss_sum, valid_targets, padded_tokens) over all ranks."""
+        core = batching.GroupPass(
+            games,
+            group,
+            micro=micro,
+            rank=rank,
+            device=self.device,
+            pad_multiple=self.pad_multiple,
+            max_len=self.max_len,
+            row_tokens=self.row_tokens,
+            rows=micro,
+        )
         self.grads.zero()
-        self.scale.fill_(1.0 / total)  # the gradients are summed over ranks, not averaged
-        stats = torch.zeros(3, dtype=torch.float64, device=self.device)
-        for batch in group:
-            part = batch[rank * micro : (rank + 1) * micro]
-            loss, padded = self.microbatch(games, part, micro)
-            stats[0] += loss.double()
-            stats[1] += float(sum(batching.n_targets(games, item, packed) for item in part))
-            stats[2] += float(padded)
+        self.scale.fill_(core.scale)
+        for batch in core:
+            core.add(self.microbatch(batch), batch)
         if distributed.active():
             dist.all_reduce(self.grads.buffer)
-        return distributed.all_reduce_sum(stats)
+        return core.result(as_tensor=True)

@@ -30,6 +30,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +55,11 @@ logger = logging.getLogger(__name__)
 TRAIN_EVENT_EVERY = 10
 STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are several ranks
 LOCK_WAIT_S = 30.0  # a trainer just killed releases the run's lock within moments
+ERROR_PREFIX = "chesslm.train.segment: error:"  # the workflow shows this line on failure
+# bad input, refusals, a full disk: their messages name the file and what to do, so one line
+# says it all; anything else is a bug or a crash and keeps its traceback
+EXPECTED = (ValueError, OSError)
+FAILURE_GRACE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -123,20 +129,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except ValueError as error:
         if rank == 0:
-            print(f"chesslm.train.segment: error: {error}", file=sys.stderr)
+            print(f"{ERROR_PREFIX} {error}", file=sys.stderr)
         return 2
-    if args.mode == "probe":
-        probe(
-            settings,
-            run=args.run,
-            cache_dir=args.cache,
-            run_dir=args.run_dir,
-            out=args.probe_out,
-            integrity_receipt=args.integrity_receipt,
-        )
-    else:
-        train(args, settings)
+    try:
+        if args.mode == "probe":
+            probe(
+                settings,
+                run=args.run,
+                cache_dir=args.cache,
+                run_dir=args.run_dir,
+                out=args.probe_out,
+                integrity_receipt=args.integrity_receipt,
+            )
+        else:
+            train(args, settings)
+    except Exception as error:
+        report_failure(error, rank)
+        return 1
     return 0
+
+
+class RunDirLocked(RuntimeError):
+    """Another live trainer holds the run directory."""
+
+
+def report_failure(error: Exception, rank: int) -> None:
+    """One line on stderr for the console, from rank 0 only (every rank meets the same
+    refusal); the traceback of an unexpected error goes to the log, from every rank."""
+    expected = isinstance(error, (*EXPECTED, RunDirLocked))
+    if not expected:
+        traceback.print_exc()
+    text = str(error) if expected else f"{type(error).__name__}: {error} (traceback in the log)"
+    if rank == 0:
+        print(f"{ERROR_PREFIX} {text.strip()}", file=sys.stderr, flush=True)
+        return
+    if expected:
+        logger.error("%s", text)
+    # the launcher stops every rank once one exits: let rank 0 (likely failing alike) print
+    time.sleep(FAILURE_GRACE_SECONDS)
 
 
 def lock_run_dir(train_dir: Path, *, wait_s: float = LOCK_WAIT_S) -> int:
@@ -153,7 +183,7 @@ def lock_run_dir(train_dir: Path, *, wait_s: float = LOCK_WAIT_S) -> int:
         except BlockingIOError:
             if time.monotonic() >= give_up:
                 os.close(fd)
-                raise RuntimeError(_locked_message(lock, wait_s)) from None
+                raise RunDirLocked(_locked_message(lock, wait_s)) from None
             time.sleep(0.2)
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
@@ -169,6 +199,16 @@ def _locked_message(lock: Path, wait_s: float) -> str:
         f" {wait_s:.0f} s; not starting. Let it finish, or stop it (kill {pid} on {host}),"
         " then run the same command again"
     )
+
+
+def remove_temporaries(directories: list[Path]) -> None:
+    """Delete the temporaries of atomic writes that a killed or failed trainer (or a full
+    disk) left behind (``last.pt.tmp``, ``failure-rank1.json.tmp``, ...)."""
+    for directory in directories:
+        for path in sorted(directory.glob(f"*{files.TMP_SUFFIX}")):
+            if path.is_file():
+                logger.info("removing %s, left by an earlier attempt", path)
+                path.unlink(missing_ok=True)
 
 
 def find_resume(
@@ -211,6 +251,8 @@ def train(args: Invocation, settings: RunSettings) -> None:
     train_dir = Path(args.run_dir) / "train"
     train_dir.mkdir(parents=True, exist_ok=True)
     lock = lock_run_dir(train_dir) if rank == 0 else None  # noqa: F841  (held until exit)
+    if rank == 0:  # under the lock: nobody else is writing here
+        remove_temporaries([train_dir, Path(args.status_out).parent])
     previous = read_json(Path(args.previous_status)) if args.previous_status else None
     if args.probe_results and read_json(Path(args.probe_results)).get("status") != "passed":
         raise ValueError(f"{args.probe_results}: the probe has not passed; training waits for it")
@@ -257,10 +299,13 @@ def train(args: Invocation, settings: RunSettings) -> None:
             args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
         ).run()
     except BaseException as error:
-        write_json_atomic(
-            train_dir / f"failure-rank{ctx.rank}.json",
-            {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
-        )
+        try:
+            write_json_atomic(
+                train_dir / f"failure-rank{ctx.rank}.json",
+                {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
+            )
+        except OSError as also:  # a full disk must not hide the error that mattered
+            logger.error("could not record the failure: %s", also)
         raise
     finally:
         distributed.teardown()
@@ -314,7 +359,7 @@ class Segment:
         self.step_start = self.state.step
         self.last_sha: str | None = None
         self.pending: tuple[Any, ...] | None = None  # the update in flight (see loop)
-        self.last_read = 0.0
+        self.last_end = 0.0
         self.window: Counter = Counter()
         self.first_update_unix: float | None = None  # start-up, reported in the status
 
@@ -449,23 +494,28 @@ class Segment:
         lr = self.t.sched.get_last_lr()[0]  # the rate this update uses
         launched = time.perf_counter()
         pending = self.t.launch(self.cache.train, group, self.settings.micro)
+        queued = time.perf_counter()
         self.state.advance(epoch=epoch, next_group=index + 1)
         self.finish()
-        self.pending = (pending, epoch, self.state.step, lr, launched)
+        self.pending = (pending, epoch, self.state.step, lr, launched, queued)
 
     def finish(self) -> None:
         """Read back the update in flight (if any) and account for it: its wall time runs
-        from the later of its launch and the previous read-back to its own read-back."""
+        from the later of its launch and the previous update's end to its own end. On CUDA
+        an update ends when its numbers are read back; on the CPU ``launch`` computes it
+        whole, so it ends when ``launch`` returns (the read-back comes after the next
+        update, or at once at a stop: timing that would leave the last update ~0 s)."""
         if self.pending is None:
             return
-        pending, epoch, step, lr, launched = self.pending
+        pending, epoch, step, lr, launched, queued = self.pending
         self.pending = None
         values, norm = pending.result()
         if self.first_update_unix is None:
             self.first_update_unix = time.time()
         now = time.perf_counter()
-        elapsed = now - max(launched, self.last_read)
-        self.last_read = now
+        end = now if self.ctx.device.type == "cuda" else queued
+        elapsed = end - max(launched, self.last_end)
+        self.last_end = end
         values = {**values, "train_seconds": elapsed}
         totals = Counter(self.state.totals)
         totals.update(values)

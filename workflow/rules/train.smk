@@ -13,6 +13,11 @@
 # The probe, the cache and the receipt enter the chain through ancient(): `--forcerun probe` or
 # a rebuilt cache never restarts training (the trainer's identity check refuses a changed
 # dataset on resume instead).
+#
+# Both trainer rules run under workflow/scripts/logged.sh: the log is appended to, one
+# attempt after another, and a failure's one-line cause reaches snakemake's console.
+
+LOGGED = Path(workflow.basedir) / "workflow/scripts/logged.sh"
 
 
 rule probe:
@@ -33,7 +38,8 @@ rule probe:
         torchrun=get_launcher,
         args=get_trainer_args,
     shell:
-        "{params.torchrun} -m chesslm.train.segment probe {params.args} --probe-out={output} > {log} 2>&1"
+        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
+        " --probe-out={output}"
 
 
 checkpoint train_segment:
@@ -57,9 +63,9 @@ checkpoint train_segment:
         args=get_trainer_args,
         previous=get_previous_status_flag,
     shell:
-        "{params.torchrun} -m chesslm.train.segment train {params.args} --segment={wildcards.n}"
-        " {params.previous} --probe-results={input.probe} --status-out={output.status}"
-        " > {log} 2>&1"
+        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
+        " --segment={wildcards.n} {params.previous} --probe-results={input.probe}"
+        " --status-out={output.status}"
 
 
 localrules:

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Usage: logged.sh LOG COMMAND [ARG...]   (the training rules; COMMAND may be `env VAR=... cmd`)
+#
+# Runs COMMAND with stdout and stderr in a file of its own, LOG's directory/NAME.attempts/
+# STAMP-PID.log, which LOG then names too (a hard link; a symlink where links fail).
+# Snakemake deletes a job's log before each attempt, and the trainer of a killed snakemake may
+# still be writing to it: this way a second attempt (say one refused because that trainer
+# still holds the run directory) never erases the first one's log.
+# On failure it prints the attempt's cause on stderr, where snakemake's console shows it: the
+# trainer's one-line "chesslm...: error: ..." (rank 0's), else the last "ERROR" or
+# "...Error: ..." line (another rank's, a traceback's); then the log's name.
+# The exit status is COMMAND's.
+set -u
+log=$1
+shift
+attempts="${log%.log}.attempts"
+mkdir -p "$attempts"
+attempt="$attempts/$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
+echo "==== $(date -u +%Y-%m-%dT%H:%M:%SZ) attempt, pid $$: $*" >"$attempt"
+rm -f "$log"
+ln "$attempt" "$log" 2>/dev/null || ln -s "$(basename "$attempts")/$(basename "$attempt")" "$log"
+"$@" >>"$attempt" 2>&1
+status=$?
+if [ "$status" -ne 0 ]; then
+    rank='^(\[rank[0-9]+\]:? )?'  # torchrun may prefix a rank's lines
+    cause=$(grep -m1 -E "${rank}chesslm[a-z_.]*: error" "$attempt" ||
+        grep -E "${rank}(ERROR |[A-Za-z_.]*(Error|Exception|Interrupt)\b)" "$attempt" | tail -n1)
+    echo "${cause:-exit status $status} (log: $log)" >&2
+fi
+exit "$status"
