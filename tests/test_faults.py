@@ -25,6 +25,7 @@ def train_args(cache: Path, run_dir: Path, *extra: str) -> list[str]:
         "train",
         f"--cache={cache}",
         f"--run-dir={run_dir}",
+        "--dataset=tiny",
         "--segment=0",
         f"--status-out={run_dir}/segments/0.json",
         *HYPER,

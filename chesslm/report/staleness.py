@@ -14,28 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-# runs.NAME key -> identity.json key (dotted: one level down)
-RUN_KEYS = {
-    "model": "model.preset",
-    "device": "device",
-    "workers": "world_size",
-    "seed": "seed",
-    "micro": "micro",
-    "accum": "accum",
-    "lr": "lr",
-    "epochs": "epochs",
-    "max_updates": "max_updates",
-    "validation_every_steps": "validation_every_steps",
-    "legality_eval_games": "legality_eval_games",
-    "packing": "packing",
-}
-# Recorded resolved (null in the config = derived or automatic): compared when the config sets one.
-RESOLVED_KEYS = {
-    "schedule_steps": "schedule_steps",
-    "warmup_steps": "warmup_steps",
-    "compile": "compile",
-    "cuda_graphs": "cuda_graphs",
-}
+# runs.NAME keys the identity records under another name (dotted: one level down)
+RENAMED = {"model": "model.preset", "workers": "world_size"}
 
 RETRAIN = (
     "its results are those of the old settings; to train with the new ones use a new run "
@@ -89,25 +69,20 @@ def run_changes(
 ) -> list[str]:
     """One line per difference between run ``run``'s record and the config/dataset now.
 
-    ``settings``: the run's config (defaults filled in); ``dataset_settings``: the dataset's
-    settings as the manifest records them (``chesslm.data.dataset.Settings.as_dict()``).
+    ``settings``: the run's keys and values (``dataclasses.asdict(RunSettings)``);
+    ``dataset_settings``: the dataset's settings as the manifest records them (``chesslm.data.dataset.Settings.as_dict()``).
     Empty when the run has not recorded its identity yet (it has not trained).
     """
     identity = _read(Path(run_dir) / "train" / "identity.json")
     if identity is None:
         return []
     changes = []
-    for key, recorded in RUN_KEYS.items():
-        then, now = _lookup(identity, recorded), settings.get(key)
-        if recorded in identity or "." in recorded:
-            if key == "packing":
-                now = bool(now)
-            if not _same(then, now):
-                changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
-    for key, recorded in RESOLVED_KEYS.items():
-        now = settings.get(key)
-        if now is not None and recorded in identity and not _same(identity[recorded], now):
-            then = identity[recorded]
+    for key, now in settings.items():
+        recorded = RENAMED.get(key, key)
+        if now is None or not ("." in recorded or recorded in identity):
+            continue  # null: resolved at run time (e.g. the LR horizon), recorded resolved
+        then = _lookup(identity, recorded)
+        if not _same(then, now):
             changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
     dataset_dir = Path(dataset_dir)
     manifest = _read(dataset_dir / "manifest.json")

@@ -15,6 +15,7 @@
 # --report collects report() items of the jobs upstream of its targets only, so its target
 # must be a report file (or a rule whose input is get_summary_targets()), not results.json.
 
+import dataclasses
 import sys
 from types import SimpleNamespace
 
@@ -27,7 +28,7 @@ RUN_CHANGES = {
     run: staleness.run_changes(
         run,
         f"results/{run}",
-        run_settings(run),
+        dataclasses.asdict(run_settings(run)),
         dataset=run_dataset(run),
         dataset_dir=dataset_dir(run_dataset(run)),
         dataset_settings=get_dataset_settings(
