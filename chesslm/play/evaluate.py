@@ -219,8 +219,7 @@ def run(
         )
         if not openings:
             raise ValueError(
-                f"{first}: no validation game has play.elo.opening_plies={e['opening_plies']}"
-                " plies"
+                f"{first}: no validation game has play.elo.opening_plies={e['opening_plies']} plies"
             )
         limit = chess.engine.Limit(nodes=e["nodes"], time=e["move_seconds"])
 

@@ -287,9 +287,9 @@ def play_engine_games(
                 else:
                     still.append(g)
             pending = still
-            model_turn = [g for g in pending if g.board.turn == (chess.WHITE if g.model_white
-                                                                  else chess.BLACK)]  # fmt: skip
-            for g, move in zip(model_turn, best_moves(net, [g.board for g in model_turn])):
+            model_turn = [g for g in pending if g.board.turn == g.model_white]
+            moves = best_moves(net, [g.board for g in model_turn])
+            for g, move in zip(model_turn, moves, strict=True):
                 g.board.push(move)
             for g in pending:
                 if g in model_turn or g.board.is_game_over(claim_draw=True):

@@ -10,6 +10,7 @@ where it stopped, and the tables are computed from every chunk written so far.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -71,9 +72,7 @@ def load_metadata(cache_dir: Path, offsets: np.ndarray) -> tuple[dict[str, np.nd
     n = len(offsets) - 1
     ply_offsets = metadata.ply_offsets(offsets)
     cols = {
-        name: np.full(
-            ply_offsets[-1] if col.per_ply else n, col.missing, dtype=np.dtype(col.dtype)
-        )
+        name: np.full(ply_offsets[-1] if col.per_ply else n, col.missing, dtype=np.dtype(col.dtype))
         for name, col in metadata.COLUMNS.items()
     }
     cols["ply_offsets"] = ply_offsets
@@ -132,7 +131,7 @@ class Evaluator:
         offsets = self.code_offsets[p0 : p0 + n + 1]
         return scoring.GameInput(
             main=np.asarray(self.games[g], dtype=np.int64)[:-1],
-            legal=[np.asarray(self.codes[a:b]) for a, b in zip(offsets[:-1], offsets[1:])],
+            legal=[np.asarray(self.codes[a:b]) for a, b in itertools.pairwise(offsets)],
         )
 
     def evaluate_games(self, games: np.ndarray) -> dict[str, np.ndarray]:
@@ -240,7 +239,9 @@ def tables(
     }
     columns: list[tuple[str, str, str, np.ndarray]] = []  # (protocol, grouping, group, mask)
     for name in PROTOCOLS:
-        keep = protocol_mask(pos, features, protocol) if name == "maia" else np.ones_like(rank, bool)
+        keep = (
+            protocol_mask(pos, features, protocol) if name == "maia" else np.ones_like(rank, bool)
+        )
         for grouping in GROUPINGS:
             for group in _ordered(set(labels[grouping][keep]), grouping):
                 columns.append((name, grouping, group, keep & (labels[grouping] == group)))

@@ -47,7 +47,8 @@ def match_figure(rows: pd.DataFrame) -> Figure:
                 continue
             x = part["group"].astype(int) + 50
             for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
-                ax.plot(x, part[stat], style, marker="o", color=colour, label=f"{stat} ({protocol})")
+                label = f"{stat} ({protocol})"
+                ax.plot(x, part[stat], style, marker="o", color=colour, label=label)
                 ax.fill_between(
                     x, part[f"{stat}_low"].astype(float), part[f"{stat}_high"].astype(float),
                     color=colour, alpha=0.15 if protocol == "maia" else 0.07, linewidth=0,

@@ -36,9 +36,9 @@ NEG_INF = float("-inf")
 class GameInput:
     """One game to score: its main line and the legal move codes of each ply scored.
 
-    ``main`` is BOS followed by the played triples (no EOS). Plies ``0 .. len(legal) - 1`` are
-    scored (from ``start``); a ply whose triple is not in ``main`` (the position after the main line, when the
-    model is to move) has no played move."""
+    ``main`` is BOS followed by the played triples (no EOS). Plies ``start .. start +
+    len(legal) - 1`` are scored; a ply whose triple is not in ``main`` (the position after the
+    main line, when the model is to move) has no played move."""
 
     main: np.ndarray
     legal: list[np.ndarray]  # per scored ply: int legal move codes
@@ -95,8 +95,9 @@ def _branch_game(game: GameInput) -> dict[str, np.ndarray]:
 
     # promoting (ply, source, destination) pairs, likewise
     is_promo = pro > 0
-    pair_id, pair_inv = np.unique((ply[is_promo] * 64 + src[is_promo]) * 64 + dst[is_promo],
-                                  return_inverse=True)
+    pair_id, pair_inv = np.unique(
+        (ply[is_promo] * 64 + src[is_promo]) * 64 + dst[is_promo], return_inverse=True
+    )
     pair_ply, pair_src, pair_dst = pair_id // 4096, (pair_id // 64) % 64, pair_id % 64
     pair_is_main = (pair_src == played[pair_ply, 0]) & (pair_dst == played[pair_ply, 1])
     n_branch_pair = int((~pair_is_main).sum())
@@ -112,12 +113,8 @@ def _branch_game(game: GameInput) -> dict[str, np.ndarray]:
     idx = np.concatenate([main, key_src[bk], pair_dst[bp]])
     pos = np.concatenate([np.arange(L), 1 + 3 * key_ply[bk], 2 + 3 * pair_ply[bp]])
     prefix = np.concatenate([np.arange(1, L + 1), 1 + 3 * key_ply[bk], 1 + 3 * pair_ply[bp]])
-    extra = np.concatenate(
-        [np.full(L + n_branch_src, -1, dtype=np.int64), key_rows[pair_key[bp]]]
-    )
-    move_is_played = (
-        (src == played[ply, 0]) & (dst == played[ply, 1]) & (pro == played[ply, 2])
-    )
+    extra = np.concatenate([np.full(L + n_branch_src, -1, dtype=np.int64), key_rows[pair_key[bp]]])
+    move_is_played = (src == played[ply, 0]) & (dst == played[ply, 1]) & (pro == played[ply, 2])
     played_move = np.full(n, -1, dtype=np.int64)
     played_move[ply[move_is_played] - game.start] = np.nonzero(move_is_played)[0]
     return {
@@ -155,7 +152,10 @@ def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch
     for b, p in enumerate(parts):
         n = len(p["idx"])
         idx[b, :n], pos[b, :n], prefix[b, :n], extra[b, :n] = (
-            p["idx"], p["pos"], p["prefix"], p["extra"]
+            p["idx"],
+            p["pos"],
+            p["prefix"],
+            p["extra"],
         )
         base = b * T
         out["before_rows"].append(base + p["before_rows"])
