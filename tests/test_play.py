@@ -91,7 +91,7 @@ def _input(moves: list[chess.Move]) -> scoring.GameInput:
     for move in moves:
         legal.append(scoring.legal_codes(board))
         board.push(move)
-    return scoring.GameInput(main=np.array(tokens.encode_moves(moves)[:-1]), legal=legal)
+    return scoring.GameInput.from_plies(tokens.encode_moves(moves)[:-1], legal)
 
 
 def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
@@ -118,7 +118,7 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
             idx = np.nonzero(batch.move_ply == p)[0]
             mine = {
                 scoring.decode_code(c): float(result.move_logp[i])
-                for i, c in zip(idx, _input(moves).legal[ply], strict=True)
+                for i, c in zip(idx, _input(moves).legal(ply), strict=True)
             }
             assert mine.keys() == per_move.keys()
             for move, lp in per_move.items():

@@ -53,10 +53,8 @@ def best_moves(
     if not boards:
         return []
     inputs = [
-        scoring.GameInput(
-            main=np.array(move_tokens_of(b), dtype=np.int64),
-            legal=[scoring.legal_codes(b)],
-            start=len(b.move_stack),
+        scoring.GameInput.from_plies(
+            move_tokens_of(b), [scoring.legal_codes(b)], start=len(b.move_stack)
         )
         for b in boards
     ]
@@ -65,7 +63,7 @@ def best_moves(
     moves = []
     for p in range(len(boards)):
         idx = np.nonzero(batch.move_ply == p)[0]
-        codes = inputs[p].legal[0]
+        codes = inputs[p].legal(0)
         lp = logp[idx]
         if sample:
             choice = int(torch.multinomial(lp.exp(), 1, generator=generator))

@@ -10,7 +10,6 @@ where it stopped, and the tables are computed from every chunk written so far.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -129,32 +128,25 @@ class Evaluator:
         p0 = self.ply_start[g]
         n = self.ply_start[g + 1] - p0
         offsets = self.code_offsets[p0 : p0 + n + 1]
-        return scoring.GameInput(
-            main=np.asarray(self.games[g], dtype=np.int64)[:-1],
-            legal=[np.asarray(self.codes[a:b]) for a, b in itertools.pairwise(offsets)],
-        )
+        return scoring.game_input(self.games[g], self.codes, offsets)
 
     def evaluate_games(self, games: np.ndarray) -> dict[str, np.ndarray]:
         """Per-position results of ``games`` (validation indices)."""
-        inputs = {int(g): self.game(int(g)) for g in games}
-        lengths = {g: scoring.branched_length(x) for g, x in inputs.items()}
-        order = sorted(inputs, key=lambda g: lengths[g])
+        ids = np.asarray(games, dtype=np.int64)
+        inputs = [self.game(int(g)) for g in ids]
         out: dict[str, list[np.ndarray]] = {k: [] for k in CHUNK_FIELDS}
-        start = 0
-        while start < len(order):
-            # longest game last: a batch's rows pad to its last game's length
-            end = start + 1
-            while end < len(order) and (end - start + 1) * lengths[order[end]] <= self.batch_tokens:
-                end += 1
-            ids = order[start:end]
-            batch = scoring.build_batch([inputs[g] for g in ids], self.device)
-            s = scoring.score(self.net, batch, attention=self.attention)
-            out["game"].append(np.asarray(ids, dtype=np.int64)[batch.ply_game])
+        for group, batch, host in scoring.score_many(
+            self.net,
+            inputs,
+            batch_tokens=self.batch_tokens,
+            device=self.device,
+            attention=self.attention,
+        ):
+            out["game"].append(ids[np.asarray(group)][batch.ply_game])
             out["ply"].append(batch.ply_number.astype(np.int16))
-            out["rank"].append(s.rank.cpu().numpy().astype(np.int32))
-            out["nll"].append((-s.played_logp).cpu().numpy().astype(np.float32))
-            out["n_legal"].append(s.n_legal.cpu().numpy().astype(np.int16))
-            start = end
+            out["rank"].append(host["rank"].astype(np.int32))
+            out["nll"].append((-host["played_logp"]).astype(np.float32))
+            out["n_legal"].append(host["n_legal"].astype(np.int16))
         return {k: np.concatenate(v) for k, v in out.items()}
 
     def positions(self) -> dict[str, np.ndarray]:

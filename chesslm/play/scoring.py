@@ -18,7 +18,7 @@ it would see in a plain causal pass over its own prefix, so one forward pass sco
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import chess
@@ -37,12 +37,35 @@ class GameInput:
     """One game to score: its main line and the legal move codes of each ply scored.
 
     ``main`` is BOS followed by the played triples (no EOS). Plies ``start .. start +
-    len(legal) - 1`` are scored; a ply whose triple is not in ``main`` (the position after the
-    main line, when the model is to move) has no played move."""
+    len(counts) - 1`` are scored; ``codes`` holds their legal move codes back to back
+    (``counts`` per ply), sorted within each ply as the token cache stores them. A ply whose
+    triple is not in ``main`` (the position after the main line, when the model is to move)
+    has no played move."""
 
     main: np.ndarray
-    legal: list[np.ndarray]  # per scored ply: int legal move codes
-    start: int = 0  # the first ply scored (earlier plies are context only)
+    codes: np.ndarray
+    counts: np.ndarray
+    start: int = 0
+
+    @classmethod
+    def from_plies(cls, main: Sequence[int], legal: Sequence[np.ndarray], start: int = 0):  # noqa: ANN206
+        """From one array of legal codes per scored ply."""
+        codes = [np.sort(np.asarray(c, dtype=np.int64)) for c in legal]
+        return cls(
+            main=np.asarray(main, dtype=np.int64),
+            codes=np.concatenate(codes) if codes else np.zeros(0, np.int64),
+            counts=np.array([len(c) for c in codes], dtype=np.int64),
+            start=start,
+        )
+
+    @property
+    def plies(self) -> int:
+        return len(self.counts)
+
+    def legal(self, ply: int) -> np.ndarray:
+        """The legal codes of the ``ply``-th scored ply."""
+        first = int(self.counts[:ply].sum())
+        return self.codes[first : first + int(self.counts[ply])]
 
 
 @dataclass
@@ -66,123 +89,142 @@ class Batch:
     played: np.ndarray  # (P,) index into the moves of the played move, -1 when none
     ply_game: np.ndarray  # (P,) game index in the batch
     ply_number: np.ndarray  # (P,) ply index within its game
+    max_pos: int = 0  # the largest position id (checked against the context on the host)
+    # the index arrays on the device, copied before the forward pass is launched, so that a
+    # batch prepared on the host while the previous one runs never waits for it
+    dev: dict[str, torch.Tensor] | None = None
 
 
-def _branch_game(game: GameInput) -> dict[str, np.ndarray]:
-    """The branched sequence of one game (local row numbers)."""
-    main = np.asarray(game.main, dtype=np.int64)
-    L = len(main)
-    n = len(game.legal)
-    counts = np.array([len(c) for c in game.legal], dtype=np.int64)
-    codes = np.concatenate(game.legal).astype(np.int64) if n else np.zeros(0, np.int64)
-    ply = game.start + np.repeat(np.arange(n, dtype=np.int64), counts)  # absolute plies
-    src, dst, pro = codes // 320, (codes // 5) % 64, codes % 5
-    n_played = (L - 1) // 3
-    played = np.full((game.start + n, 3), -1, dtype=np.int64)
-    k = min(game.start + n, n_played)
-    if k:
-        played[:k] = main[1 : 1 + 3 * k].reshape(k, 3)
-        played[:k, 2] -= tokens.PROMO_NONE
+def _cumsum0(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
-    # (ply, source) keys: the played source is the main-line token, the others branch
-    key_id, key_of_move = np.unique(ply * 64 + src, return_inverse=True)
-    key_ply, key_src = key_id // 64, key_id % 64
-    key_is_main = key_src == played[key_ply, 0]
-    n_branch_src = int((~key_is_main).sum())
-    key_rows = np.empty(len(key_id), dtype=np.int64)
-    key_rows[key_is_main] = 1 + 3 * key_ply[key_is_main]
-    key_rows[~key_is_main] = L + np.arange(n_branch_src)
 
-    # promoting (ply, source, destination) pairs, likewise
-    is_promo = pro > 0
-    pair_id, pair_inv = np.unique(
-        (ply[is_promo] * 64 + src[is_promo]) * 64 + dst[is_promo], return_inverse=True
-    )
-    pair_ply, pair_src, pair_dst = pair_id // 4096, (pair_id // 64) % 64, pair_id % 64
-    pair_is_main = (pair_src == played[pair_ply, 0]) & (pair_dst == played[pair_ply, 1])
-    n_branch_pair = int((~pair_is_main).sum())
-    pair_rows = np.empty(len(pair_id), dtype=np.int64)
-    pair_rows[pair_is_main] = 2 + 3 * pair_ply[pair_is_main]
-    pair_rows[~pair_is_main] = L + n_branch_src + np.arange(n_branch_pair)
-    pair_key = np.searchsorted(key_id, pair_ply * 64 + pair_src)
-    move_pair = np.full(len(codes), -1, dtype=np.int64)
-    move_pair[is_promo] = pair_inv.reshape(-1)
+def _starts(flags: np.ndarray) -> np.ndarray:
+    """True where a non-decreasing key array takes a new value."""
+    new = np.ones(len(flags), dtype=bool)
+    new[1:] = flags[1:] != flags[:-1]
+    return new
 
-    bk = ~key_is_main
-    bp = ~pair_is_main
-    idx = np.concatenate([main, key_src[bk], pair_dst[bp]])
-    pos = np.concatenate([np.arange(L), 1 + 3 * key_ply[bk], 2 + 3 * pair_ply[bp]])
-    prefix = np.concatenate([np.arange(1, L + 1), 1 + 3 * key_ply[bk], 1 + 3 * pair_ply[bp]])
-    extra = np.concatenate([np.full(L + n_branch_src, -1, dtype=np.int64), key_rows[pair_key[bp]]])
-    move_is_played = (src == played[ply, 0]) & (dst == played[ply, 1]) & (pro == played[ply, 2])
-    played_move = np.full(n, -1, dtype=np.int64)
-    played_move[ply[move_is_played] - game.start] = np.nonzero(move_is_played)[0]
-    return {
-        "idx": idx, "pos": pos, "prefix": prefix, "extra": extra,
-        "before_rows": 3 * (game.start + np.arange(n, dtype=np.int64)),
-        "key_rows": key_rows, "key_ply": key_ply - game.start, "key_src": key_src,
-        "pair_rows": pair_rows,
-        "move_ply": ply - game.start, "move_key": key_of_move.reshape(-1), "move_pair": move_pair,
-        "move_dst": dst, "move_pro": pro, "played": played_move,
-    }  # fmt: skip
+
+def _rank_in_game(game: np.ndarray, n_games: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's index among its game's items (items grouped by game) and the counts."""
+    counts = np.bincount(game, minlength=n_games)
+    return np.arange(len(game)) - _cumsum0(counts)[game], counts
 
 
 def branched_length(game: GameInput) -> int:
-    """Tokens of a game's branched sequence (for batching by length)."""
-    keys = sum(len(np.unique(np.asarray(c) // 320)) for c in game.legal)
-    return len(game.main) + keys
+    """Tokens of a game's branched sequence, at most (for planning batches)."""
+    ply = np.repeat(np.arange(game.plies), game.counts)
+    return len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
 
 
 def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch:
-    """Pad the branched sequences of ``games`` into one batch of rows."""
-    parts = [_branch_game(g) for g in games]
-    T = max(len(p["idx"]) for p in parts)
-    B = len(parts)
-    idx = np.full((B, T), tokens.PAD, dtype=np.int64)
-    pos = np.zeros((B, T), dtype=np.int64)
-    prefix = np.zeros((B, T), dtype=np.int64)  # padding attends to itself only
-    extra = np.full((B, T), -1, dtype=np.int64)
-    out: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in ("before_rows", "key_rows", "key_ply", "key_src", "pair_rows", "move_ply",
-                  "move_key", "move_pair", "move_dst", "move_pro", "played", "ply_game",
-                  "ply_number")
-    }  # fmt: skip
-    n_ply = n_key = n_pair = n_move = 0
-    for b, p in enumerate(parts):
-        n = len(p["idx"])
-        idx[b, :n], pos[b, :n], prefix[b, :n], extra[b, :n] = (
-            p["idx"],
-            p["pos"],
-            p["prefix"],
-            p["extra"],
-        )
-        base = b * T
-        out["before_rows"].append(base + p["before_rows"])
-        out["key_rows"].append(base + p["key_rows"])
-        out["key_ply"].append(n_ply + p["key_ply"])
-        out["key_src"].append(p["key_src"])
-        out["pair_rows"].append(base + p["pair_rows"])
-        out["move_ply"].append(n_ply + p["move_ply"])
-        out["move_key"].append(n_key + p["move_key"])
-        out["move_pair"].append(np.where(p["move_pair"] >= 0, n_pair + p["move_pair"], -1))
-        out["move_dst"].append(p["move_dst"])
-        out["move_pro"].append(p["move_pro"])
-        out["played"].append(np.where(p["played"] >= 0, n_move + p["played"], -1))
-        plies = len(p["before_rows"])
-        out["ply_game"].append(np.full(plies, b, dtype=np.int64))
-        out["ply_number"].append(games[b].start + np.arange(plies, dtype=np.int64))
-        n_ply += plies
-        n_key += len(p["key_rows"])
-        n_pair += len(p["pair_rows"])
-        n_move += len(p["move_ply"])
+    """The branched sequences of ``games`` padded into one batch of rows, vectorised over the
+    whole batch (no per-game or per-ply Python loop: the host keeps up with the device)."""
+    B = len(games)
+    L = np.array([len(g.main) for g in games], dtype=np.int64)
+    n = np.array([g.plies for g in games], dtype=np.int64)
+    start = np.array([g.start for g in games], dtype=np.int64)
+    main = np.concatenate([g.main for g in games]).astype(np.int64)
+    main_off = _cumsum0(L)
+    codes = np.concatenate([g.codes for g in games]).astype(np.int64)
+    counts = np.concatenate([g.counts for g in games]).astype(np.int64)
+    P = len(counts)
+    ply_game = np.repeat(np.arange(B), n)
+    ply_abs = start[ply_game] + np.arange(P) - _cumsum0(n)[ply_game]
+    move_ply = np.repeat(np.arange(P), counts)
+    src, dst, pro = codes // 320, (codes // 5) % 64, codes % 5
+
+    # the played triple of each ply (-1 where the main line stops before it)
+    has = ply_abs < (L[ply_game] - 1) // 3
+    first = main_off[ply_game] + 1 + 3 * ply_abs
+    played = [
+        np.where(has, np.take(main, first + j, mode="clip") - (tokens.PROMO_NONE if j == 2 else 0),
+                 -1)
+        for j in range(3)
+    ]  # fmt: skip
+
+    # (ply, source) keys, in move order: the played source is the main line's token
+    new_key = _starts(move_ply * 64 + src)
+    key_first = np.nonzero(new_key)[0]
+    key_of_move = np.cumsum(new_key) - 1
+    key_ply, key_src = move_ply[key_first], src[key_first]
+    key_game = ply_game[key_ply]
+    bk = key_src != played[0][key_ply]
+    rank, n_src = _rank_in_game(key_game[bk], B)
+    key_local = 1 + 3 * ply_abs[key_ply]
+    key_local[bk] = L[key_game[bk]] + rank
+
+    # promoting (ply, source, destination) pairs, likewise
+    promo_moves = np.nonzero(pro > 0)[0]
+    new_pair = _starts((move_ply[promo_moves] * 64 + src[promo_moves]) * 64 + dst[promo_moves])
+    pair_first = promo_moves[new_pair]
+    move_pair = np.full(len(codes), -1, dtype=np.int64)
+    move_pair[promo_moves] = np.cumsum(new_pair) - 1
+    pair_ply, pair_src, pair_dst = move_ply[pair_first], src[pair_first], dst[pair_first]
+    pair_game = ply_game[pair_ply]
+    pair_key = key_of_move[pair_first]
+    bp = (pair_src != played[0][pair_ply]) | (pair_dst != played[1][pair_ply])
+    rank, n_pair = _rank_in_game(pair_game[bp], B)
+    pair_local = 2 + 3 * ply_abs[pair_ply]
+    pair_local[bp] = L[pair_game[bp]] + n_src[pair_game[bp]] + rank
+
+    T = int((L + n_src + n_pair).max())
+    idx = np.full(B * T, tokens.PAD, dtype=np.int64)
+    pos = np.zeros(B * T, dtype=np.int64)
+    prefix = np.zeros(B * T, dtype=np.int64)  # padding attends to itself only
+    extra = np.full(B * T, -1, dtype=np.int64)
+    main_game = np.repeat(np.arange(B), L)
+    local = np.arange(len(main)) - main_off[main_game]
+    rows = main_game * T + local
+    idx[rows], pos[rows], prefix[rows] = main, local, local + 1
+    rows = key_game[bk] * T + key_local[bk]
+    at = ply_abs[key_ply[bk]]
+    idx[rows], pos[rows], prefix[rows] = key_src[bk], 1 + 3 * at, 1 + 3 * at
+    rows = pair_game[bp] * T + pair_local[bp]
+    at = ply_abs[pair_ply[bp]]
+    idx[rows], pos[rows], prefix[rows] = pair_dst[bp], 2 + 3 * at, 1 + 3 * at
+    extra[rows] = key_local[pair_key[bp]]  # the pair's source token, in the same row
+
+    is_played = (src == played[0][move_ply]) & (dst == played[1][move_ply])
+    is_played &= pro == played[2][move_ply]
+    played_move = np.full(P, -1, dtype=np.int64)
+    played_move[move_ply[is_played]] = np.nonzero(is_played)[0]
+    arrays = {
+        "before_rows": ply_game * T + 3 * ply_abs,
+        "key_rows": key_game * T + key_local,
+        "key_ply": key_ply,
+        "key_src": key_src,
+        "pair_rows": pair_game * T + pair_local,
+        "move_ply": move_ply,
+        "move_key": key_of_move,
+        "move_pair": move_pair,
+        "move_dst": dst,
+        "move_pro": pro,
+        "played": played_move,
+        "ply_game": ply_game,
+        "ply_number": ply_abs,
+    }
     to = torch.device(device)
+    all_rows = np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]])
+    dev_names = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "key_ply",
+                 "key_src", "played")  # fmt: skip
+    dev = {k: torch.from_numpy(arrays[k]).to(to) for k in dev_names}
+    dev["rows"] = torch.from_numpy(all_rows).to(to)
+
+    def grid(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a.reshape(B, T)).to(to)
+
     return Batch(
-        idx=torch.from_numpy(idx).to(to),
-        pos=torch.from_numpy(pos).to(to),
-        prefix=torch.from_numpy(prefix).to(to),
-        extra=torch.from_numpy(extra).to(to),
-        **{k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in out.items()},
+        idx=grid(idx),
+        pos=grid(pos),
+        prefix=grid(prefix),
+        extra=grid(extra),
+        **arrays,
+        max_pos=int(pos.max()),
+        dev=dev,
     )
 
 
@@ -231,7 +273,8 @@ class Scores:
 def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
     device = batch.idx.device
-    if int(batch.pos.max()) >= net.config.block_size:
+    d = batch.dev
+    if batch.max_pos >= net.config.block_size:
         raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
     mask = (
         block_mask(batch.prefix, batch.extra)
@@ -242,17 +285,13 @@ def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
         x = hidden_states(net, batch, mask)
         C = x.size(-1)
         x = x.reshape(-1, C)
-        rows = np.concatenate([batch.before_rows, batch.key_rows, batch.pair_rows])
-        logits = net.lm_head(net.transformer.ln_f(x[torch.from_numpy(rows).to(device)]))
+        logits = net.lm_head(net.transformer.ln_f(x[d["rows"]]))
     logits = logits.float()
     P, K = len(batch.before_rows), len(batch.key_rows)
 
-    def t(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a).to(device)
-
-    move_ply, move_key, move_pair = t(batch.move_ply), t(batch.move_key), t(batch.move_pair)
-    move_dst, move_pro = t(batch.move_dst), t(batch.move_pro)
-    key_ply, key_src = t(batch.key_ply), t(batch.key_src)
+    move_ply, move_key, move_pair = d["move_ply"], d["move_key"], d["move_pair"]
+    move_dst, move_pro = d["move_dst"], d["move_pro"]
+    key_ply, key_src = d["key_ply"], d["key_src"]
 
     def masked_log_softmax(z: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         return torch.log_softmax(z.masked_fill(~allowed, NEG_INF), dim=-1)
@@ -265,22 +304,70 @@ def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     ls_dst = masked_log_softmax(logits[P : P + K, :64], dst_ok)
     logp = ls_src[key_ply[move_key], key_src[move_key]] + ls_dst[move_key, move_dst]
     promo = move_pair >= 0
-    if bool(promo.any()):
+    if (batch.move_pair >= 0).any():  # host arrays: no device sync
+        # no boolean indexing (it would wait for the device): non-promotions add 0
         Q = len(batch.pair_rows)
-        pro_ok = torch.zeros(Q, 5, dtype=torch.bool, device=device)
-        pro_ok[move_pair[promo], move_pro[promo]] = True
+        pair = move_pair.clamp(min=0)
+        hits = torch.zeros(Q * 5, dtype=torch.int32, device=device)
+        hits.index_add_(0, pair * 5 + move_pro, promo.to(torch.int32))
         z = logits[P + K :, tokens.PROMO_NONE : tokens.PROMO_NONE + 5]
-        ls_pro = masked_log_softmax(z, pro_ok)
-        logp = logp.clone()
-        logp[promo] += ls_pro[move_pair[promo], move_pro[promo]]
-    played = t(batch.played)
-    has = played >= 0
-    played_logp = torch.full((P,), float("nan"), device=device)
-    played_logp[has] = logp[played[has]]
+        ls_pro = masked_log_softmax(z, hits.view(Q, 5) > 0)
+        logp = logp + torch.where(promo, ls_pro[pair, move_pro], 0.0)
+    played = d["played"]
+    played_logp = torch.where(played >= 0, logp[played.clamp(min=0)], float("nan"))
     better = (logp > played_logp[move_ply]).to(torch.int64)
     rank = torch.zeros(P, dtype=torch.int64, device=device).index_add_(0, move_ply, better)
-    n_legal = torch.bincount(move_ply, minlength=P)
+    n_legal = torch.zeros(P, dtype=torch.int64, device=device).index_add_(
+        0, move_ply, torch.ones_like(move_ply)
+    )
     return Scores(logp, played_logp, rank, n_legal)
+
+
+def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Game indices grouped into batches of at most ``batch_tokens`` padded tokens, shortest
+    games first (a batch pads to its longest game; a game longer than the budget is alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * lengths[i] <= batch_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def score_many(
+    net: gpt.GPT,
+    games: Sequence[GameInput],
+    *,
+    batch_tokens: int,
+    device: torch.device | str,
+    attention: str = "dense",
+) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
+    """Score ``games`` batch by batch: yields (game indices, batch, host results with
+    ``rank``, ``played_logp``, ``n_legal`` per scored ply). The next batch is prepared on the
+    host while the device runs the current one."""
+    groups = plan_batches([branched_length(g) for g in games], batch_tokens)
+    pending = None
+    for group in groups:
+        batch = build_batch([games[i] for i in group], device)
+        scores = score(net, batch, attention=attention)
+        if pending is not None:
+            yield _to_host(*pending)
+        pending = (group, batch, scores)
+    if pending is not None:
+        yield _to_host(*pending)
+
+
+def _to_host(
+    group: list[int], batch: Batch, s: Scores
+) -> tuple[list[int], Batch, dict[str, np.ndarray]]:
+    host = {
+        "rank": s.rank.cpu().numpy(),
+        "played_logp": s.played_logp.cpu().numpy(),
+        "n_legal": s.n_legal.cpu().numpy(),
+    }
+    return group, batch, host
 
 
 def game_input(game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray) -> GameInput:
@@ -288,8 +375,11 @@ def game_input(game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray) 
     (``codes[offsets[i]:offsets[i + 1]]`` for its ply ``i``)."""
     g = np.asarray(game_tokens, dtype=np.int64)
     plies = (len(g) - 2) // 3
-    legal = [np.asarray(codes[offsets[i] : offsets[i + 1]]) for i in range(plies)]
-    return GameInput(main=g[:-1], legal=legal)
+    return GameInput(
+        main=g[:-1],
+        codes=np.asarray(codes[offsets[0] : offsets[plies]], dtype=np.int64),
+        counts=np.diff(np.asarray(offsets[: plies + 1], dtype=np.int64)),
+    )
 
 
 def legal_codes(board: chess.Board) -> np.ndarray:
