@@ -167,6 +167,7 @@ def run(
         "split": "validation",
         "datasets": per_dataset,
     }
+    logger.info("move-matching: %.1f s", time.monotonic() - started)
     files.write_json_atomic(out["move_match"], match_json)
     _write_csv(out["move_match_table"], pd.DataFrame(rows))
     plots.save(plots.match_figure(pd.DataFrame(rows)), out["move_match_plot"])
@@ -176,7 +177,8 @@ def run(
     legality_json: dict[str, Any] = {"model": model_info, "modes": {}}
     cached = state / "legality.json"
     done = files.read_json(cached)["modes"] if cached.exists() else {}
-    deadline = time.monotonic() + lg["seconds"]
+    started = time.monotonic()
+    deadline = started + lg["seconds"]
     for mode, temperature in (("greedy", 0.0), ("temperature_1", 1.0)):
         if mode in done and done[mode]["complete"]:
             legality_json["modes"][mode] = done[mode]
@@ -196,6 +198,7 @@ def run(
         " move (sampled at temperature 1); python-chess judges; greedy games from one start are"
         " identical, so one greedy game is played"
     )
+    logger.info("free-running legality: %.1f s", time.monotonic() - started)
     files.write_json_atomic(out["legality"], legality_json)
     leg_rows = [
         {"mode": mode, **b} for mode, r in legality_json["modes"].items() for b in r["buckets"]
@@ -210,6 +213,7 @@ def run(
         {r["key"]: r for r in files.read_json(games_file)["games"]} if games_file.exists() else {}
     )
     info: dict[str, Any] = {"complete": True}
+    started = time.monotonic()
     if e["games_per_anchor"] > 0:
         first = next(iter(caches.values()))
         val = TokenCache(first).validation
@@ -239,6 +243,7 @@ def run(
             done=records,
             on_result=keep,
         )
+    logger.info("games against Stockfish: %.1f s", time.monotonic() - started)
     played = list(records.values())
     fit = elo.fit([(r["anchor_effective"], r["score"]) for r in played])
     per_anchor = []
