@@ -369,3 +369,26 @@ def test_tables_bootstrap_interval_brackets_the_estimate():
     assert by[("all", "band", "2400+")]["positions"] == n_games * per // 2
     assert by[("maia", "overall", "all")]["positions"] == n_games * (per - 10)
     assert by[("all", "speed", "blitz")]["games"] == n_games
+
+
+@pytest.mark.parametrize(
+    ("play", "named"),
+    [
+        ({"split": "test"}, "split"),
+        ({"match": {"gamez": 3}}, "gamez"),
+        ({"elo": {"anchors": []}}, "anchors"),
+        ({"legality": {"games": 0}}, "games"),
+    ],
+)
+def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
+    import jsonschema
+    import yaml
+
+    from tests.helpers import ROOT
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    config = {"datasets": {"s": {"pgn": ["x.pgn"]}}, "runs": {"r": {"dataset": "s", "play": play}}}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    assert errors and named in (errors[0].message + str(list(errors[0].absolute_path)))
+    good = {**config, "runs": {"r": {"dataset": "s", "play": {"elo": {"anchors": [1350]}}}}}
+    assert not list(jsonschema.Draft202012Validator(schema).iter_errors(good))
