@@ -33,9 +33,11 @@ def match_figure(rows: pd.DataFrame) -> Figure:
     """Top-1 and top-3 accuracy per 100-Elo bin of the mover, both protocols, with the 95 %
     bootstrap band; one panel per dataset."""
     title = "Move-matching by the mover's Elo"
-    if not len(rows) or not (rows["grouping"] == "elo_bin").any():
+    if len(rows):
+        rows = rows[(rows["grouping"] == "elo_bin") & (rows["group"] != "unknown")]
+    bins = rows
+    if not len(bins):
         return notice(title, "No rated positions were evaluated (no Elo metadata, or no games).")
-    bins = rows[(rows["grouping"] == "elo_bin") & (rows["group"] != "unknown")]
     datasets = list(dict.fromkeys(rows["dataset"]))
     fig = Figure(figsize=(8, 3.8 * len(datasets)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(datasets), 1, squeeze=False)[:, 0])
