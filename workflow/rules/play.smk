@@ -104,7 +104,7 @@ rule play:
         "logs/{run}/play.log",
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
-    threads: 1
+    threads: lambda w: 1 if play_device(w.run) == "cuda" else 2
     resources:
         gpu=lambda w: 1 if play_device(w.run) == "cuda" else 0,
         mem_mb=8000,
