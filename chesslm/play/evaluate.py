@@ -104,6 +104,9 @@ def run(
     torch.manual_seed(settings["seed"])
     ckpt = checkpoint_path or run_dir / "train" / "best.pt"
     net, model_info = load_model(ckpt, dev)
+    if settings["match"]["compile"]:
+        for block in net.transformer.h:  # dynamic: every batch has its own (rows, length)
+            block.compile(dynamic=True)
     play_dir = run_dir / "play"
     play_dir.mkdir(parents=True, exist_ok=True)
     out = {k: play_dir / v for k, v in OUTPUTS.items()}
@@ -133,6 +136,7 @@ def run(
             chunk_games=m["chunk_games"],
             batch_tokens=m["batch_tokens"],
             device=dev,
+            attention=m["attention"],
         )
         t0 = time.monotonic()
         complete = evaluator.run(deadline)
