@@ -219,6 +219,9 @@ def run(
     info: dict[str, Any] = {"complete": True}
     started = time.monotonic()
     if e["games_per_anchor"] > 0:
+        if e["nodes"] is None and e["move_seconds"] is None:
+            raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
+                             " never stop); set one")  # fmt: skip
         first = next(iter(caches.values()))
         val = TokenCache(first).validation
         openings = games.openings_from(
