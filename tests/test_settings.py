@@ -11,7 +11,7 @@ import pytest
 from chesslm.train import settings
 from chesslm.train.settings import RunSettings
 
-JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool}
+JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
 
 
 def python_type(spec: dict) -> object:
@@ -26,7 +26,8 @@ def test_schema_and_dataclass_agree_on_every_key_type_and_default() -> None:
     hints = typing.get_type_hints(RunSettings)
     assert set(schema["properties"]) == set(fields)
     for name, spec in schema["properties"].items():
-        default = fields[name].default
+        f = fields[name]
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
         if "default" in spec:
             assert default == spec["default"] and type(default) is type(spec["default"]), name
         else:
@@ -52,7 +53,7 @@ def test_flags_round_trip_for_defaults_and_for_every_value_kind() -> None:
     ):
         args = s.to_args()
         assert settings.parse_args(args) == s
-        assert len(args) == sum(getattr(s, f.name) is not None for f in dataclasses.fields(s))
+        assert len(args) == sum(getattr(s, f.name) is not None for f in settings.flag_fields())
 
 
 def test_a_bad_flag_value_is_refused_naming_the_key(capsys) -> None:

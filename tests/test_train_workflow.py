@@ -128,3 +128,25 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     ]
     snakemake(work, hint.group(1), *ARGS, "--forcerun", "token_cache", "--cores", "2")
     TokenCache(cache, verify=True)
+
+
+def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -> None:
+    """Rule play (chesslm/play) on the terminal run: real Stockfish games, tables, figures."""
+    from chesslm.play import markdown_section
+
+    target = "results/mini/play/move-match.json"
+    snakemake(trained, target, *ARGS, "--cores", "1")
+    play = trained / "results/mini/play"
+    match = json.loads((play / "move-match.json").read_text())["datasets"]["mini"]
+    assert match["complete"] and match["games_evaluated"] == 8 and match["positions"] > 0
+    elo = json.loads((play / "elo.json").read_text())
+    assert [a["games"] for a in elo["anchors"]] == [2]
+    assert set(json.loads((play / "legality.json").read_text())["modes"]) == {
+        "greedy",
+        "temperature_1",
+    }
+    assert "### Elo against Stockfish" in markdown_section(play)
+    again = snakemake(trained, target, *ARGS, "--cores", "1")
+    assert "Nothing to be done" in again.stdout + again.stderr
+    snakemake(trained, target, *ARGS, "--report", "play.html")
+    assert "score against Stockfish" in (trained / "play.html").read_text()

@@ -103,11 +103,12 @@ def test_the_test_split_is_read_by_convert_and_verify_only(tmp_path):
             f"results/{r}/segments/0.json",
             f"results/{r}/results.json",
             f"results/{r}/report/summary.md",
+            f"results/{r}/play/move-match.json",
         ]
     result = snakemake(workdir, *targets, "--configfile", "mini.yaml", "--detailed-summary", "-F")
     rows = [line.split("\t") for line in result.stdout.splitlines()[1:] if "\t" in line]
     rules = {row[2] for row in rows}
-    assert {"convert", "verify", "token_cache", "probe", "train_segment"} <= rules, rules
+    assert {"convert", "verify", "token_cache", "probe", "train_segment", "play"} <= rules, rules
     for output, _date, rule, _log, inputs, *_ in rows:
         for path in inputs.split(","):
             parts = Path(path).parts

@@ -70,7 +70,8 @@ def run_changes(
     """One line per difference between run ``run``'s record and the config/dataset now.
 
     ``settings``: the run's keys and values (``dataclasses.asdict(RunSettings)``);
-    ``dataset_settings``: the dataset's settings as the manifest records them (``chesslm.data.dataset.Settings.as_dict()``).
+    ``dataset_settings``: the dataset's settings as the manifest records them
+    (``chesslm.data.dataset.Settings.as_dict()``).
     Empty when the run has not recorded its identity yet (it has not trained).
     """
     identity = _read(Path(run_dir) / "train" / "identity.json")

@@ -29,6 +29,8 @@ from typing import Any
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # a field with this metadata enters the checkpoint identity: changing it refuses a resume
 IDENTITY = {"identity": True}
+# a field with this metadata is not the segment's business: it has no segment flag
+NOT_A_FLAG = {"flag": False}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +58,8 @@ class RunSettings:
     compile: bool | None = None
     cuda_graphs: bool | None = None
     packing: bool = False
+    # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
+    play: dict = field(default_factory=dict, metadata=NOT_A_FLAG)
 
     @classmethod
     def from_config(cls, run: dict[str, Any], *, name: str = "run") -> RunSettings:
@@ -70,7 +74,7 @@ class RunSettings:
     def to_args(self) -> list[str]:
         """The segment's flags for these settings; None (the schema's null) is left out."""
         out = []
-        for f in dataclasses.fields(self):
+        for f in flag_fields():
             value = getattr(self, f.name)
             if value is None:
                 continue
@@ -88,6 +92,11 @@ class RunSettings:
         }
 
 
+def flag_fields() -> list[dataclasses.Field]:
+    """The fields that travel to the segment as flags."""
+    return [f for f in dataclasses.fields(RunSettings) if f.metadata.get("flag", True)]
+
+
 def flag(name: str) -> str:
     return name.replace("_", "-")
 
@@ -101,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     auto = null where the key may be null)."""
     hints = typing.get_type_hints(RunSettings)
     group = parser.add_argument_group("run settings (config runs.{run}, config/README.md)")
-    for f in dataclasses.fields(RunSettings):
+    for f in flag_fields():
         kind = hints[f.name]
         args = typing.get_args(kind)
         nullable = isinstance(kind, types.UnionType) and type(None) in args
@@ -121,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_namespace(namespace: argparse.Namespace, *, name: str = "run") -> RunSettings:
     """The settings parsed by ``add_arguments``, checked against the schema."""
-    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(RunSettings)}
+    values = {f.name: getattr(namespace, f.name) for f in flag_fields()}
     return RunSettings.from_config(values, name=name)
 
 

@@ -50,6 +50,7 @@ rule summarise:
     input:
         results="results/{run}/results.json",
         receipt=get_run_receipt,
+        play=get_run_play_outputs,
     output:
         **{
             item.name: report(

@@ -1,0 +1,301 @@
+"""Move-matching on validation games: top-1/top-3 agreement with the played move and NLL per
+move, overall and per Elo bin, band and speed class, under the Maia protocol and on all
+positions, with 95 % bootstrap intervals over games.
+
+The model's move is the argmax over the legal moves of the legal-renormalised factorisation
+(``scoring``). Positions are evaluated in chunks of games; each chunk's per-position results
+are written as soon as it completes (``state/``), so a run stopped by its time budget resumes
+where it stopped, and the tables are computed from every chunk written so far.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from chesslm import files
+from chesslm.data import gamearrays, metadata
+from chesslm.data.cache import TokenCache
+from chesslm.play import scoring
+
+logger = logging.getLogger(__name__)
+
+BANDS = ((None, 1400, "<1400"), (1400, 2000, "1400-2000"), (2000, 2400, "2000-2400"),
+         (2400, None, "2400+"))  # fmt: skip
+UNKNOWN = "unknown"
+GROUPINGS = ("overall", "elo_bin", "band", "speed")
+STATS = ("top1", "top3", "nll")
+PROTOCOLS = ("maia", "all")
+CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Which positions count: Maia's (skip the first plies and time-pressure positions)."""
+
+    skip_plies: int = 10
+    min_clock_seconds: float = 30.0
+
+    def describe(self) -> str:
+        return (
+            f"first {self.skip_plies} plies skipped; positions skipped once the mover has under"
+            f" {self.min_clock_seconds:g} s on the clock (unknown clocks kept)"
+        )
+
+
+def evenly_spaced(n: int, k: int | None) -> np.ndarray:
+    """``k`` evenly spaced indices of ``n`` (all when k is None or k >= n)."""
+    if k is None or k >= n:
+        return np.arange(n, dtype=np.int64)
+    return (np.arange(k, dtype=np.int64) * n) // k
+
+
+def load_metadata(cache_dir: Path, offsets: np.ndarray) -> tuple[dict[str, np.ndarray], str]:
+    """The validation split's metadata columns (per game; ``clock`` per ply with
+    ``ply_offsets``), or sentinel columns when the cache has none (every position then goes
+    to the 'unknown' bins); second value says which."""
+    prefix = cache_dir / "validation"
+    try:
+        meta = metadata.Metadata(prefix, offsets)
+        cols = {name: np.asarray(meta[name]) for name in metadata.COLUMNS}
+        cols["ply_offsets"] = meta.ply_offsets
+        return cols, "present"
+    except (OSError, ValueError) as error:
+        logger.warning("%s: no metadata columns (%s); bins are 'unknown'", prefix, error)
+    n = len(offsets) - 1
+    ply_offsets = metadata.ply_offsets(offsets)
+    cols = {
+        name: np.full(ply_offsets[-1] if col.per_ply else n, col.missing, dtype=np.dtype(col.dtype))
+        for name, col in metadata.COLUMNS.items()
+    }
+    cols["ply_offsets"] = ply_offsets
+    return cols, "missing"
+
+
+class Evaluator:
+    """Move-matching of one dataset's validation split, chunk by chunk, resumable."""
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        cache_dir: Path,
+        state_dir: Path,
+        *,
+        games: int | None,
+        chunk_games: int,
+        batch_tokens: int,
+        device: torch.device,
+        attention: str = "dense",
+    ) -> None:
+        self.net, self.device, self.attention = net, device, attention
+        self.cache = TokenCache(cache_dir)
+        self.games = self.cache.validation
+        self.codes, self.code_offsets = self.cache.legal_moves()
+        lengths = np.asarray(self.games.lengths, dtype=np.int64)
+        plies = (lengths - 2) // 3
+        self.ply_start = np.concatenate([[0], np.cumsum(plies)]).astype(np.int64)
+        selected = evenly_spaced(len(self.games), games)
+        self.selected = selected[plies[selected] > 0]
+        self.chunks = [
+            self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
+        ]
+        self.batch_tokens = batch_tokens
+        self.state_dir = state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+
+    def chunk_path(self, i: int) -> Path:
+        return self.state_dir / f"chunk-{i:05d}.npz"
+
+    def run(self, deadline: float) -> bool:
+        """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
+        every chunk is done."""
+        for i, chunk in enumerate(self.chunks):
+            if self.chunk_path(i).exists():
+                continue
+            if time.monotonic() >= deadline:
+                return False
+            result = self.evaluate_games(chunk)
+            files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
+        return True
+
+    def game(self, g: int) -> scoring.GameInput:
+        p0 = self.ply_start[g]
+        n = self.ply_start[g + 1] - p0
+        offsets = self.code_offsets[p0 : p0 + n + 1]
+        return scoring.game_input(self.games[g], self.codes, offsets)
+
+    def evaluate_games(self, games: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-position results of ``games`` (validation indices)."""
+        ids = np.asarray(games, dtype=np.int64)
+        inputs = [self.game(int(g)) for g in ids]
+        out: dict[str, list[np.ndarray]] = {k: [] for k in CHUNK_FIELDS}
+        for group, batch, host in scoring.score_many(
+            self.net,
+            inputs,
+            batch_tokens=self.batch_tokens,
+            device=self.device,
+            attention=self.attention,
+        ):
+            out["game"].append(ids[np.asarray(group)][batch.ply_game])
+            out["ply"].append(batch.ply_number.astype(np.int16))
+            out["rank"].append(host["rank"].astype(np.int32))
+            out["nll"].append((-host["played_logp"]).astype(np.float32))
+            out["n_legal"].append(host["n_legal"].astype(np.int16))
+        return {k: np.concatenate(v) for k, v in out.items()}
+
+    def positions(self) -> dict[str, np.ndarray]:
+        """Every position evaluated so far (all chunks on disk)."""
+        parts = [np.load(p) for p in sorted(self.state_dir.glob("chunk-*.npz"))]
+        return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in
+                CHUNK_FIELDS}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the tables
+
+
+def elo_band(elo: np.ndarray) -> np.ndarray:
+    labels = np.full(len(elo), UNKNOWN, dtype=object)
+    for low, high, name in BANDS:
+        ok = elo >= 0
+        if low is not None:
+            ok &= elo >= low
+        if high is not None:
+            ok &= elo < high
+        labels[ok] = name
+    return labels
+
+
+def elo_bin(elo: np.ndarray) -> np.ndarray:
+    """100-Elo bins of the mover, labelled by their lower edge ("1500" = 1500-1599)."""
+    labels = np.full(len(elo), UNKNOWN, dtype=object)
+    ok = elo >= 0
+    labels[ok] = [str(v) for v in (elo[ok] // 100) * 100]
+    return labels
+
+
+def position_features(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The mover's Elo, the speed class and the mover's clock before the move."""
+    g, ply = pos["game"].astype(np.int64), pos["ply"].astype(np.int64)
+    white = ply % 2 == 0
+    elo = np.where(white, meta["white_elo"][g], meta["black_elo"][g]).astype(np.int64)
+    speed_index = meta["speed"][g].astype(np.int64)
+    speed = np.array(
+        [metadata.SPEEDS[i] if 0 <= i < len(metadata.SPEEDS) else UNKNOWN for i in speed_index],
+        dtype=object,
+    )
+    # clock after the mover's previous move; before their first move, the base time
+    earlier = meta["ply_offsets"][g] + np.maximum(ply - 2, 0)
+    clock = np.where(
+        ply >= 2,
+        meta["clock"][np.minimum(earlier, len(meta["clock"]) - 1)] if len(meta["clock"]) else -1,
+        meta["base_seconds"][g],
+    ).astype(np.float64)
+    return {"elo": elo, "speed": speed, "clock": clock}
+
+
+def protocol_mask(
+    pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol
+) -> np.ndarray:
+    clock = features["clock"]
+    time_pressure = (clock >= 0) & (clock < protocol.min_clock_seconds)
+    return (pos["ply"] >= protocol.skip_plies) & ~time_pressure
+
+
+def tables(
+    pos: dict[str, np.ndarray],
+    meta: dict[str, np.ndarray],
+    protocol: Protocol,
+    *,
+    replicates: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Rows (protocol, grouping, group, positions, games, top1/top3/nll with 95 % bootstrap
+    intervals over games)."""
+    features = position_features(pos, meta)
+    rank = pos["rank"]
+    values = {"top1": (rank < 1).astype(np.float64), "top3": (rank < 3).astype(np.float64),
+              "nll": pos["nll"].astype(np.float64)}  # fmt: skip
+    game_ids, game_of = np.unique(pos["game"], return_inverse=True)
+    G = len(game_ids)
+    labels = {
+        "overall": np.full(len(rank), "all", dtype=object),
+        "elo_bin": elo_bin(features["elo"]),
+        "band": elo_band(features["elo"]),
+        "speed": features["speed"],
+    }
+    columns: list[tuple[str, str, str, np.ndarray]] = []  # (protocol, grouping, group, mask)
+    for name in PROTOCOLS:
+        keep = (
+            protocol_mask(pos, features, protocol) if name == "maia" else np.ones_like(rank, bool)
+        )
+        for grouping in GROUPINGS:
+            for group in _ordered(set(labels[grouping][keep]), grouping):
+                columns.append((name, grouping, group, keep & (labels[grouping] == group)))
+    if not columns:
+        return []
+    # per game x column sums of n, top1, top3, nll; bootstrap resamples games
+    sums = np.zeros((G, len(columns), 4))
+    for c, (*_, m) in enumerate(columns):
+        gm = game_of[m]
+        sums[:, c, 0] = np.bincount(gm, minlength=G)
+        for j, stat in enumerate(STATS, start=1):
+            sums[:, c, j] = np.bincount(gm, weights=values[stat][m], minlength=G)
+    total = sums.sum(axis=0)
+    rng = np.random.default_rng(seed)
+    boot = np.zeros((replicates, len(columns), 4))
+    for r in range(replicates):
+        counts = np.bincount(rng.integers(0, G, G), minlength=G).astype(np.float64)
+        boot[r] = np.tensordot(counts, sums, axes=1)
+    rows = []
+    for c, (name, grouping, group, _) in enumerate(columns):
+        n = total[c, 0]
+        row: dict[str, Any] = {
+            "protocol": name,
+            "grouping": grouping,
+            "group": group,
+            "positions": int(n),
+            "games": int((sums[:, c, 0] > 0).sum()),
+        }
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios = boot[:, c, 1:] / boot[:, c, :1]
+        for j, stat in enumerate(STATS):
+            row[stat] = float(total[c, j + 1] / n) if n else None
+            finite = ratios[:, j][np.isfinite(ratios[:, j])]
+            low, high = np.percentile(finite, [2.5, 97.5]) if len(finite) else (None, None)
+            row[f"{stat}_low"] = None if low is None else float(low)
+            row[f"{stat}_high"] = None if high is None else float(high)
+        rows.append(row)
+    return rows
+
+
+def _ordered(groups: set[str], grouping: str) -> list[str]:
+    known = sorted(g for g in groups if g != UNKNOWN)
+    if grouping == "elo_bin":
+        known = sorted(known, key=int)
+    elif grouping == "band":
+        known = [b for *_, b in BANDS if b in groups]
+    elif grouping == "speed":
+        known = [s for s in metadata.SPEEDS if s in groups]
+    return known + ([UNKNOWN] if UNKNOWN in groups else [])
+
+
+def counts(pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol) -> dict:
+    keep = protocol_mask(pos, features, protocol)
+    return {
+        "positions": int(len(pos["rank"])),
+        "maia_positions": int(keep.sum()),
+        "unknown_clock_positions": int((features["clock"] < 0).sum()),
+        "unknown_elo_positions": int((features["elo"] < 0).sum()),
+        "mean_legal_moves": float(np.mean(pos["n_legal"])) if len(pos["rank"]) else None,
+    }
+
+
+def read_cache_offsets(cache_dir: Path) -> np.ndarray:
+    return gamearrays.load_npy(gamearrays.part_path(cache_dir / "validation", "offsets"),
+                               mmap=False)  # fmt: skip

@@ -1,0 +1,435 @@
+"""Scores of every legal move of many positions in one forward pass per batch of games.
+
+The model's move distribution over the legal moves factorises as
+``P(source) · P(destination | source) · P(promotion | source, destination)``, each factor
+renormalised over the tokens that are legal at that step (so the promotion factor of a
+non-promotion move is exactly 1, and the scores of a position's legal moves sum to one).
+Scoring every legal move needs the model's outputs after every legal *source* (and, for
+promotions, after every promoting source-destination pair), not only after the played one.
+
+One game becomes one *branched* sequence: the main line (BOS and the played triples) and,
+after it, one extra token per unplayed legal source of each ply (placed at the position the
+source would have, attending only to the main line before that ply and to itself) and one
+per unplayed promoting destination (attending to that prefix, its source token and itself).
+An explicit attention mask and explicit position ids make every branch token see exactly what
+it would see in a plain causal pass over its own prefix, so one forward pass scores them all.
+``oracle_scores`` is the plain loop (one causal pass per legal move) the tests compare with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import chess
+import numpy as np
+import torch
+
+from chesslm.data import tokens
+from chesslm.data.cache import move_code
+from chesslm.train import model as gpt
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class GameInput:
+    """One game to score: its main line and the legal move codes of each ply scored.
+
+    ``main`` is BOS followed by the played triples (no EOS). Plies ``start .. start +
+    len(counts) - 1`` are scored; ``codes`` holds their legal move codes back to back
+    (``counts`` per ply), sorted within each ply as the token cache stores them. A ply whose
+    triple is not in ``main`` (the position after the main line, when the model is to move)
+    has no played move."""
+
+    main: np.ndarray
+    codes: np.ndarray
+    counts: np.ndarray
+    start: int = 0
+
+    @classmethod
+    def from_plies(cls, main: Sequence[int], legal: Sequence[np.ndarray], start: int = 0):  # noqa: ANN206
+        """From one array of legal codes per scored ply."""
+        codes = [np.sort(np.asarray(c, dtype=np.int64)) for c in legal]
+        return cls(
+            main=np.asarray(main, dtype=np.int64),
+            codes=np.concatenate(codes) if codes else np.zeros(0, np.int64),
+            counts=np.array([len(c) for c in codes], dtype=np.int64),
+            start=start,
+        )
+
+    @property
+    def plies(self) -> int:
+        return len(self.counts)
+
+    def legal(self, ply: int) -> np.ndarray:
+        """The legal codes of the ``ply``-th scored ply."""
+        first = int(self.counts[:ply].sum())
+        return self.codes[first : first + int(self.counts[ply])]
+
+
+@dataclass
+class Batch:
+    """Branched token rows and the index arrays that read the moves' scores off them."""
+
+    idx: torch.Tensor  # (B, T) token ids
+    pos: torch.Tensor  # (B, T) position ids
+    prefix: torch.Tensor  # (B, T) a token attends to the main-line tokens before this index
+    extra: torch.Tensor  # (B, T) and to this one more token (its branch source; -1: none)
+    before_rows: np.ndarray  # (P,) flat row of the token before each ply's source
+    key_rows: np.ndarray  # (K,) flat row of each (ply, legal source) token
+    key_ply: np.ndarray
+    key_src: np.ndarray
+    pair_rows: np.ndarray  # (Q,) flat row of each promoting (ply, source, destination) token
+    move_ply: np.ndarray  # (M,) every legal move: its ply (0..P-1), key, pair (-1), tokens
+    move_key: np.ndarray
+    move_pair: np.ndarray
+    move_dst: np.ndarray
+    move_pro: np.ndarray  # promotion token - PROMO_NONE (0 = none)
+    played: np.ndarray  # (P,) index into the moves of the played move, -1 when none
+    ply_game: np.ndarray  # (P,) game index in the batch
+    ply_number: np.ndarray  # (P,) ply index within its game
+    max_pos: int = 0  # the largest position id (checked against the context on the host)
+    # the index arrays on the device, copied before the forward pass is launched, so that a
+    # batch prepared on the host while the previous one runs never waits for it
+    dev: dict[str, torch.Tensor] | None = None
+
+
+def _cumsum0(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _starts(flags: np.ndarray) -> np.ndarray:
+    """True where a non-decreasing key array takes a new value."""
+    new = np.ones(len(flags), dtype=bool)
+    new[1:] = flags[1:] != flags[:-1]
+    return new
+
+
+def _rank_in_game(game: np.ndarray, n_games: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each item's index among its game's items (items grouped by game) and the counts."""
+    counts = np.bincount(game, minlength=n_games)
+    return np.arange(len(game)) - _cumsum0(counts)[game], counts
+
+
+def branched_length(game: GameInput) -> int:
+    """Tokens of a game's branched sequence, at most (for planning batches)."""
+    ply = np.repeat(np.arange(game.plies), game.counts)
+    return len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
+
+
+def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch:
+    """The branched sequences of ``games`` padded into one batch of rows, vectorised over the
+    whole batch (no per-game or per-ply Python loop: the host keeps up with the device)."""
+    B = len(games)
+    L = np.array([len(g.main) for g in games], dtype=np.int64)
+    n = np.array([g.plies for g in games], dtype=np.int64)
+    start = np.array([g.start for g in games], dtype=np.int64)
+    main = np.concatenate([g.main for g in games]).astype(np.int64)
+    main_off = _cumsum0(L)
+    codes = np.concatenate([g.codes for g in games]).astype(np.int64)
+    counts = np.concatenate([g.counts for g in games]).astype(np.int64)
+    P = len(counts)
+    ply_game = np.repeat(np.arange(B), n)
+    ply_abs = start[ply_game] + np.arange(P) - _cumsum0(n)[ply_game]
+    move_ply = np.repeat(np.arange(P), counts)
+    src, dst, pro = codes // 320, (codes // 5) % 64, codes % 5
+
+    # the played triple of each ply (-1 where the main line stops before it)
+    has = ply_abs < (L[ply_game] - 1) // 3
+    first = main_off[ply_game] + 1 + 3 * ply_abs
+    played = [
+        np.where(has, np.take(main, first + j, mode="clip") - (tokens.PROMO_NONE if j == 2 else 0),
+                 -1)
+        for j in range(3)
+    ]  # fmt: skip
+
+    # (ply, source) keys, in move order: the played source is the main line's token
+    new_key = _starts(move_ply * 64 + src)
+    key_first = np.nonzero(new_key)[0]
+    key_of_move = np.cumsum(new_key) - 1
+    key_ply, key_src = move_ply[key_first], src[key_first]
+    key_game = ply_game[key_ply]
+    bk = key_src != played[0][key_ply]
+    rank, n_src = _rank_in_game(key_game[bk], B)
+    key_local = 1 + 3 * ply_abs[key_ply]
+    key_local[bk] = L[key_game[bk]] + rank
+
+    # promoting (ply, source, destination) pairs, likewise
+    promo_moves = np.nonzero(pro > 0)[0]
+    new_pair = _starts((move_ply[promo_moves] * 64 + src[promo_moves]) * 64 + dst[promo_moves])
+    pair_first = promo_moves[new_pair]
+    move_pair = np.full(len(codes), -1, dtype=np.int64)
+    move_pair[promo_moves] = np.cumsum(new_pair) - 1
+    pair_ply, pair_src, pair_dst = move_ply[pair_first], src[pair_first], dst[pair_first]
+    pair_game = ply_game[pair_ply]
+    pair_key = key_of_move[pair_first]
+    bp = (pair_src != played[0][pair_ply]) | (pair_dst != played[1][pair_ply])
+    rank, n_pair = _rank_in_game(pair_game[bp], B)
+    pair_local = 2 + 3 * ply_abs[pair_ply]
+    pair_local[bp] = L[pair_game[bp]] + n_src[pair_game[bp]] + rank
+
+    T = int((L + n_src + n_pair).max())
+    idx = np.full(B * T, tokens.PAD, dtype=np.int64)
+    pos = np.zeros(B * T, dtype=np.int64)
+    prefix = np.zeros(B * T, dtype=np.int64)  # padding attends to itself only
+    extra = np.full(B * T, -1, dtype=np.int64)
+    main_game = np.repeat(np.arange(B), L)
+    local = np.arange(len(main)) - main_off[main_game]
+    rows = main_game * T + local
+    idx[rows], pos[rows], prefix[rows] = main, local, local + 1
+    rows = key_game[bk] * T + key_local[bk]
+    at = ply_abs[key_ply[bk]]
+    idx[rows], pos[rows], prefix[rows] = key_src[bk], 1 + 3 * at, 1 + 3 * at
+    rows = pair_game[bp] * T + pair_local[bp]
+    at = ply_abs[pair_ply[bp]]
+    idx[rows], pos[rows], prefix[rows] = pair_dst[bp], 2 + 3 * at, 1 + 3 * at
+    extra[rows] = key_local[pair_key[bp]]  # the pair's source token, in the same row
+
+    is_played = (src == played[0][move_ply]) & (dst == played[1][move_ply])
+    is_played &= pro == played[2][move_ply]
+    played_move = np.full(P, -1, dtype=np.int64)
+    played_move[move_ply[is_played]] = np.nonzero(is_played)[0]
+    arrays = {
+        "before_rows": ply_game * T + 3 * ply_abs,
+        "key_rows": key_game * T + key_local,
+        "key_ply": key_ply,
+        "key_src": key_src,
+        "pair_rows": pair_game * T + pair_local,
+        "move_ply": move_ply,
+        "move_key": key_of_move,
+        "move_pair": move_pair,
+        "move_dst": dst,
+        "move_pro": pro,
+        "played": played_move,
+        "ply_game": ply_game,
+        "ply_number": ply_abs,
+    }
+    to = torch.device(device)
+    all_rows = np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]])
+    dev_names = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "key_ply",
+                 "key_src", "played")  # fmt: skip
+    dev = {k: torch.from_numpy(arrays[k]).to(to) for k in dev_names}
+    dev["rows"] = torch.from_numpy(all_rows).to(to)
+
+    def grid(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(a.reshape(B, T)).to(to)
+
+    return Batch(
+        idx=grid(idx),
+        pos=grid(pos),
+        prefix=grid(prefix),
+        extra=grid(extra),
+        **arrays,
+        max_pos=int(pos.max()),
+        dev=dev,
+    )
+
+
+def dense_mask(prefix: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+    """bool (B, 1, T, T), True = may attend: the main line before ``prefix``, ``extra``, self."""
+    T = prefix.size(1)
+    k = torch.arange(T, device=prefix.device)
+    q = k.view(1, T, 1)
+    allowed = (k < prefix.unsqueeze(-1)) | (k == q) | (k == extra.unsqueeze(-1))
+    return allowed.unsqueeze(1)
+
+
+def block_mask(prefix: torch.Tensor, extra: torch.Tensor):  # noqa: ANN201
+    """The same mask as a FlexAttention BlockMask (CUDA): no T x T tensor."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def mask_mod(b, h, q, k):  # noqa: ANN001
+        return (k < prefix[b, q]) | (k == q) | (k == extra[b, q])
+
+    B, T = prefix.shape
+    return create_block_mask(mask_mod, B, None, T, T, device=prefix.device, _compile=True)
+
+
+def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
+    """The last block's output (B, T, C) for explicit positions and mask (GPT.forward with
+    ``pos``/``mask`` minus its length check: a branched row may be longer than the context,
+    its positions never are)."""
+    t = net.transformer
+    x = t.wte(batch.idx) + t.wpe(batch.pos)
+    for block in t.h:
+        x = block(x, mask)
+    return x
+
+
+@dataclass
+class Scores:
+    """Per scored ply: log-probability and rank of the played move; per move: its score."""
+
+    move_logp: torch.Tensor  # (M,) float32
+    played_logp: torch.Tensor  # (P,) float32 (nan where no played move)
+    rank: torch.Tensor  # (P,) moves scoring strictly higher than the played one
+    n_legal: torch.Tensor  # (P,)
+
+
+@torch.no_grad()
+def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
+    """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
+    device = batch.idx.device
+    d = batch.dev
+    if batch.max_pos >= net.config.block_size:
+        raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
+    mask = (
+        block_mask(batch.prefix, batch.extra)
+        if attention == "flex"
+        else dense_mask(batch.prefix, batch.extra)
+    )
+    with gpt.autocast(device):
+        x = hidden_states(net, batch, mask)
+        C = x.size(-1)
+        x = x.reshape(-1, C)
+        logits = net.lm_head(net.transformer.ln_f(x[d["rows"]]))
+    logits = logits.float()
+    P, K = len(batch.before_rows), len(batch.key_rows)
+
+    move_ply, move_key, move_pair = d["move_ply"], d["move_key"], d["move_pair"]
+    move_dst, move_pro = d["move_dst"], d["move_pro"]
+    key_ply, key_src = d["key_ply"], d["key_src"]
+
+    def masked_log_softmax(z: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(z.masked_fill(~allowed, NEG_INF), dim=-1)
+
+    src_ok = torch.zeros(P, 64, dtype=torch.bool, device=device)
+    src_ok[key_ply, key_src] = True
+    ls_src = masked_log_softmax(logits[:P, :64], src_ok)
+    dst_ok = torch.zeros(K, 64, dtype=torch.bool, device=device)
+    dst_ok[move_key, move_dst] = True
+    ls_dst = masked_log_softmax(logits[P : P + K, :64], dst_ok)
+    logp = ls_src[key_ply[move_key], key_src[move_key]] + ls_dst[move_key, move_dst]
+    promo = move_pair >= 0
+    if (batch.move_pair >= 0).any():  # host arrays: no device sync
+        # no boolean indexing (it would wait for the device): non-promotions add 0
+        Q = len(batch.pair_rows)
+        pair = move_pair.clamp(min=0)
+        hits = torch.zeros(Q * 5, dtype=torch.int32, device=device)
+        hits.index_add_(0, pair * 5 + move_pro, promo.to(torch.int32))
+        z = logits[P + K :, tokens.PROMO_NONE : tokens.PROMO_NONE + 5]
+        ls_pro = masked_log_softmax(z, hits.view(Q, 5) > 0)
+        logp = logp + torch.where(promo, ls_pro[pair, move_pro], 0.0)
+    played = d["played"]
+    played_logp = torch.where(played >= 0, logp[played.clamp(min=0)], float("nan"))
+    better = (logp > played_logp[move_ply]).to(torch.int64)
+    rank = torch.zeros(P, dtype=torch.int64, device=device).index_add_(0, move_ply, better)
+    n_legal = torch.zeros(P, dtype=torch.int64, device=device).index_add_(
+        0, move_ply, torch.ones_like(move_ply)
+    )
+    return Scores(logp, played_logp, rank, n_legal)
+
+
+def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Game indices grouped into batches of at most ``batch_tokens`` padded tokens, shortest
+    games first (a batch pads to its longest game; a game longer than the budget is alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and (len(groups[-1]) + 1) * lengths[i] <= batch_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def score_many(
+    net: gpt.GPT,
+    games: Sequence[GameInput],
+    *,
+    batch_tokens: int,
+    device: torch.device | str,
+    attention: str = "dense",
+) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
+    """Score ``games`` batch by batch: yields (game indices, batch, host results with
+    ``rank``, ``played_logp``, ``n_legal`` per scored ply). The next batch is prepared on the
+    host while the device runs the current one."""
+    groups = plan_batches([branched_length(g) for g in games], batch_tokens)
+    pending = None
+    for group in groups:
+        batch = build_batch([games[i] for i in group], device)
+        scores = score(net, batch, attention=attention)
+        if pending is not None:
+            yield _to_host(*pending)
+        pending = (group, batch, scores)
+    if pending is not None:
+        yield _to_host(*pending)
+
+
+def _to_host(
+    group: list[int], batch: Batch, s: Scores
+) -> tuple[list[int], Batch, dict[str, np.ndarray]]:
+    host = {
+        "rank": s.rank.cpu().numpy(),
+        "played_logp": s.played_logp.cpu().numpy(),
+        "n_legal": s.n_legal.cpu().numpy(),
+    }
+    return group, batch, host
+
+
+def game_input(game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray) -> GameInput:
+    """A cached validation game (tokens with BOS and EOS) and its plies' legal codes
+    (``codes[offsets[i]:offsets[i + 1]]`` for its ply ``i``)."""
+    g = np.asarray(game_tokens, dtype=np.int64)
+    plies = (len(g) - 2) // 3
+    return GameInput(
+        main=g[:-1],
+        codes=np.asarray(codes[offsets[0] : offsets[plies]], dtype=np.int64),
+        counts=np.diff(np.asarray(offsets[: plies + 1], dtype=np.int64)),
+    )
+
+
+def legal_codes(board: chess.Board) -> np.ndarray:
+    return np.array(
+        sorted(move_code(*tokens.move_tokens(m)) for m in board.legal_moves), dtype=np.int64
+    )
+
+
+def decode_code(code: int) -> chess.Move:
+    code = int(code)
+    return tokens.decode_move((code // 320, (code // 5) % 64, tokens.PROMO_NONE + code % 5))
+
+
+@torch.no_grad()
+def oracle_scores(
+    net: gpt.GPT, moves: Sequence[chess.Move], plies: set[int] | None = None
+) -> dict[int, dict[chess.Move, float]]:
+    """The test oracle: per ply of a game (``plies``: those only), every legal move's
+    log-probability from a plain causal pass over that move's own prefix (one pass per legal
+    move), with the legal token sets from ``tokens.State`` (python-chess)."""
+    device = next(net.parameters()).device
+    out = {}
+    board = chess.Board()
+    prefix = [tokens.BOS]
+    for ply, played in enumerate(moves):
+        if plies is not None and ply not in plies:
+            board.push(played)
+            prefix += list(tokens.move_tokens(played))
+            continue
+        state = tokens.State(board)
+        state.feed(tokens.BOS)
+        src_ok = torch.tensor(state.mask(legal=True)[:64])
+        per_move = {}
+        for move in board.legal_moves:
+            s, d, p = tokens.move_tokens(move)
+            with gpt.autocast(device):
+                logits = net(torch.tensor([prefix + [s, d]], device=device))[0].float().cpu()
+            branch = tokens.State(board)
+            branch.feed(tokens.BOS)
+            branch.feed(s)
+            dst_ok = torch.tensor(branch.mask(legal=True)[:64])
+            branch.feed(d)
+            pro_ok = torch.tensor(branch.mask(legal=True)[64:69])
+            lp = torch.log_softmax(logits[-3, :64].masked_fill(~src_ok, NEG_INF), -1)[s]
+            lp = lp + torch.log_softmax(logits[-2, :64].masked_fill(~dst_ok, NEG_INF), -1)[d]
+            if move.promotion is not None:
+                z = logits[-1, 64:69].masked_fill(~pro_ok, NEG_INF)
+                lp = lp + torch.log_softmax(z, -1)[p - tokens.PROMO_NONE]
+            per_move[move] = float(lp)
+        out[ply] = per_move
+        board.push(played)
+        prefix += list(tokens.move_tokens(played))
+    return out

@@ -1,0 +1,421 @@
+"""Play evaluation: the batched move scoring against the one-pass-per-move oracle on real games,
+the Elo fit on synthetic results with a known answer, real games against Stockfish, free-running
+legality judged by python-chess, and the evaluation's files, resume and summary section."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+import time
+
+import chess
+import chess.engine
+import chess.pgn
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import zstandard
+
+from chesslm.data import metadata, tokens
+from chesslm.play import elo, evaluate, games, markdown_section, matching, scoring
+from chesslm.train import checkpoint
+from chesslm.train import model as gpt
+from tests.conftest import SAMPLE, make_cache
+
+MAX_PLIES = 24
+
+
+@pytest.fixture(scope="module")
+def net() -> gpt.GPT:
+    torch.manual_seed(0)
+    return gpt.build("tiny").eval()
+
+
+def sample_pgn_games(n: int) -> list[chess.pgn.Game]:
+    """The first ``n`` sample games with a move (the order conftest.sample_games uses)."""
+    out = []
+    with open(SAMPLE, "rb") as fh:
+        text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8")
+        while len(out) < n and (game := chess.pgn.read_game(text)) is not None:
+            if next(iter(game.mainline_moves()), None) is not None:
+                out.append(game)
+    return out
+
+
+def write_metadata(cache_dir, pgn_games: list[chess.pgn.Game], max_plies: int) -> None:
+    """The validation metadata columns, from python-chess's reading of the headers and clocks
+    (what the data helper's convert will write)."""
+
+    def elo_of(text: str | None) -> int:
+        return int(text) if text and text.isdigit() else -1
+
+    cols: dict[str, list] = {name: [] for name in metadata.COLUMNS}
+    for game in pgn_games:
+        h = game.headers
+        tc = metadata.parse_time_control(h.get("TimeControl"))
+        cols["white_elo"].append(elo_of(h.get("WhiteElo")))
+        cols["black_elo"].append(elo_of(h.get("BlackElo")))
+        cols["base_seconds"].append(tc[0] if tc else -1)
+        cols["increment_seconds"].append(tc[1] if tc else -1)
+        speed = metadata.speed_class(*tc) if tc else None
+        cols["speed"].append(metadata.SPEEDS.index(speed) if speed else -1)
+        cols["rated"].append(-1)
+        cols["result"].append(-1)
+        cols["termination"].append(-1)
+        cols["utc_date"].append(0)
+        cols["bot"].append(0)
+        nodes = list(game.mainline())[:max_plies]
+        cols["clock"].extend(-1.0 if n.clock() is None else n.clock() for n in nodes)
+    for name, column in metadata.COLUMNS.items():
+        array = np.array(cols[name], dtype=column.dtype)
+        np.save(metadata.column_path(cache_dir / "validation", name), array)
+
+
+@pytest.fixture(scope="module")
+def play_cache(tmp_path_factory):
+    """A token cache of 6 train and 20 validation sample games (24 plies), with metadata."""
+    directory = tmp_path_factory.mktemp("play-cache")
+    cache_dir = make_cache(directory, n_train=6, n_val=20, max_plies=MAX_PLIES)
+    write_metadata(cache_dir, sample_pgn_games(26)[6:], MAX_PLIES)
+    return cache_dir
+
+
+# ----------------------------------------------------------------------- scoring vs oracle
+
+
+def _input(moves: list[chess.Move]) -> scoring.GameInput:
+    board, legal = chess.Board(), []
+    for move in moves:
+        legal.append(scoring.legal_codes(board))
+        board.push(move)
+    return scoring.GameInput.from_plies(tokens.encode_moves(moves)[:-1], legal)
+
+
+def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
+    """Real sample games, in one batch of different lengths, including promotions (a promoting
+    pawn's four moves are scored through branch destinations, an unplayed one too)."""
+    pgn = sample_pgn_games(400)
+    # the sample game with the earliest promotion keeps the oracle's passes short
+    promo_ply, promo_moves = min(
+        (
+            (next(i for i, m in enumerate(moves) if m.promotion), moves)
+            for moves in (list(g.mainline_moves()) for g in pgn)
+            if any(m.promotion for m in moves)
+        ),
+        key=lambda pair: pair[0],
+    )
+    checked = {
+        0: (list(pgn[0].mainline_moves())[:14], None),
+        1: (list(pgn[1].mainline_moves())[:9], None),
+        2: (promo_moves[: promo_ply + 1], {5, promo_ply}),
+    }
+    batch = scoring.build_batch([_input(m) for m, _ in checked.values()], "cpu")
+    result = scoring.score(net, batch)
+    seen_promotion_branch = False
+    for b, (moves, plies) in checked.items():
+        oracle = scoring.oracle_scores(net, moves, plies)
+        rows = np.nonzero(batch.ply_game == b)[0]
+        assert len(rows) == len(moves)
+        for ply, per_move in oracle.items():
+            p = rows[ply]
+            idx = np.nonzero(batch.move_ply == p)[0]
+            mine = {
+                scoring.decode_code(c): float(result.move_logp[i])
+                for i, c in zip(idx, _input(moves).legal(ply), strict=True)
+            }
+            assert mine.keys() == per_move.keys()
+            for move, lp in per_move.items():
+                assert mine[move] == pytest.approx(lp, abs=1e-5), (b, ply, move)
+            assert math.fsum(math.exp(v) for v in mine.values()) == pytest.approx(1, abs=1e-5)
+            played = moves[ply]
+            assert float(result.played_logp[p]) == pytest.approx(per_move[played], abs=1e-5)
+            better = sum(v > per_move[played] + 1e-6 for v in per_move.values())
+            assert int(result.rank[p]) == better
+            seen_promotion_branch |= sum(m.promotion is not None for m in per_move) > 1
+    assert seen_promotion_branch
+
+
+def test_branch_tokens_sit_at_their_prefix_position_and_see_only_it():
+    moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3")]
+    batch = scoring.build_batch([_input(moves)], "cpu")
+    mask = scoring.dense_mask(batch.prefix, batch.extra)[0, 0]
+    main = 1 + 3 * len(moves)
+    for row in range(main, batch.idx.size(1)):
+        pos = int(batch.pos[0, row])
+        assert pos % 3 == 1  # no promotions: only source branches
+        seen = torch.nonzero(mask[row]).flatten().tolist()
+        assert seen == list(range(pos)) + [row]
+    assert torch.equal(mask[:main, :main], torch.ones(main, main, dtype=torch.bool).tril())
+
+
+# ------------------------------------------------------------------------------- Elo fit
+
+
+def test_elo_fit_recovers_a_known_rating_from_synthetic_results():
+    rng = np.random.default_rng(7)
+    truth = 1735.0
+    results = []
+    for anchor in (1600, 1800, 2000):
+        p = elo.expected(truth, anchor)
+        # a fifth of the games drawn; wins and losses keep the expected score p
+        outcomes = rng.choice([1.0, 0.5, 0.0], size=4000, p=[p - 0.1, 0.2, 0.9 - p])
+        results += [(anchor, float(s)) for s in outcomes]
+    fit = elo.fit(results)
+    # the MLE solves sum(score - expected) = 0 exactly
+    assert sum(s - elo.expected(fit["elo"], a) for a, s in results) == pytest.approx(0, abs=1e-6)
+    assert abs(fit["elo"] - truth) < 15
+    assert fit["low"] < truth < fit["high"] and fit["high"] - fit["low"] < 40
+    assert fit["score"] == pytest.approx(np.mean([s for _, s in results]))
+
+
+def test_elo_fit_single_anchor_closed_form_and_interval_cover():
+    fit = elo.fit([(1600, 1.0)] * 3 + [(1600, 0.0)])
+    assert fit["elo"] == pytest.approx(1600 - 400 * math.log10(1 / 0.75 - 1), abs=1e-6)
+    rng = np.random.default_rng(1)
+    covered = 0
+    for _ in range(200):
+        results = [(a, float(rng.random() < elo.expected(1500, a))) for a in (1350, 1600) * 20]
+        f = elo.fit(results)
+        covered += f["elo"] is not None and f["low"] <= 1500 <= f["high"]
+    assert 180 <= covered <= 200  # a 95 % interval covers the truth about 95 % of the time
+    only_wins = elo.fit([(1350, 1.0)] * 4)
+    assert only_wins["elo"] is None and only_wins["high"] is None and only_wins["low"] > 1350
+
+
+# ---------------------------------------------------------------- legality and engine games
+
+
+def test_self_play_legality_is_judged_by_python_chess(net):
+    result = games.self_play(
+        net, games=3, max_plies=12, temperature=1.0, seed=3, deadline=time.monotonic() + 120
+    )
+    assert result["games"] == 3 and result["complete"]
+    assert result["proposals"] == sum(b["proposals"] for b in result["buckets"]) == 36
+    assert result["illegal"] == sum(b["illegal"] for b in result["buckets"])
+    assert result["illegal"] > 0  # an untrained model proposes illegal moves
+    greedy = games.self_play(
+        net, games=3, max_plies=5, temperature=0.0, seed=3, deadline=time.monotonic() + 120
+    )
+    assert greedy["games"] == 1 and greedy["games_asked"] == 3
+
+
+def test_judge_refuses_illegal_and_malformed_triples():
+    board = chess.Board()
+    assert games._judge(board, (12, 28, tokens.PROMO_NONE)) == chess.Move.from_uci("e2e4")
+    assert games._judge(board, (12, 36, tokens.PROMO_NONE)) is None  # e2e5
+    assert games._judge(board, (12, 12, tokens.PROMO_NONE)) is None
+    assert games._judge(board, (12, 20, tokens.PROMO_NONE + 4)) is None  # e2e3=Q
+
+
+def test_real_games_against_stockfish_at_a_tiny_node_budget(net):
+    engine = games.find_engine("stockfish")
+    openings = [[chess.Move.from_uci(u) for u in ("e2e4", "c7c5")]]
+    records = []
+    info = games.play_engine_games(
+        net,
+        engine_path=engine,
+        anchors=[1000],
+        games_per_anchor=2,
+        openings=openings,
+        limit=chess.engine.Limit(nodes=20),
+        max_plies=40,
+        deadline=time.monotonic() + 120,
+        done={},
+        on_result=records.append,
+    )
+    assert info["complete"] and info["anchors_effective"]["1000"] >= 1320  # clamped up
+    assert sorted(r["model_colour"] for r in records) == ["black", "white"]
+    for r in records:
+        board = chess.Board()
+        for uci in r["moves"].split():
+            move = chess.Move.from_uci(uci)
+            assert board.is_legal(move)
+            board.push(move)
+        assert r["moves"].startswith("e2e4 c7c5") and r["score"] in (0.0, 0.5, 1.0)
+        if not r["adjudicated_draw"]:
+            white = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}[board.result(claim_draw=True)]
+            assert r["score"] == (white if r["model_colour"] == "white" else 1 - white)
+
+
+def test_missing_engine_is_one_clear_line():
+    with pytest.raises(FileNotFoundError, match="play.elo.engine: 'no-such-engine'"):
+        games.find_engine("no-such-engine")
+
+
+# --------------------------------------------------------------------- the whole evaluation
+
+SETTINGS = {
+    "enabled": True,
+    "device": None,
+    "datasets": [],
+    "split": "validation",
+    "seed": 5,
+    "match": {"games": None, "seconds": 600, "chunk_games": 8, "batch_tokens": 4096,
+              "attention": "dense", "compile": False,
+              "bootstrap": 50, "skip_plies": 10, "min_clock_seconds": 30},
+    "legality": {"games": 2, "max_plies": 8, "seconds": 60},
+    "elo": {"engine": "stockfish", "anchors": [1350, 1600], "games_per_anchor": 2, "nodes": 20,
+            "move_seconds": None, "opening_plies": 4, "max_plies": 16, "seconds": 120},
+}  # fmt: skip
+
+
+def _run_dir(tmp_path, net):
+    run_dir = tmp_path / "run"
+    (run_dir / "train").mkdir(parents=True)
+    payload = {
+        "model": net.state_dict(),
+        "cursor": {"step": 7, "epoch": 0, "next_group": 0},
+        "identity": {"model": {"preset": "tiny"}},
+        "metrics": {"best_nll": 4.2},
+    }
+    checkpoint.save(run_dir / "train" / "best.pt", payload)
+    return run_dir
+
+
+def test_evaluation_writes_tables_figures_and_section_and_resumes(tmp_path, net, play_cache):
+    run_dir = _run_dir(tmp_path, net)
+    out = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu")
+    assert all(p.exists() for p in out.values())
+    match = json.loads(out["move_match"].read_text())
+    d = match["datasets"]["sample"]
+    assert d["complete"] and d["games_evaluated"] == 20 and d["metadata"] == "present"
+    assert d["positions"] == sum(len(g) for g in _validation_plies(play_cache))
+    table = pd.read_csv(out["move_match_table"])
+    for protocol in ("maia", "all"):
+        part = table[table["protocol"] == protocol]
+        overall = part[part["grouping"] == "overall"].iloc[0]
+        for grouping in ("elo_bin", "band", "speed"):
+            assert part[part["grouping"] == grouping]["positions"].sum() == overall["positions"]
+        assert overall["top1_low"] <= overall["top1"] <= overall["top1_high"]
+        assert overall["top1"] <= overall["top3"]
+    maia = table[(table["protocol"] == "maia") & (table["grouping"] == "overall")].iloc[0]
+    assert maia["positions"] == d["maia_positions"] < d["positions"]
+    assert set(table[table["grouping"] == "speed"]["group"]) <= set(metadata.SPEEDS)
+    legality = json.loads(out["legality"].read_text())
+    assert set(legality["modes"]) == {"greedy", "temperature_1"}
+    result = json.loads(out["elo"].read_text())
+    assert [a["games"] for a in result["anchors"]] == [2, 2]
+    assert "not a human" in result["note"]
+    section = markdown_section(run_dir / "play")
+    for heading in ("## Play evaluation", "### Move-matching", "### Free-running legality",
+                    "### Elo against Stockfish", "maia", "1400-2000"):  # fmt: skip
+        assert heading in section, heading
+
+    # a rerun with the same checkpoint and settings reuses every finished chunk and game
+    chunks = {p: p.stat().st_mtime_ns for p in (run_dir / "play/state").rglob("chunk-*.npz")}
+    played = (run_dir / "play/state/elo-games.json").read_text()
+    again = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu")
+    assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
+    assert (run_dir / "play/state/elo-games.json").read_text() == played
+    assert pd.read_csv(again["move_match_table"]).equals(table)
+
+
+def test_a_budget_stop_writes_partial_results_and_the_next_run_completes(tmp_path, net, play_cache):
+    run_dir = _run_dir(tmp_path, net)
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["seconds"] = 0  # stop before the first chunk
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    d = json.loads(out["move_match"].read_text())["datasets"]["sample"]
+    assert not d["complete"] and d["games_evaluated"] == 0
+    assert "stopped by its time budget" in markdown_section(run_dir / "play")
+    settings["match"]["seconds"] = 600
+    (run_dir / "play/state/identity.json").unlink()  # settings changed: starts over anyway
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    assert json.loads(out["move_match"].read_text())["datasets"]["sample"]["complete"]
+
+
+def test_missing_metadata_puts_positions_in_unknown_bins(tmp_path, net, play_cache):
+    bare = tmp_path / "cache"
+    shutil.copytree(play_cache, bare)
+    for path in bare.glob("validation.meta.*.npy"):
+        path.unlink()
+    run_dir = _run_dir(tmp_path, net)
+    settings = {**SETTINGS, "elo": {**SETTINGS["elo"], "games_per_anchor": 0}}
+    out = evaluate.run(run_dir, settings, {"sample": bare}, device="cpu")
+    table = pd.read_csv(out["move_match_table"], keep_default_na=False)
+    assert set(table[table["grouping"] != "overall"]["group"]) == {"unknown"}
+
+
+def test_a_test_split_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="validation splits only"):
+        evaluate.check_validation_only(tmp_path / "datasets" / "x" / "test")
+
+
+def _validation_plies(cache_dir):
+    from chesslm.data.cache import TokenCache
+
+    val = TokenCache(cache_dir).validation
+    return [range((len(val[i]) - 2) // 3) for i in range(len(val))]
+
+
+def test_tables_bootstrap_interval_brackets_the_estimate():
+    rng = np.random.default_rng(0)
+    n_games, per = 40, 30
+    pos = {
+        "game": np.repeat(np.arange(n_games), per),
+        "ply": np.tile(np.arange(per), n_games).astype(np.int16),
+        "rank": rng.integers(0, 5, n_games * per),
+        "nll": rng.random(n_games * per).astype(np.float32),
+        "n_legal": np.full(n_games * per, 20),
+    }
+    meta = {
+        "white_elo": np.full(n_games, 1500), "black_elo": np.full(n_games, 2450),
+        "speed": np.full(n_games, 2), "base_seconds": np.full(n_games, 180),
+        "clock": np.full(n_games * per, 100.0), "ply_offsets": np.arange(n_games + 1) * per,
+    }  # fmt: skip
+    rows = matching.tables(pos, meta, matching.Protocol(), replicates=200, seed=0)
+    by = {(r["protocol"], r["grouping"], r["group"]): r for r in rows}
+    overall = by[("all", "overall", "all")]
+    assert overall["top1"] == pytest.approx(np.mean(pos["rank"] == 0))
+    assert overall["top1_low"] < overall["top1"] < overall["top1_high"]
+    assert by[("all", "band", "1400-2000")]["positions"] == n_games * per // 2
+    assert by[("all", "band", "2400+")]["positions"] == n_games * per // 2
+    assert by[("maia", "overall", "all")]["positions"] == n_games * (per - 10)
+    assert by[("all", "speed", "blitz")]["games"] == n_games
+
+
+@pytest.mark.parametrize(
+    ("play", "named"),
+    [
+        ({"split": "test"}, "split"),
+        ({"match": {"gamez": 3}}, "gamez"),
+        ({"elo": {"anchors": []}}, "anchors"),
+        ({"legality": {"games": 0}}, "games"),
+    ],
+)
+def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
+    import jsonschema
+    import yaml
+
+    from tests.helpers import ROOT
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    config = {"datasets": {"s": {"pgn": ["x.pgn"]}}, "runs": {"r": {"dataset": "s", "play": play}}}
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    assert errors and named in (errors[0].message + str(list(errors[0].absolute_path)))
+    good = {**config, "runs": {"r": {"dataset": "s", "play": {"elo": {"anchors": [1350]}}}}}
+    assert not list(jsonschema.Draft202012Validator(schema).iter_errors(good))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_dense_and_flex_scores_match_the_oracle():
+    """On the GPU (BF16 autocast): the dense and the FlexAttention (compiled) paths agree with
+    the oracle loop up to BF16 rounding, and pick the same moves where the margin is clear."""
+    torch.manual_seed(0)
+    net = gpt.build("tiny", device="cuda").eval()
+    moves = [list(g.mainline_moves())[:20] for g in sample_pgn_games(3)]
+    batch = scoring.build_batch([_input(m) for m in moves], "cuda")
+    dense = scoring.score(net, batch)
+    for block in net.transformer.h:
+        block.compile(dynamic=True)
+    flex = scoring.score(net, batch, attention="flex")
+    assert torch.allclose(dense.move_logp, flex.move_logp, atol=3e-2)
+    oracle = scoring.oracle_scores(net, moves[0], {0, 7, 19})
+    rows = np.nonzero(batch.ply_game == 0)[0]
+    for ply, per_move in oracle.items():
+        played = float(dense.played_logp[rows[ply]])
+        assert played == pytest.approx(per_move[moves[0][ply]], abs=3e-2)
