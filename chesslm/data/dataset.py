@@ -1,14 +1,17 @@
 """Conversion of PGN files into a dataset: token shards per split plus ``manifest.json``.
 
-Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy`` and ``manifest.json``.
+Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy``, the metadata columns
+``NNNNN.meta.COLUMN.npy`` beside them (chesslm.data.metadata), and ``manifest.json``.
 
 Pipeline of one conversion: ``pgn.read_chunks`` streams each input in chunks of whole
 games; worker processes parse a chunk with the native PGN reader
-(``rust_pgn_reader_python_binding``, checked against python-chess in the tests), drop what
-cannot be used (counted by reason) and tokenise the rest; the main process keeps input
-order, drops duplicate ids, assigns splits by keyed hash and writes shards. The manifest is
-written last; shards are assembled in a temporary directory first, so a dataset directory
-with a manifest is complete.
+(``rust_pgn_reader_python_binding``, checked against python-chess in the tests), read each
+game's metadata, drop what cannot be used or what the filters reject (counted by reason),
+tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays. The main
+process keeps input order, drops duplicate ids (64-bit keys in sorted NumPy runs, no Python
+object per game), and appends each chunk's games to its split's shard writer with vectorised
+slicing: at most one shard per split is buffered. The manifest is written last; shards are
+assembled in a temporary directory first, so a dataset directory with a manifest is complete.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from typing import Any
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
-from chesslm.data import gamearrays, pgn, split, tokens
+from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
+from chesslm.data.filters import Filters
 from chesslm.data.integrity import fingerprint
 from chesslm.files import sha256_file, write_json_atomic
 
 LOGGER = logging.getLogger(__name__)
 
-CONVERTER_VERSION = "chesslm-convert-v1"
+CONVERTER_VERSION = "chesslm-convert-v2"
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",
@@ -45,8 +49,9 @@ SKIP_REASONS = (
     "no_moves",
     "too_short",
     "too_long",
-    "duplicate_id",
     "unparsable",
+    *filters.REASONS,
+    "duplicate_id",
 )
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
 _STANDARD = {"standard", "chess", "chess960 standard"}
@@ -67,30 +72,57 @@ class Settings:
     split_key: str = "chesslm-split-v1"
     validation: float = 0.05
     test: float = 0.05
-    min_plies: int = 1
+    filters: Filters = Filters()
     shard_games: int = 100_000
+
+    @classmethod
+    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
+        """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
+
+        :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
+        """
+        return cls(
+            context=settings["context"],
+            split_key=settings["split"]["key"],
+            validation=settings["split"]["validation"],
+            test=settings["split"]["test"],
+            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
+            shard_games=settings["shard_games"],
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "context": self.context,
             "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
-            "filters": {"min_plies": self.min_plies},
+            "filters": self.filters.as_dict(),
             "shard_games": self.shard_games,
         }
+
+
+def check_config(datasets: dict[str, Any]) -> None:
+    """Cross-key checks of every dataset's settings (the workflow runs this before any job).
+
+    :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
+    """
+    for name, settings in datasets.items():
+        Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")
 
 
 @dataclass
 class ChunkResult:
     """What a worker returns for one chunk: kept games in input order, and skips.
 
-    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]`` and split
-    ``splits[i]`` (the split is a pure function of the id, so workers compute it).
+    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]``, duplicate key
+    ``keys[i]`` and split ``SPLITS[splits[i]]`` (a pure function of the id, so workers compute
+    it); ``columns`` holds its metadata (``clock`` per ply, the others per game).
     """
 
-    ids: list[str] = field(default_factory=list)
-    splits: list[str] = field(default_factory=list)
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, gamearrays.ID_DTYPE))
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    splits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    columns: dict[str, np.ndarray] = field(default_factory=metadata.empty_columns)
     skipped: Counter[str] = field(default_factory=Counter)
 
 
@@ -109,8 +141,33 @@ def game_id(headers: dict[str, str], moves: Callable[[], np.ndarray]) -> str:
     return "c" + hashlib.blake2b(content, digest_size=8).hexdigest()
 
 
+_BASE62 = np.full(256, -1, dtype=np.int64)
+_BASE62[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
+_BASE62[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.arange(10, 36)
+_BASE62[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)] = np.arange(36, 62)
+
+
+def id_keys(ids: np.ndarray) -> np.ndarray:
+    """64-bit duplicate keys of ids: a Lichess id (8 base-62 letters) exactly, others hashed.
+
+    Exact keys below 62**8 < 2**48 cannot collide; a content id's key is a 63-bit hash with
+    the top bit set, so it never equals a Lichess id's key.
+    """
+    raw = np.asarray(ids, dtype=gamearrays.ID_DTYPE)
+    chars = raw.view(np.uint8).reshape(len(raw), raw.dtype.itemsize)
+    digits = _BASE62[chars[:, :8]]
+    lichess = (chars[:, 8] == 0) & (digits >= 0).all(axis=1)
+    keys = np.zeros(len(raw), dtype=np.uint64)
+    weights = 62 ** np.arange(7, -1, -1, dtype=np.int64)
+    keys[lichess] = (digits[lichess] * weights).sum(axis=1).astype(np.uint64)
+    for i in np.flatnonzero(~lichess):
+        digest = hashlib.blake2b(bytes(raw[i]), digest_size=8).digest()
+        keys[i] = int.from_bytes(digest, "big") | (1 << 63)
+    return keys
+
+
 def classify(headers: dict[str, str], error: str | None, plies: int, settings: Settings) -> str:
-    """The skip reason of a parsed game, or '' to keep it."""
+    """The skip reason of a parsed game by the rules of chess, or '' to keep it."""
     variant = headers.get("Variant", "Standard").strip().lower()
     if variant == "from position":
         return "custom_start"
@@ -122,7 +179,7 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
         return "illegal_move" if "illegal" in error.lower() else "unparsable"
     if plies == 0:
         return "no_moves"
-    if plies < settings.min_plies:
+    if plies < settings.filters.min_plies:
         return "too_short"
     if 2 + 3 * plies > settings.context:
         return "too_long"  # dropped whole: a cut game would teach a false ending
@@ -131,38 +188,81 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
 
 def parse_chunk(text: str, settings: Settings) -> ChunkResult:
     """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
-    result = ChunkResult()
     texts = pgn.split_games(text)
     if not texts:
-        return result
+        return ChunkResult()
     parsed = native.parse_games_from_strings(texts, num_threads=1)
-    pieces: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    for view in parsed.chunks:
-        move_offsets = view.move_offsets.astype(np.int64)
-        plies = np.diff(move_offsets)
-        keep = np.zeros(len(plies), dtype=bool)
-        for i, (headers, error) in enumerate(zip(view.headers, view.parse_errors, strict=True)):
-            if not headers and (error is not None or plies[i] == 0):
-                result.skipped["unparsable"] += 1  # text that is no game at all
-                continue
-            reason = classify(headers, error, int(plies[i]), settings)
-            if reason:
-                result.skipped[reason] += 1
-                continue
-            keep[i] = True
-            gid = game_id(headers, functools.partial(moves_of, view, move_offsets, i))
-            result.ids.append(gid)
-            result.splits.append(
+    parts = [_parse_view(view, settings) for view in parsed.chunks]
+    if len(parts) == 1:
+        return parts[0]
+    return _concat_results(parts)
+
+
+def _parse_view(view: Any, settings: Settings) -> ChunkResult:
+    result = ChunkResult()
+    move_offsets = view.move_offsets.astype(np.int64)
+    plies = np.diff(move_offsets)
+    rules_ok = np.zeros(len(plies), dtype=bool)
+    rows = []
+    all_headers = view.headers  # built anew on each access: read it once
+    for i, (headers, error) in enumerate(zip(all_headers, view.parse_errors, strict=True)):
+        rows.append(metadata.header_row(headers))
+        if not headers and (error is not None or plies[i] == 0):
+            result.skipped["unparsable"] += 1  # text that is no game at all
+            continue
+        reason = classify(headers, error, int(plies[i]), settings)
+        if reason:
+            result.skipped[reason] += 1
+        else:
+            rules_ok[i] = True
+    columns = metadata.header_columns(rows)
+    failed = settings.filters.reasons(columns)
+    for k, reason in enumerate(filters.REASONS):
+        result.skipped[reason] += int(np.count_nonzero(rules_ok & (failed == k + 1)))
+    keep = rules_ok & (failed == 0)
+    kept = np.flatnonzero(keep)
+    ids = [
+        game_id(all_headers[i], functools.partial(moves_of, view, move_offsets, i)) for i in kept
+    ]
+    result.ids = np.array([i.encode("ascii") for i in ids], dtype=gamearrays.ID_DTYPE)
+    result.keys = id_keys(result.ids)
+    index = {name: k for k, name in enumerate(split.SPLITS)}
+    result.splits = np.array(
+        [
+            index[
                 split.assign(
                     gid, key=settings.split_key, validation=settings.validation, test=settings.test
                 )
-            )
-        pieces.append(_tokenise(view, move_offsets, keep))
-        lengths.append(2 + 3 * plies[keep])
-    result.tokens = np.concatenate(pieces)
-    result.offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
+            ]
+            for gid in ids
+        ],
+        dtype=np.int8,
+    )
+    result.tokens, moves = _tokenise(view, move_offsets, keep)
+    result.offsets = np.concatenate([[0], np.cumsum(2 + 3 * plies[keep])]).astype(np.int64)
+    result.columns = {name: column[keep] for name, column in columns.items()}
+    result.columns["clock"] = metadata.clock_column(np.asarray(view.clocks)[moves])
     return result
+
+
+def _concat_results(parts: list[ChunkResult]) -> ChunkResult:
+    offsets = [parts[0].offsets]
+    for part in parts[1:]:
+        offsets.append(part.offsets[1:] + offsets[-1][-1])
+    skipped: Counter[str] = Counter()
+    for part in parts:
+        skipped.update(part.skipped)
+    return ChunkResult(
+        ids=np.concatenate([p.ids for p in parts]),
+        keys=np.concatenate([p.keys for p in parts]),
+        splits=np.concatenate([p.splits for p in parts]),
+        tokens=np.concatenate([p.tokens for p in parts]),
+        offsets=np.concatenate(offsets),
+        columns={
+            name: np.concatenate([p.columns[name] for p in parts]) for name in metadata.COLUMNS
+        },
+        skipped=skipped,
+    )
 
 
 def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
@@ -171,14 +271,19 @@ def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
     return np.stack([view.from_squares[a:b], view.to_squares[a:b], view.promotions[a:b]])
 
 
-def _tokenise(view: Any, move_offsets: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """BOS, source, destination, promotion per move, EOS for each kept game, back to back."""
+def _tokenise(
+    view: Any, move_offsets: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """BOS, source, destination, promotion per move, EOS for each kept game, back to back.
+
+    Also returns the index in the view's move arrays of each kept ply (for per-ply columns).
+    """
     plies = np.diff(move_offsets)[keep]
     starts = move_offsets[:-1][keep]
     lengths = 2 + 3 * plies
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
     if not len(plies):
-        return out
+        return out, np.zeros(0, np.int64)
     game_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     out[game_start] = tokens.BOS
     out[game_start + lengths - 1] = tokens.EOS
@@ -190,36 +295,93 @@ def _tokenise(view: Any, move_offsets: np.ndarray, keep: np.ndarray) -> np.ndarr
     out[dst] = view.from_squares[src]
     out[dst + 1] = view.to_squares[src]
     out[dst + 2] = _PROMO_LUT[view.promotions[src].astype(np.int64) + 1]
-    return out
+    return out, src
 
 
 class _ShardWriter:
-    """Buffers the games of one split and writes them as numbered shards."""
+    """Buffers the games of one split (one shard at most) and writes them as numbered shards."""
 
     def __init__(self, directory: Path, shard_games: int) -> None:
         self.directory, self.shard_games = directory, shard_games
         directory.mkdir(parents=True)
-        self.games: list[np.ndarray] = []
-        self.ids: list[str] = []
+        self.parts: list[ChunkResult] = []
+        self.buffered = 0
         self.prefixes: list[str] = []
         self.count = 0
         self.tokens = 0
 
-    def add(self, game_id: str, game: np.ndarray) -> None:
-        self.games.append(game)
-        self.ids.append(game_id)
-        self.count += 1
-        self.tokens += len(game)
-        if len(self.games) >= self.shard_games:
-            self.flush()
+    def add(self, part: ChunkResult) -> None:
+        self.parts.append(part)
+        self.buffered += len(part.ids)
+        self.count += len(part.ids)
+        self.tokens += int(part.offsets[-1])
+        while self.buffered >= self.shard_games:
+            whole = _concat_results(self.parts)
+            self._write(_take(whole, np.arange(self.shard_games)))
+            rest = np.arange(self.shard_games, len(whole.ids))
+            self.parts = [_take(whole, rest)] if len(rest) else []
+            self.buffered = len(rest)
 
     def flush(self) -> None:
-        if not self.games and self.prefixes:
+        if not self.parts and self.prefixes:
             return
+        self._write(_concat_results(self.parts) if self.parts else ChunkResult())
+        self.parts, self.buffered = [], 0
+
+    def _write(self, games: ChunkResult) -> None:
         prefix = f"{len(self.prefixes):05d}"
-        gamearrays.save(self.directory / prefix, gamearrays.pack(self.games, self.ids))
+        arrays = {"tokens": games.tokens, "offsets": games.offsets, "ids": games.ids}
+        gamearrays.save(self.directory / prefix, arrays)
+        metadata.save(self.directory / prefix, games.columns)
         self.prefixes.append(prefix)
-        self.games, self.ids = [], []
+
+
+def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:
+    """The games at the (sorted) indices ``games`` of a result, vectorised."""
+    chosen = np.zeros(len(result.ids), dtype=bool)
+    chosen[games] = True
+    lengths = np.diff(result.offsets)
+    plies = (lengths - 2) // 3
+    per_game = {n: c[chosen] for n, c in result.columns.items() if n != "clock"}
+    per_game["clock"] = result.columns["clock"][np.repeat(chosen, plies)]
+    return ChunkResult(
+        ids=result.ids[chosen],
+        keys=result.keys[chosen],
+        splits=result.splits[chosen],
+        tokens=result.tokens[np.repeat(chosen, lengths)],
+        offsets=np.concatenate([[0], np.cumsum(lengths[chosen])]).astype(np.int64),
+        columns=per_game,
+    )
+
+
+class SeenKeys:
+    """The duplicate keys seen so far: sorted NumPy runs, 8 bytes a game, no object per game.
+
+    Runs are merged like a binary counter (a run at most half the size of the one before), so
+    there are O(log n) runs and each key is re-sorted O(log n) times.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.runs)
+
+    def first_seen(self, keys: np.ndarray) -> np.ndarray:
+        """Which of ``keys`` are new (not seen before, nor earlier in ``keys``); records them."""
+        unique, first = np.unique(keys, return_index=True)
+        old = np.zeros(len(unique), dtype=bool)
+        for run in self.runs:
+            at = np.minimum(np.searchsorted(run, unique), len(run) - 1)
+            old |= run[at] == unique
+        new = np.zeros(len(keys), dtype=bool)
+        new[first[~old]] = True
+        if np.any(~old):
+            self.runs.append(unique[~old])
+            while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
+                last = self.runs.pop()
+                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]))
+        return new
 
 
 def _chunks(inputs: Sequence[Path], digests: dict[Path, Any]) -> Iterator[str]:
@@ -291,17 +453,17 @@ def _convert_into(
 ) -> dict[str, Any]:
     writers = {s: _ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
-    seen: set[str] = set()
+    seen = SeenKeys()
     digests: dict[Path, Any] = {}
     done = 0
     for result in _results(inputs, settings, workers, digests):
         skipped.update(result.skipped)
-        for i, (gid, name) in enumerate(zip(result.ids, result.splits, strict=True)):
-            if gid in seen:
-                skipped["duplicate_id"] += 1
-                continue
-            seen.add(gid)
-            writers[name].add(gid, result.tokens[result.offsets[i] : result.offsets[i + 1]])
+        new = seen.first_seen(result.keys)
+        skipped["duplicate_id"] += int(len(new) - np.count_nonzero(new))
+        for k, name in enumerate(split.SPLITS):
+            games = np.flatnonzero(new & (result.splits == k))
+            if len(games):
+                writers[name].add(_take(result, games))
         done += len(result.ids) + sum(result.skipped.values())
         LOGGER.info("read %d games so far", done)
     kept = sum(w.count for w in writers.values())

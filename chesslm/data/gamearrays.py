@@ -9,9 +9,9 @@ without pickle, and memory-mappable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -25,9 +25,49 @@ def part_path(prefix: Path, part: str) -> Path:
     return prefix.with_name(f"{prefix.name}.{part}.npy")
 
 
+class WriteError(OSError):
+    """A file could not be written (disk full, no permission); the message names it."""
+
+
+def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    try:
+        write_atomic(path, write)
+    except WriteError:
+        raise
+    except OSError as error:
+        raise WriteError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
 def save_npy(path: Path, array: np.ndarray) -> None:
-    """Write an array atomically."""
-    write_atomic(path, lambda fh: np.save(fh, array, allow_pickle=False))
+    """Write an array atomically.
+
+    :raises WriteError: naming the file, e.g. when the disk is full.
+    """
+    _write(path, lambda fh: np.save(fh, array, allow_pickle=False))
+
+
+def save_npy_stream(
+    path: Path, dtype: Any, shape: tuple[int, ...], parts: Callable[[], Iterable[np.ndarray]]
+) -> None:
+    """Write an array of known ``shape`` atomically from ``parts()``, one part in memory at once.
+
+    :raises WriteError: naming the file (disk full) or if the parts do not fill ``shape``.
+    """
+    dtype = np.dtype(dtype)
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+    def write(fh: IO[bytes]) -> None:
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+        np.lib.format.write_array_header_1_0(fh, {**header, "shape": shape})
+        written = 0
+        for part in parts():
+            data = np.ascontiguousarray(part, dtype=dtype)
+            fh.write(memoryview(data).cast("B"))
+            written += data.nbytes
+        if written != expected:
+            raise WriteError(f"{path}: {written} bytes of data, want {expected} for {shape}")
+
+    _write(path, write)
 
 
 def load_npy(path: Path, *, mmap: bool = True) -> np.ndarray:
@@ -58,6 +98,25 @@ def concat(parts: Sequence[Games]) -> dict[str, np.ndarray]:
         "offsets": offsets,
         "ids": np.concatenate([p.ids for p in parts] or [np.zeros(0, ID_DTYPE)]).astype(ID_DTYPE),
     }
+
+
+def save_concat(prefix: Path, parts: Sequence[Games]) -> None:
+    """The games of several stores written under ``prefix``, streamed (shards into a cache)."""
+    n_games = sum(len(p) for p in parts)
+    n_tokens = sum(len(p.tokens) for p in parts)
+
+    def offsets() -> Iterable[np.ndarray]:
+        base = 0
+        yield np.zeros(1, np.int64)
+        for part in parts:
+            yield np.asarray(part.offsets[1:], dtype=np.int64) + base
+            base += len(part.tokens)
+
+    save_npy_stream(
+        part_path(prefix, "tokens"), np.uint8, (n_tokens,), lambda: (p.tokens for p in parts)
+    )
+    save_npy_stream(part_path(prefix, "offsets"), np.int64, (n_games + 1,), offsets)
+    save_npy_stream(part_path(prefix, "ids"), ID_DTYPE, (n_games,), lambda: (p.ids for p in parts))
 
 
 def save(prefix: Path, arrays: dict[str, np.ndarray]) -> list[Path]:

@@ -32,6 +32,7 @@ RUNS = sorted(config.get("runs", {}))
 
 def _check_config():
     """Cross-key checks the schema cannot express; one line naming the key."""
+    chesslm_dataset.check_config(config["datasets"])
     for run, settings in config.get("runs", {}).items():
         if settings["dataset"] not in config["datasets"]:
             raise ValueError(
@@ -57,15 +58,7 @@ wildcard_constraints:
 
 def get_dataset_settings(wildcards):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    d = config["datasets"][wildcards.dataset]
-    return chesslm_dataset.Settings(
-        context=d["context"],
-        split_key=d["split"]["key"],
-        validation=d["split"]["validation"],
-        test=d["split"]["test"],
-        min_plies=d["filters"]["min_plies"],
-        shard_games=d["shard_games"],
-    )
+    return chesslm_dataset.Settings.from_config(config["datasets"][wildcards.dataset])
 
 
 def get_pgn_inputs(wildcards):
