@@ -135,7 +135,7 @@ def _build_into(
         if n_games == 0:
             raise ValueError(f"the {split} split is empty: a token cache needs {split} games")
         gamearrays.save_concat(tmp / split, parts)
-        metadata.save_concat(tmp / split, prefixes)
+        metadata.save_concat(tmp / split, prefixes, [p.offsets for p in parts])
         counts[split] = {"games": n_games, "tokens": sum(len(p.tokens) for p in parts)}
         del parts
     _save_legality(tmp, tmp / "validation", workers)

@@ -200,12 +200,27 @@ def save(prefix: Path, columns: dict[str, np.ndarray]) -> list[Path]:
     return paths
 
 
-def save_concat(prefix: Path, sources: list[Path]) -> None:
-    """The columns of several stores (``sources`` prefixes, in order) under ``prefix``, streamed."""
+def save_concat(prefix: Path, sources: list[Path], token_offsets: list[np.ndarray]) -> None:
+    """The columns of several stores (``sources`` prefixes, in order) under ``prefix``, streamed.
+
+    A store written without metadata (games built in memory, e.g. by tests) contributes its
+    games with every column at its sentinel; a dataset's shards always have theirs (the
+    integrity receipt covers them).
+    """
+    plies = [ply_offsets(o)[-1] for o in token_offsets]
+    games = [len(o) - 1 for o in token_offsets]
     for name, column in COLUMNS.items():
-        arrays = [np.load(column_path(p, name), mmap_mode="r") for p in sources]
-        total = sum(len(a) for a in arrays)
-        save_npy_stream(column_path(prefix, name), column.dtype, (total,), lambda a=arrays: a)
+        sizes = plies if column.per_ply else games
+
+        def parts(name: str = name, column: Column = column, sizes: list = sizes):
+            for source, size in zip(sources, sizes, strict=True):
+                path = column_path(source, name)
+                if path.exists():
+                    yield np.load(path, mmap_mode="r")
+                else:
+                    yield np.full(int(size), column.missing, dtype=column.dtype)
+
+        save_npy_stream(column_path(prefix, name), column.dtype, (int(sum(sizes)),), parts)
 
 
 def file_names(prefix: str) -> list[str]:
