@@ -63,12 +63,15 @@ manifest = dataset.convert([Path(sys.argv[1])], Path(sys.argv[2]), dataset.Setti
                            workers=int(sys.argv[3]))
 elapsed = time.perf_counter() - start
 kb = 1024  # ru_maxrss is in KiB on Linux
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({
+    "main_cpu_seconds": me.ru_utime + me.ru_stime,
+    "workers_cpu_seconds": kids.ru_utime + kids.ru_stime,
     "seconds": elapsed,
     "games_kept": sum(manifest["games"].values()),
     "games_read": sum(manifest["games"].values()) + sum(manifest["skipped"].values()),
-    "main_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb,
-    "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb,
+    "main_peak_rss_mb": me.ru_maxrss / kb,
+    "worker_peak_rss_mb": kids.ru_maxrss / kb,
 }))
 """
 
@@ -135,7 +138,10 @@ def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
         )
         rows.append(info)
     base = next((r for r in rows if r["workers"] == 1), None)
-    header = "workers    games  seconds  games/s  per core  efficiency  main MB  worker MB"
+    header = (
+        "workers    games  seconds  games/s  per core  efficiency  main MB  worker MB"
+        "  main CPU s  workers CPU s"
+    )
     print(header)
     for r in rows:
         r["parallel_efficiency"] = (
@@ -146,6 +152,7 @@ def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
             f"{r['workers']:7d} {r['games_read']:8d} {r['seconds']:8.1f} "
             f"{r['games_per_second']:8.0f} {r['games_per_second_per_core']:9.0f} {eff} "
             f"{r['main_peak_rss_mb']:8.0f} {r['worker_peak_rss_mb']:10.0f}"
+            f" {r['main_cpu_seconds']:11.1f} {r['workers_cpu_seconds']:14.1f}"
         )
     return rows
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import multiprocessing
 import os
+import queue
 import re
 import shutil
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -384,35 +385,124 @@ class SeenKeys:
         return new
 
 
-def _chunks(inputs: Sequence[Path], digests: dict[Path, Any]) -> Iterator[str]:
+def _chunks(inputs: Sequence[Path], digests: dict[Path, str]) -> Iterator[bytes]:
+    """Raw chunks of every input in order; records each input's sha256 once it is read."""
     for path in inputs:
-        digest = digests[path] = hashlib.sha256()
+        digest = hashlib.sha256()
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
         any_text = False
-        for chunk in pgn.read_chunks(path, digest=digest):
+        for chunk in pgn.read_raw_chunks(path, digest=digest):
             any_text = True
             yield chunk
         if not any_text:
             raise ConvertError(f"{path}: no PGN text in it")
+        digests[path] = digest.hexdigest()
+
+
+def _parse_raw(chunk: bytes, settings: Settings) -> ChunkResult:
+    return parse_chunk(pgn.decode_chunk(chunk), settings)
+
+
+def _reader(inputs: Sequence[Path], tasks: Any, results: Any, workers: int) -> None:
+    """Reader process: decompress and cut the inputs into chunks for the workers.
+
+    Sends ``("chunk", seq, bytes)`` tasks, then one ``None`` per worker; reports
+    ``("read", chunks, digests)`` or ``("error", kind, message)`` to the main process.
+    """
+    digests: dict[Path, str] = {}
+    seq = 0
+    try:
+        for chunk in _chunks(inputs, digests):
+            tasks.put((seq, chunk))
+            seq += 1
+        results.put(("read", seq, digests))
+    except (ConvertError, pgn.PgnFileError, OSError) as error:
+        results.put(("error", type(error).__name__, str(error)))
+    finally:
+        for _ in range(workers):
+            tasks.put(None)
+
+
+def _worker(settings: Settings, tasks: Any, results: Any) -> None:
+    """Worker process: parse chunks until the reader says there are no more."""
+    while (task := tasks.get()) is not None:
+        seq, chunk = task
+        try:
+            results.put(("chunk", seq, _parse_raw(chunk, settings)))
+        except Exception as error:  # reported with its chunk; the main process stops
+            results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
+            return
+
+
+_ERRORS: dict[str, type[Exception]] = {
+    "ConvertError": ConvertError,
+    "PgnFileError": pgn.PgnFileError,
+}
 
 
 def _results(
-    inputs: Sequence[Path], settings: Settings, workers: int, digests: dict[Path, Any]
+    inputs: Sequence[Path], settings: Settings, workers: int, digests: dict[Path, str]
 ) -> Iterator[ChunkResult]:
-    """Chunk results in input order; at most 2 chunks per worker in memory at once."""
+    """Chunk results in input order.
+
+    With several workers: one reader process decompresses and cuts chunks, ``workers``
+    processes decode and parse them, and this (main) process only puts results in order and
+    merges them, so neither reading nor merging serialises the parsing. Chunks in flight are
+    bounded (a task queue of 2 per worker), and so is the reordering buffer.
+    """
     if workers <= 1:
         for chunk in _chunks(inputs, digests):
-            yield parse_chunk(chunk, settings)
+            yield _parse_raw(chunk, settings)
         return
-    with ProcessPoolExecutor(workers) as pool:
-        pending: deque[Future[ChunkResult]] = deque()
-        for chunk in _chunks(inputs, digests):
-            pending.append(pool.submit(parse_chunk, chunk, settings))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    context = multiprocessing.get_context("fork")
+    tasks = context.Queue(maxsize=2 * workers)
+    results = context.Queue()
+    processes = [context.Process(target=_reader, args=(inputs, tasks, results, workers))]
+    processes += [
+        context.Process(target=_worker, args=(settings, tasks, results)) for _ in range(workers)
+    ]
+    for process in processes:
+        process.daemon = True
+        process.start()
+    try:
+        waiting: dict[int, ChunkResult] = {}
+        expected: int | None = None
+        next_seq = 0
+        while expected is None or next_seq < expected:
+            message = _next_message(results, processes)
+            if message[0] == "error":
+                kind, text = message[1], message[2]
+                raise _ERRORS.get(kind, ConvertError)(text)
+            if message[0] == "read":
+                expected = message[1]
+                digests.update(message[2])
+                continue
+            waiting[message[1]] = message[2]
+            while next_seq in waiting:
+                yield waiting.pop(next_seq)
+                next_seq += 1
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join()
+        tasks.cancel_join_thread()
+        results.cancel_join_thread()
+
+
+def _next_message(results: Any, processes: list[Any]) -> tuple:
+    """The next message from the reader or a worker; a process that died is an error."""
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise ConvertError(
+                    f"a conversion process died (exit code {dead[0].exitcode}; out of memory?)"
+                ) from None
 
 
 def convert(
@@ -454,7 +544,7 @@ def _convert_into(
     writers = {s: _ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
     seen = SeenKeys()
-    digests: dict[Path, Any] = {}
+    digests: dict[Path, str] = {}
     done = 0
     for result in _results(inputs, settings, workers, digests):
         skipped.update(result.skipped)
@@ -489,8 +579,7 @@ def _convert_into(
         "tokenizer_version": tokens.VERSION,
         "settings": settings.as_dict(),
         "inputs": [
-            {"name": p.name, "bytes": p.stat().st_size, "sha256": digests[p].hexdigest()}
-            for p in inputs
+            {"name": p.name, "bytes": p.stat().st_size, "sha256": digests[p]} for p in inputs
         ],
         "shards": {s: [f"{s}/{p}" for p in w.prefixes] for s, w in writers.items()},
         "files": files,
