@@ -271,7 +271,8 @@ class TokenCache:
         if verify:
             self.verify()
         self.train = gamearrays.Games(self.directory / "train")
-        self.validation = gamearrays.Games(self.directory / "validation")
+        # validation's index in memory: evaluation hands it to torch, which wants it writable
+        self.validation = gamearrays.Games(self.directory / "validation", index_mmap=False)
 
     def verify(self) -> None:
         """Re-hash every array against cache.json; raises ValueError naming a mismatch."""

@@ -317,24 +317,63 @@ class _ShardWriter:
         self.count += len(part.ids)
         self.tokens += int(part.offsets[-1])
         while self.buffered >= self.shard_games:
-            whole = _concat_results(self.parts)
-            self._write(_take(whole, np.arange(self.shard_games)))
-            rest = np.arange(self.shard_games, len(whole.ids))
-            self.parts = [_take(whole, rest)] if len(rest) else []
-            self.buffered = len(rest)
+            # the parts that fill one shard; the last one is cut where the shard ends
+            full, taken, i = [], 0, 0
+            while taken < self.shard_games:
+                part = self.parts[i]
+                need = self.shard_games - taken
+                if len(part.ids) <= need:
+                    full.append(part)
+                    taken += len(part.ids)
+                    i += 1
+                else:
+                    full.append(_take(part, np.arange(need)))
+                    self.parts[i] = _take(part, np.arange(need, len(part.ids)))
+                    taken += need
+            self._write(full)
+            self.parts = self.parts[i:]
+            self.buffered -= self.shard_games
 
     def flush(self) -> None:
         if not self.parts and self.prefixes:
             return
-        self._write(_concat_results(self.parts) if self.parts else ChunkResult())
+        self._write(self.parts or [ChunkResult()])
         self.parts, self.buffered = [], 0
 
-    def _write(self, games: ChunkResult) -> None:
-        prefix = f"{len(self.prefixes):05d}"
-        arrays = {"tokens": games.tokens, "offsets": games.offsets, "ids": games.ids}
-        gamearrays.save(self.directory / prefix, arrays)
-        metadata.save(self.directory / prefix, games.columns)
-        self.prefixes.append(prefix)
+    def _write(self, parts: list[ChunkResult]) -> None:
+        """One shard streamed from its parts (no concatenated copy of the shard in memory)."""
+        prefix = self.directory / f"{len(self.prefixes):05d}"
+        n_games = sum(len(p.ids) for p in parts)
+
+        def offsets() -> Iterator[np.ndarray]:
+            base = 0
+            yield np.zeros(1, np.int64)
+            for part in parts:
+                yield part.offsets[1:] + base
+                base += int(part.offsets[-1])
+
+        stream = gamearrays.save_npy_stream
+        stream(
+            gamearrays.part_path(prefix, "tokens"),
+            np.uint8,
+            (sum(int(p.offsets[-1]) for p in parts),),
+            lambda: (p.tokens for p in parts),
+        )
+        stream(gamearrays.part_path(prefix, "offsets"), np.int64, (n_games + 1,), offsets)
+        stream(
+            gamearrays.part_path(prefix, "ids"),
+            gamearrays.ID_DTYPE,
+            (n_games,),
+            lambda: (p.ids for p in parts),
+        )
+        for name, column in metadata.COLUMNS.items():
+            stream(
+                metadata.column_path(prefix, name),
+                column.dtype,
+                (sum(len(p.columns[name]) for p in parts),),
+                lambda name=name: (p.columns[name] for p in parts),
+            )
+        self.prefixes.append(prefix.name)
 
 
 def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:

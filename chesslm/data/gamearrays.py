@@ -135,11 +135,14 @@ class Games:
     ``games[i]`` is game i's tokens (a view), ``len(games)`` the number of games.
     """
 
-    def __init__(self, prefix: Path | str, *, mmap: bool = True) -> None:
+    def __init__(self, prefix: Path | str, *, mmap: bool = True, index_mmap: bool = True) -> None:
         self.prefix = Path(prefix)
         self.tokens = load_npy(part_path(self.prefix, "tokens"), mmap=mmap)
-        self.offsets = load_npy(part_path(self.prefix, "offsets"), mmap=False)
-        self.ids = load_npy(part_path(self.prefix, "ids"), mmap=False)
+        # offsets and ids mapped read-only too (index_mmap): a reader's memory does not grow
+        # with the number of games; index_mmap=False gives writable in-memory copies
+        index_mmap = mmap and index_mmap
+        self.offsets = load_npy(part_path(self.prefix, "offsets"), mmap=index_mmap)
+        self.ids = load_npy(part_path(self.prefix, "ids"), mmap=index_mmap)
         if len(self.offsets) != len(self.ids) + 1 or (
             len(self.offsets) and self.offsets[-1] != len(self.tokens)
         ):
