@@ -13,6 +13,7 @@ correspondence.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +108,10 @@ _RESULT_INDEX = {name: i for i, name in enumerate(RESULTS)}
 _TERMINATION_INDEX = {name: i for i, name in enumerate(TERMINATIONS)}
 _SPEED_INDEX = {name: i for i, name in enumerate(SPEEDS)}
 _ELO_LIMIT = np.iinfo(np.int16).max
+_INT32_LIMIT = np.iinfo(np.int32).max
 
 
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
 def elo(text: str | None) -> int:
     """A rating, or -1 for missing, ``?`` or anything that is not a number that fits."""
     if text is None:
@@ -119,6 +122,7 @@ def elo(text: str | None) -> int:
     return int(text)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
 def date_number(text: str | None) -> int:
     """``YYYY.MM.DD`` as the number YYYYMMDD; 0 when missing or not all digits (``????``)."""
     if not text:
@@ -130,6 +134,7 @@ def date_number(text: str | None) -> int:
     return int(digits) if digits.isdigit() and digits.isascii() else 0
 
 
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
 def is_rated(event: str | None) -> int:
     """1 if the Event has the word "rated" (any case), 0 if not, -1 if there is none.
 
@@ -140,12 +145,13 @@ def is_rated(event: str | None) -> int:
     return 1 if _RATED.search(event) else 0
 
 
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
 def speed_index(time_control: str | None) -> tuple[int, int, int]:
     """(base, increment, index into SPEEDS); ``-`` is correspondence, unreadable is -1s."""
     if time_control is not None and time_control.strip() == "-":
         return -1, -1, _SPEED_INDEX["correspondence"]
     parsed = parse_time_control(time_control)
-    if parsed is None or parsed[0] > np.iinfo(np.int32).max or parsed[1] > np.iinfo(np.int32).max:
+    if parsed is None or max(parsed) > _INT32_LIMIT:
         return -1, -1, -1
     base, increment = parsed
     return base, increment, _SPEED_INDEX[speed_class(base, increment)]
