@@ -18,7 +18,8 @@ import pytest
 import yaml
 import zstandard
 
-from chesslm.data import dataset, filters, metadata
+from chesslm import files
+from chesslm.data import dataset, filters, integrity, metadata
 from tests import metadata_oracle
 from tests.helpers import ROOT
 
@@ -253,3 +254,33 @@ def test_manifest_lists_and_hashes_the_test_splits_metadata(month, tmp_path):
     for prefix in manifest["shards"]["test"]:
         assert set(metadata.file_names(prefix)) <= names
     assert json.loads((tmp_path / "ds/manifest.json").read_text()) == manifest
+
+
+CACHE_DISK_FULL = """
+import resource, signal, sys
+from pathlib import Path
+from chesslm.data import cache, gamearrays
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+ds = Path(sys.argv[1])
+try:
+    cache.build_from_dataset(ds, ds / "receipt.json", Path(sys.argv[2]))
+except gamearrays.WriteError as error:
+    print("ERROR", error)
+"""
+
+
+def test_a_full_disk_during_token_cache_names_the_file_and_leaves_nothing(month, tmp_path):
+    ds = tmp_path / "ds"
+    dataset.convert(month[0], ds, dataset.Settings())
+    files.write_json_atomic(ds / "receipt.json", integrity.verify_dataset(ds))
+    out = tmp_path / "token-cache"
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(CACHE_DISK_FULL), str(ds), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    line = result.stdout.strip()
+    assert line.startswith(f"ERROR {out}.tmp/train.tokens.npy: cannot write ("), line
+    assert not out.exists() and not out.with_name("token-cache.tmp").exists()
