@@ -8,7 +8,14 @@ these machines are noisy):
 * python-chess: ``chess.pgn.read_game`` over the file (parse and validate only);
 * pgn-extract (Debian package, C): ``pgn-extract -s -Wuci`` (parse, validate, write UCI).
 
-Usage: python benchmarks/convert_throughput.py [--copies 4] [--json out.json]
+A generated month (``benchmarks/month_pgn.py``) is read with ``--pgn FILE.pgn.zst``; then
+only chesslm runs (``--compare`` adds the other two). Each chesslm run is a fresh process, so
+its peak RSS is its own: the main process's (``RUSAGE_SELF``) and the largest worker's
+(``RUSAGE_CHILDREN``). Parallel efficiency is games/s per core with N workers over games/s
+with 1 worker, in the same invocation.
+
+Usage: python benchmarks/convert_throughput.py [--copies 4 | --pgn FILE] [--workers 1,16]
+       [--compare] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,8 +36,6 @@ from pathlib import Path
 import chess.pgn
 import zstandard
 
-from chesslm.data import dataset
-
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
 WIDTHS = (5, 7, 8, 13, 15)
@@ -49,13 +54,49 @@ def make_input(directory: Path, copies: int) -> tuple[Path, int]:
     return path, 4754 * copies
 
 
-def time_chesslm(path: Path, workers: int, directory: Path) -> tuple[float, int]:
+_ONE_RUN = """
+import json, resource, sys, time
+from pathlib import Path
+from chesslm.data import dataset
+start = time.perf_counter()
+manifest = dataset.convert([Path(sys.argv[1])], Path(sys.argv[2]), dataset.Settings(),
+                           workers=int(sys.argv[3]))
+elapsed = time.perf_counter() - start
+kb = 1024  # ru_maxrss is in KiB on Linux
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({
+    "main_cpu_seconds": me.ru_utime + me.ru_stime,
+    "workers_cpu_seconds": kids.ru_utime + kids.ru_stime,
+    "seconds": elapsed,
+    "games_kept": sum(manifest["games"].values()),
+    "games_read": sum(manifest["games"].values()) + sum(manifest["skipped"].values()),
+    "main_peak_rss_mb": me.ru_maxrss / kb,
+    "worker_peak_rss_mb": kids.ru_maxrss / kb,
+}))
+"""
+
+
+def run_chesslm(path: Path, workers: int, directory: Path) -> dict:
+    """One conversion in a fresh process: seconds, games, peak RSS of main and largest worker."""
     out = directory / f"ds-{workers}"
-    start = time.perf_counter()
-    manifest = dataset.convert([path], out, dataset.Settings(), workers=workers)
-    elapsed = time.perf_counter() - start
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", _ONE_RUN, str(path), str(out), str(workers)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     shutil.rmtree(out)
-    return elapsed, sum(manifest["games"].values())
+    info = json.loads(result.stdout.strip().splitlines()[-1])
+    if workers == 1:
+        info["worker_peak_rss_mb"] = 0.0  # no pool: the main process does the work
+    return info
+
+
+def time_chesslm(path: Path, workers: int, directory: Path) -> tuple[float, int]:
+    info = run_chesslm(path, workers, directory)
+    return info["seconds"], info["games_kept"]
 
 
 def time_python_chess(path: Path, limit: int) -> tuple[float, int]:
@@ -84,19 +125,72 @@ def time_pgn_extract(path: Path) -> tuple[float, int] | None:
     return elapsed, games
 
 
+def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
+    """chesslm on a given (month) file with each worker count; efficiency against 1 worker."""
+    rows = []
+    for n in workers:
+        info = run_chesslm(path, n, directory)
+        info["workers"] = n
+        info["games_per_second"] = info["games_read"] / info["seconds"]
+        info["games_per_second_per_core"] = info["games_per_second"] / n
+        info["all_processes_peak_rss_mb_bound"] = (
+            info["main_peak_rss_mb"] + n * info["worker_peak_rss_mb"]
+        )
+        rows.append(info)
+    base = next((r for r in rows if r["workers"] == 1), None)
+    header = (
+        "workers    games  seconds  games/s  per core  efficiency  main MB  worker MB"
+        "  main CPU s  workers CPU s"
+    )
+    print(header)
+    for r in rows:
+        r["parallel_efficiency"] = (
+            r["games_per_second_per_core"] / base["games_per_second_per_core"] if base else None
+        )
+        eff = f"{r['parallel_efficiency']:10.2f}" if base else f"{'-':>10}"
+        print(
+            f"{r['workers']:7d} {r['games_read']:8d} {r['seconds']:8.1f} "
+            f"{r['games_per_second']:8.0f} {r['games_per_second_per_core']:9.0f} {eff} "
+            f"{r['main_peak_rss_mb']:8.0f} {r['worker_peak_rss_mb']:10.0f}"
+            f" {r['main_cpu_seconds']:11.1f} {r['workers_cpu_seconds']:14.1f}"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--pgn", type=Path, help="a generated month (benchmarks/month_pgn.py)")
+    parser.add_argument("--workers", help="comma-separated worker counts (default 1,cores)")
+    parser.add_argument("--compare", action="store_true", help="python-chess, pgn-extract too")
     parser.add_argument("--python-chess-games", type=int, default=2000)
     parser.add_argument("--json")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
+    workers = sorted({int(w) for w in args.workers.split(",")}) if args.workers else [1, cores]
+    if args.pgn is not None and not args.compare:
+        with tempfile.TemporaryDirectory(dir=args.pgn.parent) as tmp:
+            rows = month_rows(args.pgn, workers, Path(tmp))
+        info = {
+            "machine": platform.processor() or platform.machine(),
+            "cores": cores,
+            "python": sys.version.split()[0],
+            "input": str(args.pgn),
+            "input_bytes": args.pgn.stat().st_size,
+            "results": rows,
+        }
+        if args.json:
+            Path(args.json).write_text(json.dumps(info, indent=2))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        path, n_games = make_input(Path(tmp), args.copies)
-        for workers in sorted({1, cores}):
-            elapsed, kept = time_chesslm(path, workers, Path(tmp))
-            rows.append(("chesslm convert", workers, kept, elapsed))
+        if args.pgn is not None:
+            path, n_games = args.pgn, 0
+        else:
+            path, n_games = make_input(Path(tmp), args.copies)
+        for n in workers:
+            elapsed, kept = time_chesslm(path, n, Path(tmp))
+            rows.append(("chesslm convert", n, kept, elapsed))
         elapsed, n = time_python_chess(path, args.python_chess_games)
         rows.append(("python-chess read_game", 1, n, elapsed))
         extract = time_pgn_extract(path)

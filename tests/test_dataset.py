@@ -12,11 +12,24 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm.data import dataset, gamearrays, split, tokens
+from chesslm.data import dataset, filters, gamearrays, split, tokens
 from chesslm.data.pgn import PgnFileError
+from tests import metadata_oracle
 from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
 
 SETTINGS = dataset.Settings()
+SAMPLE_FILTERS = dataset.Settings(
+    filters=filters.Filters(
+        speeds=("blitz", "rapid", "classical"),
+        rated=True,
+        min_elo=1000,
+        max_elo=2500,
+        exclude_bots=True,
+        exclude_terminations=("Abandoned", "Rules infraction"),
+        date_from="2013-02-02",
+        date_to="2026-01-01",
+    )
+)
 
 
 def load_dataset(out: Path) -> dict[str, tuple[str, list[int]]]:
@@ -78,6 +91,19 @@ def test_sample_agrees_with_python_chess_on_every_game(tmp_path):
     assert all(isinstance(v, int) for v in manifest["games"].values())
     for name in split.SPLITS:
         assert manifest["games"][name] > 0
+    columns = metadata_oracle.converted(tmp_path / "ds")
+    metas = {g.headers["Site"].rsplit("/", 1)[1]: metadata_oracle.expected(g) for g in sample_games}
+    for gid, want in metas.items():
+        assert columns[gid] == {k: v for k, v in want.items() if k != "speed_name"}, gid
+    # the Lichess filters on the same games, against the same oracle
+    filtered = dataset.convert([SAMPLE], tmp_path / "f", SAMPLE_FILTERS, workers=2)
+    verdicts = {
+        gid: metadata_oracle.reason(m, SAMPLE_FILTERS.filters.as_dict()) for gid, m in metas.items()
+    }
+    counts = {reason: list(verdicts.values()).count(reason) for reason in filters.REASONS}
+    assert {r: filtered["skipped"][r] for r in filters.REASONS} == counts
+    assert all(counts.values())
+    assert set(load_dataset(tmp_path / "f")) == {gid for gid, v in verdicts.items() if not v}
 
 
 def test_split_depends_only_on_the_id(tmp_path):
@@ -128,6 +154,7 @@ def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
         "too_short": 0,
         "unparsable": 2,
         "variant": 1,
+        **dict.fromkeys(filters.REASONS, 0),
     }
     assert games["aaaaaaa7"][1] == oracle(annotated)["aaaaaaa7"]  # mainline only
     assert games["aaaaaaa1"][1] == tokens.encode_moves(

@@ -6,15 +6,17 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from chesslm.data import gamearrays
+from chesslm.data import cache, filters, gamearrays, metadata
 from tests.helpers import ROOT, first_games_pgn, snakemake
 
 pytestmark = pytest.mark.slow
 
 RECEIPT = "results/datasets/mini/integrity-receipt.json"
 CACHE = "results/datasets/mini/token-cache/cache.json"
+FILTERS = "{speeds: [blitz, rapid, classical], exclude_bots: true}"
 
 
 def make_workdir(path: Path, pgn_text: str | bytes | None = None, name: str = "mini.pgn") -> Path:
@@ -26,6 +28,7 @@ def make_workdir(path: Path, pgn_text: str | bytes | None = None, name: str = "m
     (path / name).write_bytes(data if isinstance(data, bytes) else data.encode())
     (path / "mini.yaml").write_text(
         f"datasets:\n  mini:\n    pgn: [{name}]\n    split: {{validation: 0.1, test: 0.1}}\n"
+        f"    filters: {FILTERS}\n"
     )
     return path
 
@@ -56,6 +59,35 @@ def test_no_test_split_game_reaches_the_token_cache(built):
         cached |= set(gamearrays.Games(ds / "token-cache" / split_name).ids.tolist())
     assert len(cached) == manifest["games"]["train"] + manifest["games"]["validation"]
     assert not cached & test_ids
+
+
+def test_filters_reach_convert_and_metadata_reaches_the_cache(built):
+    ds = built / "results/datasets/mini"
+    manifest = json.loads((ds / "manifest.json").read_text())
+    assert manifest["settings"]["filters"]["exclude_bots"] is True
+    assert manifest["skipped"]["speed"] > 0 and set(filters.REASONS) <= set(manifest["skipped"])
+    opened = cache.TokenCache(ds / "token-cache", verify=True)
+    for split_name in ("train", "validation"):
+        shards = [ds / p for p in manifest["shards"][split_name]]
+        got = opened.metadata(split_name)
+        for column in metadata.COLUMNS:
+            want = [np.load(metadata.column_path(p, column)) for p in shards]
+            assert np.array_equal(got[column], np.concatenate(want)), column
+        assert not got["bot"].any()
+        assert set(np.unique(got["speed"]).tolist()) <= {2, 3, 4}  # blitz, rapid, classical
+        assert len(got.clocks(0)) == (len(getattr(opened, split_name)[0]) - 2) // 3
+
+
+def test_a_filter_out_of_range_stops_before_any_job(tmp_path):
+    workdir = make_workdir(tmp_path / "w")
+    (workdir / "bad.yaml").write_text(
+        "datasets:\n  mini:\n    pgn: [mini.pgn]\n    filters: {min_elo: 2000, max_elo: 1000}\n"
+    )
+    result = snakemake(workdir, CACHE, "--configfile", "bad.yaml", "-n", check=False)
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "config: datasets.mini.filters.min_elo: 2000 is above max_elo (1000)" in said
+    assert "Job stats" not in said  # stopped before planning any job
 
 
 def test_tampered_shard_makes_verify_refuse_naming_the_file(built, tmp_path):

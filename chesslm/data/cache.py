@@ -10,6 +10,7 @@ Layout of a cache directory::
                                        first j + 1 tokens, so evaluation needs no chess engine
     validation.legal_moves.npy         int32 sorted move codes legal at each ply, back to back
     validation.legal_move_offsets.npy  int64 [plies + 1]; plies counted over all games in order
+    {train,validation}.meta.COLUMN.npy per-game metadata (chesslm.data.metadata.COLUMNS)
 
 A move code is ``(source * 64 + destination) * 5 + (promotion_token - PROMO_NONE)``.
 The test split never enters a cache: ``build`` takes train and validation only.
@@ -29,7 +30,7 @@ import chess
 import numpy as np
 
 from chesslm import files
-from chesslm.data import gamearrays, integrity, tokens
+from chesslm.data import gamearrays, integrity, metadata, tokens
 from chesslm.files import sha256_file
 
 SPLITS = ("train", "validation")
@@ -77,8 +78,19 @@ def legal_tables(game: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return rows, codes
 
 
-def _tables_for(games: list[np.ndarray]) -> list[tuple[np.ndarray, list[np.ndarray]]]:
-    return [legal_tables(g) for g in games]
+def _tables_for(job: tuple[Path, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Packed mask rows, legal codes and codes per ply of games ``start..stop`` of a store."""
+    prefix, start, stop = job
+    games = gamearrays.Games(prefix)
+    rows, codes = [], []
+    for i in range(start, stop):
+        mask, per_ply = legal_tables(np.asarray(games[i]))
+        rows.append(np.packbits(mask, axis=1, bitorder="little"))
+        codes.extend(per_ply)
+    counts = np.fromiter((len(c) for c in codes), dtype=np.int64, count=len(codes))
+    flat = np.concatenate(codes) if codes else np.zeros(0, np.int32)
+    packed = np.concatenate(rows) if rows else np.zeros((0, 16), np.uint8)
+    return packed, flat.astype(np.int32), counts
 
 
 def build(
@@ -90,26 +102,44 @@ def build(
 ) -> dict[str, Any]:
     """Concatenate the shards of train and validation into a cache at ``out_dir``.
 
-    The cache is assembled in a temporary sibling directory and renamed into place, so a
-    cache directory that exists is complete.
+    Arrays and metadata columns are streamed shard by shard into their files (never a whole
+    split in memory). The cache is assembled in a temporary sibling directory and renamed
+    into place, so a cache directory that exists is complete.
+
+    :raises gamearrays.WriteError: naming the file that could not be written (disk full).
     """
     if set(shards) != set(SPLITS):
         raise ValueError(f"a token cache holds exactly {SPLITS}, got {sorted(shards)!r}")
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        info = _build_into(tmp, shards, meta, workers)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+def _build_into(
+    tmp: Path, shards: dict[str, Iterable[Path]], meta: dict[str, Any], workers: int
+) -> dict[str, Any]:
     counts = {}
     for split in SPLITS:
-        arrays = gamearrays.concat([gamearrays.Games(p) for p in shards[split]])
-        if len(arrays["ids"]) == 0:
+        prefixes = [Path(p) for p in shards[split]]
+        parts = [gamearrays.Games(p) for p in prefixes]
+        n_games = sum(len(p) for p in parts)
+        if n_games == 0:
             raise ValueError(f"the {split} split is empty: a token cache needs {split} games")
-        gamearrays.save(tmp / split, arrays)
-        counts[split] = {"games": len(arrays["ids"]), "tokens": len(arrays["tokens"])}
-        if split == "validation":
-            offsets, flat = arrays["offsets"], arrays["tokens"]
-            games = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
-            _save_legality(tmp, games, workers)
-    files = sorted(p.name for p in tmp.iterdir())
+        gamearrays.save_concat(tmp / split, parts)
+        metadata.save_concat(tmp / split, prefixes, [p.offsets for p in parts])
+        counts[split] = {"games": n_games, "tokens": sum(len(p.tokens) for p in parts)}
+        del parts
+    _save_legality(tmp, tmp / "validation", workers)
+    names = sorted(p.name for p in tmp.iterdir())
     info = {
         "format": FORMAT,
         "tokenizer_version": tokens.VERSION,
@@ -117,12 +147,9 @@ def build(
         **meta,
         "splits": counts,
         "test_evaluated": False,
-        "sha256": {name: sha256_file(tmp / name) for name in files},
+        "sha256": {name: sha256_file(tmp / name) for name in names},
     }
-    (tmp / "cache.json").write_text(json.dumps(info, indent=2) + "\n")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+    files.write_json_atomic(tmp / "cache.json", info)
     return info
 
 
@@ -135,7 +162,13 @@ def build_from_dataset(
     """
     integrity.check_receipt(receipt_path, dataset_dir, [])  # the manifest, before reading it
     manifest = files.read_json(dataset_dir / "manifest.json")
-    names = [name for s in SPLITS for name in gamearrays.split_files(manifest, s)]
+    names = [
+        name
+        for s in SPLITS
+        for prefix in manifest["shards"][s]
+        for name in gamearrays.split_files({"shards": {s: [prefix]}}, s)
+        + metadata.file_names(prefix)
+    ]
     receipt = integrity.check_receipt(receipt_path, dataset_dir, names)
     for split in SPLITS:
         if manifest["games"][split] == 0:
@@ -152,22 +185,71 @@ def build_from_dataset(
     return build(out_dir, shards, meta=meta, workers=workers)
 
 
-def _save_legality(directory: Path, games: list[np.ndarray], workers: int) -> None:
-    chunk = max(1, len(games) // (4 * max(1, workers)))
-    pieces = [games[i : i + chunk] for i in range(0, len(games), chunk)]
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            results = [t for part in pool.map(_tables_for, pieces) for t in part]
-    else:
-        results = [t for part in map(_tables_for, pieces) for t in part]
-    mask = np.concatenate([np.packbits(rows, axis=1, bitorder="little") for rows, _ in results])
-    codes = [c for _, per_ply in results for c in per_ply]
-    offsets = np.zeros(len(codes) + 1, dtype=np.int64)
-    np.cumsum([len(c) for c in codes], out=offsets[1:])
-    flat = np.concatenate(codes) if codes else np.zeros(0, np.int32)
-    gamearrays.save_npy(directory / "validation.legal_mask.npy", mask)
-    gamearrays.save_npy(directory / "validation.legal_moves.npy", flat.astype(np.int32))
-    gamearrays.save_npy(directory / "validation.legal_move_offsets.npy", offsets)
+def _save_legality(directory: Path, prefix: Path, workers: int) -> None:
+    """The legality tables of the games under ``prefix``, computed in parallel, streamed.
+
+    The mask's size is known in advance and written as results arrive; the codes and their
+    per-ply counts go to raw side files first and are copied into ``.npy`` files at the end.
+    """
+    games = gamearrays.Games(prefix)
+    n = len(games)
+    step = max(1, min(2_000, n // (4 * max(1, workers)) or 1))
+    jobs = [(prefix, i, min(n, i + step)) for i in range(0, n, step)]
+    codes_raw = directory / "validation.legal_moves.raw"
+    counts_raw = directory / "validation.legal_counts.raw"
+    total = {"codes": 0, "plies": 0}
+
+    def mask_parts() -> Iterable[np.ndarray]:
+        pool = ProcessPoolExecutor(workers) if workers > 1 else None
+        try:
+            results = pool.map(_tables_for, jobs) if pool else map(_tables_for, jobs)
+            with open(codes_raw, "wb") as codes_fh, open(counts_raw, "wb") as counts_fh:
+                for packed, codes, counts in results:
+                    _write_raw(codes_fh, codes_raw, codes)
+                    _write_raw(counts_fh, counts_raw, counts)
+                    total["codes"] += len(codes)
+                    total["plies"] += len(counts)
+                    yield packed
+        finally:
+            if pool:
+                pool.shutdown(cancel_futures=True)
+
+    mask_path = directory / "validation.legal_mask.npy"
+    gamearrays.save_npy_stream(mask_path, np.uint8, (len(games.tokens), 16), mask_parts)
+
+    def offsets() -> Iterable[np.ndarray]:
+        base = np.zeros(1, np.int64)
+        yield base
+        for counts in _read_raw(counts_raw, np.int64):
+            ends = base[-1] + np.cumsum(counts)
+            yield ends
+            base = ends[-1:] if len(ends) else base
+
+    gamearrays.save_npy_stream(
+        directory / "validation.legal_moves.npy",
+        np.int32,
+        (total["codes"],),
+        lambda: _read_raw(codes_raw, np.int32),
+    )
+    gamearrays.save_npy_stream(
+        directory / "validation.legal_move_offsets.npy", np.int64, (total["plies"] + 1,), offsets
+    )
+    codes_raw.unlink()
+    counts_raw.unlink()
+
+
+def _write_raw(fh: Any, path: Path, array: np.ndarray) -> None:
+    try:
+        fh.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+    except OSError as error:
+        raise gamearrays.WriteError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def _read_raw(path: Path, dtype: Any, block: int = 1 << 22) -> Iterable[np.ndarray]:
+    itemsize = np.dtype(dtype).itemsize
+    with open(path, "rb") as fh:
+        while data := fh.read(block * itemsize):
+            yield np.frombuffer(data, dtype=dtype)
 
 
 class TokenCache:
@@ -189,7 +271,8 @@ class TokenCache:
         if verify:
             self.verify()
         self.train = gamearrays.Games(self.directory / "train")
-        self.validation = gamearrays.Games(self.directory / "validation")
+        # validation's index in memory: evaluation hands it to torch, which wants it writable
+        self.validation = gamearrays.Games(self.directory / "validation", index_mmap=False)
 
     def verify(self) -> None:
         """Re-hash every array against cache.json; raises ValueError naming a mismatch."""
@@ -209,6 +292,10 @@ class TokenCache:
                     f"{self.directory / name}: sha256 {actual} does not match cache.json"
                     f" ({digest}); {rebuild}"
                 )
+
+    def metadata(self, split: str) -> metadata.Metadata:
+        """The per-game metadata columns of ``train`` or ``validation`` (memory-mapped)."""
+        return metadata.Metadata(self.directory / split, getattr(self, split).offsets)
 
     @property
     def fingerprint(self) -> str:

@@ -1,14 +1,17 @@
 """Conversion of PGN files into a dataset: token shards per split plus ``manifest.json``.
 
-Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy`` and ``manifest.json``.
+Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy``, the metadata columns
+``NNNNN.meta.COLUMN.npy`` beside them (chesslm.data.metadata), and ``manifest.json``.
 
 Pipeline of one conversion: ``pgn.read_chunks`` streams each input in chunks of whole
 games; worker processes parse a chunk with the native PGN reader
-(``rust_pgn_reader_python_binding``, checked against python-chess in the tests), drop what
-cannot be used (counted by reason) and tokenise the rest; the main process keeps input
-order, drops duplicate ids, assigns splits by keyed hash and writes shards. The manifest is
-written last; shards are assembled in a temporary directory first, so a dataset directory
-with a manifest is complete.
+(``rust_pgn_reader_python_binding``, checked against python-chess in the tests), read each
+game's metadata, drop what cannot be used or what the filters reject (counted by reason),
+tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays. The main
+process keeps input order, drops duplicate ids (64-bit keys in sorted NumPy runs, no Python
+object per game), and appends each chunk's games to its split's shard writer with vectorised
+slicing: at most one shard per split is buffered. The manifest is written last; shards are
+assembled in a temporary directory first, so a dataset directory with a manifest is complete.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import multiprocessing
 import os
+import queue
 import re
 import shutil
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,13 +34,14 @@ from typing import Any
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
-from chesslm.data import gamearrays, pgn, split, tokens
+from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
+from chesslm.data.filters import Filters
 from chesslm.data.integrity import fingerprint
 from chesslm.files import sha256_file, write_json_atomic
 
 LOGGER = logging.getLogger(__name__)
 
-CONVERTER_VERSION = "chesslm-convert-v1"
+CONVERTER_VERSION = "chesslm-convert-v2"
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",
@@ -45,8 +50,9 @@ SKIP_REASONS = (
     "no_moves",
     "too_short",
     "too_long",
-    "duplicate_id",
     "unparsable",
+    *filters.REASONS,
+    "duplicate_id",
 )
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
 _STANDARD = {"standard", "chess", "chess960 standard"}
@@ -67,30 +73,57 @@ class Settings:
     split_key: str = "chesslm-split-v1"
     validation: float = 0.05
     test: float = 0.05
-    min_plies: int = 1
+    filters: Filters = Filters()
     shard_games: int = 100_000
+
+    @classmethod
+    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
+        """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
+
+        :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
+        """
+        return cls(
+            context=settings["context"],
+            split_key=settings["split"]["key"],
+            validation=settings["split"]["validation"],
+            test=settings["split"]["test"],
+            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
+            shard_games=settings["shard_games"],
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "context": self.context,
             "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
-            "filters": {"min_plies": self.min_plies},
+            "filters": self.filters.as_dict(),
             "shard_games": self.shard_games,
         }
+
+
+def check_config(datasets: dict[str, Any]) -> None:
+    """Cross-key checks of every dataset's settings (the workflow runs this before any job).
+
+    :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
+    """
+    for name, settings in datasets.items():
+        Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")
 
 
 @dataclass
 class ChunkResult:
     """What a worker returns for one chunk: kept games in input order, and skips.
 
-    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]`` and split
-    ``splits[i]`` (the split is a pure function of the id, so workers compute it).
+    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]``, duplicate key
+    ``keys[i]`` and split ``SPLITS[splits[i]]`` (a pure function of the id, so workers compute
+    it); ``columns`` holds its metadata (``clock`` per ply, the others per game).
     """
 
-    ids: list[str] = field(default_factory=list)
-    splits: list[str] = field(default_factory=list)
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, gamearrays.ID_DTYPE))
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    splits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    columns: dict[str, np.ndarray] = field(default_factory=metadata.empty_columns)
     skipped: Counter[str] = field(default_factory=Counter)
 
 
@@ -109,8 +142,33 @@ def game_id(headers: dict[str, str], moves: Callable[[], np.ndarray]) -> str:
     return "c" + hashlib.blake2b(content, digest_size=8).hexdigest()
 
 
+_BASE62 = np.full(256, -1, dtype=np.int64)
+_BASE62[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
+_BASE62[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.arange(10, 36)
+_BASE62[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)] = np.arange(36, 62)
+
+
+def id_keys(ids: np.ndarray) -> np.ndarray:
+    """64-bit duplicate keys of ids: a Lichess id (8 base-62 letters) exactly, others hashed.
+
+    Exact keys below 62**8 < 2**48 cannot collide; a content id's key is a 63-bit hash with
+    the top bit set, so it never equals a Lichess id's key.
+    """
+    raw = np.asarray(ids, dtype=gamearrays.ID_DTYPE)
+    chars = raw.view(np.uint8).reshape(len(raw), raw.dtype.itemsize)
+    digits = _BASE62[chars[:, :8]]
+    lichess = (chars[:, 8] == 0) & (digits >= 0).all(axis=1)
+    keys = np.zeros(len(raw), dtype=np.uint64)
+    weights = 62 ** np.arange(7, -1, -1, dtype=np.int64)
+    keys[lichess] = (digits[lichess] * weights).sum(axis=1).astype(np.uint64)
+    for i in np.flatnonzero(~lichess):
+        digest = hashlib.blake2b(bytes(raw[i]), digest_size=8).digest()
+        keys[i] = int.from_bytes(digest, "big") | (1 << 63)
+    return keys
+
+
 def classify(headers: dict[str, str], error: str | None, plies: int, settings: Settings) -> str:
-    """The skip reason of a parsed game, or '' to keep it."""
+    """The skip reason of a parsed game by the rules of chess, or '' to keep it."""
     variant = headers.get("Variant", "Standard").strip().lower()
     if variant == "from position":
         return "custom_start"
@@ -122,7 +180,7 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
         return "illegal_move" if "illegal" in error.lower() else "unparsable"
     if plies == 0:
         return "no_moves"
-    if plies < settings.min_plies:
+    if plies < settings.filters.min_plies:
         return "too_short"
     if 2 + 3 * plies > settings.context:
         return "too_long"  # dropped whole: a cut game would teach a false ending
@@ -131,38 +189,81 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
 
 def parse_chunk(text: str, settings: Settings) -> ChunkResult:
     """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
-    result = ChunkResult()
     texts = pgn.split_games(text)
     if not texts:
-        return result
+        return ChunkResult()
     parsed = native.parse_games_from_strings(texts, num_threads=1)
-    pieces: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    for view in parsed.chunks:
-        move_offsets = view.move_offsets.astype(np.int64)
-        plies = np.diff(move_offsets)
-        keep = np.zeros(len(plies), dtype=bool)
-        for i, (headers, error) in enumerate(zip(view.headers, view.parse_errors, strict=True)):
-            if not headers and (error is not None or plies[i] == 0):
-                result.skipped["unparsable"] += 1  # text that is no game at all
-                continue
-            reason = classify(headers, error, int(plies[i]), settings)
-            if reason:
-                result.skipped[reason] += 1
-                continue
-            keep[i] = True
-            gid = game_id(headers, functools.partial(moves_of, view, move_offsets, i))
-            result.ids.append(gid)
-            result.splits.append(
+    parts = [_parse_view(view, settings) for view in parsed.chunks]
+    if len(parts) == 1:
+        return parts[0]
+    return _concat_results(parts)
+
+
+def _parse_view(view: Any, settings: Settings) -> ChunkResult:
+    result = ChunkResult()
+    move_offsets = view.move_offsets.astype(np.int64)
+    plies = np.diff(move_offsets)
+    rules_ok = np.zeros(len(plies), dtype=bool)
+    rows = []
+    all_headers = view.headers  # built anew on each access: read it once
+    for i, (headers, error) in enumerate(zip(all_headers, view.parse_errors, strict=True)):
+        rows.append(metadata.header_row(headers))
+        if not headers and (error is not None or plies[i] == 0):
+            result.skipped["unparsable"] += 1  # text that is no game at all
+            continue
+        reason = classify(headers, error, int(plies[i]), settings)
+        if reason:
+            result.skipped[reason] += 1
+        else:
+            rules_ok[i] = True
+    columns = metadata.header_columns(rows)
+    failed = settings.filters.reasons(columns)
+    for k, reason in enumerate(filters.REASONS):
+        result.skipped[reason] += int(np.count_nonzero(rules_ok & (failed == k + 1)))
+    keep = rules_ok & (failed == 0)
+    kept = np.flatnonzero(keep)
+    ids = [
+        game_id(all_headers[i], functools.partial(moves_of, view, move_offsets, i)) for i in kept
+    ]
+    result.ids = np.array([i.encode("ascii") for i in ids], dtype=gamearrays.ID_DTYPE)
+    result.keys = id_keys(result.ids)
+    index = {name: k for k, name in enumerate(split.SPLITS)}
+    result.splits = np.array(
+        [
+            index[
                 split.assign(
                     gid, key=settings.split_key, validation=settings.validation, test=settings.test
                 )
-            )
-        pieces.append(_tokenise(view, move_offsets, keep))
-        lengths.append(2 + 3 * plies[keep])
-    result.tokens = np.concatenate(pieces)
-    result.offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
+            ]
+            for gid in ids
+        ],
+        dtype=np.int8,
+    )
+    result.tokens, moves = _tokenise(view, move_offsets, keep)
+    result.offsets = np.concatenate([[0], np.cumsum(2 + 3 * plies[keep])]).astype(np.int64)
+    result.columns = {name: column[keep] for name, column in columns.items()}
+    result.columns["clock"] = metadata.clock_column(np.asarray(view.clocks)[moves])
     return result
+
+
+def _concat_results(parts: list[ChunkResult]) -> ChunkResult:
+    offsets = [parts[0].offsets]
+    for part in parts[1:]:
+        offsets.append(part.offsets[1:] + offsets[-1][-1])
+    skipped: Counter[str] = Counter()
+    for part in parts:
+        skipped.update(part.skipped)
+    return ChunkResult(
+        ids=np.concatenate([p.ids for p in parts]),
+        keys=np.concatenate([p.keys for p in parts]),
+        splits=np.concatenate([p.splits for p in parts]),
+        tokens=np.concatenate([p.tokens for p in parts]),
+        offsets=np.concatenate(offsets),
+        columns={
+            name: np.concatenate([p.columns[name] for p in parts]) for name in metadata.COLUMNS
+        },
+        skipped=skipped,
+    )
 
 
 def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
@@ -171,14 +272,19 @@ def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
     return np.stack([view.from_squares[a:b], view.to_squares[a:b], view.promotions[a:b]])
 
 
-def _tokenise(view: Any, move_offsets: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """BOS, source, destination, promotion per move, EOS for each kept game, back to back."""
+def _tokenise(
+    view: Any, move_offsets: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """BOS, source, destination, promotion per move, EOS for each kept game, back to back.
+
+    Also returns the index in the view's move arrays of each kept ply (for per-ply columns).
+    """
     plies = np.diff(move_offsets)[keep]
     starts = move_offsets[:-1][keep]
     lengths = 2 + 3 * plies
     out = np.empty(int(lengths.sum()), dtype=np.uint8)
     if not len(plies):
-        return out
+        return out, np.zeros(0, np.int64)
     game_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     out[game_start] = tokens.BOS
     out[game_start + lengths - 1] = tokens.EOS
@@ -190,67 +296,252 @@ def _tokenise(view: Any, move_offsets: np.ndarray, keep: np.ndarray) -> np.ndarr
     out[dst] = view.from_squares[src]
     out[dst + 1] = view.to_squares[src]
     out[dst + 2] = _PROMO_LUT[view.promotions[src].astype(np.int64) + 1]
-    return out
+    return out, src
 
 
 class _ShardWriter:
-    """Buffers the games of one split and writes them as numbered shards."""
+    """Buffers the games of one split (one shard at most) and writes them as numbered shards."""
 
     def __init__(self, directory: Path, shard_games: int) -> None:
         self.directory, self.shard_games = directory, shard_games
         directory.mkdir(parents=True)
-        self.games: list[np.ndarray] = []
-        self.ids: list[str] = []
+        self.parts: list[ChunkResult] = []
+        self.buffered = 0
         self.prefixes: list[str] = []
         self.count = 0
         self.tokens = 0
 
-    def add(self, game_id: str, game: np.ndarray) -> None:
-        self.games.append(game)
-        self.ids.append(game_id)
-        self.count += 1
-        self.tokens += len(game)
-        if len(self.games) >= self.shard_games:
-            self.flush()
+    def add(self, part: ChunkResult) -> None:
+        self.parts.append(part)
+        self.buffered += len(part.ids)
+        self.count += len(part.ids)
+        self.tokens += int(part.offsets[-1])
+        while self.buffered >= self.shard_games:
+            # the parts that fill one shard; the last one is cut where the shard ends
+            full, taken, i = [], 0, 0
+            while taken < self.shard_games:
+                part = self.parts[i]
+                need = self.shard_games - taken
+                if len(part.ids) <= need:
+                    full.append(part)
+                    taken += len(part.ids)
+                    i += 1
+                else:
+                    full.append(_take(part, np.arange(need)))
+                    self.parts[i] = _take(part, np.arange(need, len(part.ids)))
+                    taken += need
+            self._write(full)
+            self.parts = self.parts[i:]
+            self.buffered -= self.shard_games
 
     def flush(self) -> None:
-        if not self.games and self.prefixes:
+        if not self.parts and self.prefixes:
             return
-        prefix = f"{len(self.prefixes):05d}"
-        gamearrays.save(self.directory / prefix, gamearrays.pack(self.games, self.ids))
-        self.prefixes.append(prefix)
-        self.games, self.ids = [], []
+        self._write(self.parts or [ChunkResult()])
+        self.parts, self.buffered = [], 0
+
+    def _write(self, parts: list[ChunkResult]) -> None:
+        """One shard streamed from its parts (no concatenated copy of the shard in memory)."""
+        prefix = self.directory / f"{len(self.prefixes):05d}"
+        n_games = sum(len(p.ids) for p in parts)
+
+        def offsets() -> Iterator[np.ndarray]:
+            base = 0
+            yield np.zeros(1, np.int64)
+            for part in parts:
+                yield part.offsets[1:] + base
+                base += int(part.offsets[-1])
+
+        stream = gamearrays.save_npy_stream
+        stream(
+            gamearrays.part_path(prefix, "tokens"),
+            np.uint8,
+            (sum(int(p.offsets[-1]) for p in parts),),
+            lambda: (p.tokens for p in parts),
+        )
+        stream(gamearrays.part_path(prefix, "offsets"), np.int64, (n_games + 1,), offsets)
+        stream(
+            gamearrays.part_path(prefix, "ids"),
+            gamearrays.ID_DTYPE,
+            (n_games,),
+            lambda: (p.ids for p in parts),
+        )
+        for name, column in metadata.COLUMNS.items():
+            stream(
+                metadata.column_path(prefix, name),
+                column.dtype,
+                (sum(len(p.columns[name]) for p in parts),),
+                lambda name=name: (p.columns[name] for p in parts),
+            )
+        self.prefixes.append(prefix.name)
 
 
-def _chunks(inputs: Sequence[Path], digests: dict[Path, Any]) -> Iterator[str]:
+def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:
+    """The games at the (sorted) indices ``games`` of a result, vectorised."""
+    chosen = np.zeros(len(result.ids), dtype=bool)
+    chosen[games] = True
+    lengths = np.diff(result.offsets)
+    plies = (lengths - 2) // 3
+    per_game = {n: c[chosen] for n, c in result.columns.items() if n != "clock"}
+    per_game["clock"] = result.columns["clock"][np.repeat(chosen, plies)]
+    return ChunkResult(
+        ids=result.ids[chosen],
+        keys=result.keys[chosen],
+        splits=result.splits[chosen],
+        tokens=result.tokens[np.repeat(chosen, lengths)],
+        offsets=np.concatenate([[0], np.cumsum(lengths[chosen])]).astype(np.int64),
+        columns=per_game,
+    )
+
+
+class SeenKeys:
+    """The duplicate keys seen so far: sorted NumPy runs, 8 bytes a game, no object per game.
+
+    Runs are merged like a binary counter (a run at most half the size of the one before), so
+    there are O(log n) runs and each key is re-sorted O(log n) times.
+    """
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.runs)
+
+    def first_seen(self, keys: np.ndarray) -> np.ndarray:
+        """Which of ``keys`` are new (not seen before, nor earlier in ``keys``); records them."""
+        unique, first = np.unique(keys, return_index=True)
+        old = np.zeros(len(unique), dtype=bool)
+        for run in self.runs:
+            at = np.minimum(np.searchsorted(run, unique), len(run) - 1)
+            old |= run[at] == unique
+        new = np.zeros(len(keys), dtype=bool)
+        new[first[~old]] = True
+        if np.any(~old):
+            self.runs.append(unique[~old])
+            while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
+                last = self.runs.pop()
+                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]))
+        return new
+
+
+def _chunks(inputs: Sequence[Path], digests: dict[Path, str]) -> Iterator[bytes]:
+    """Raw chunks of every input in order; records each input's sha256 once it is read."""
     for path in inputs:
-        digest = digests[path] = hashlib.sha256()
+        digest = hashlib.sha256()
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
         any_text = False
-        for chunk in pgn.read_chunks(path, digest=digest):
+        for chunk in pgn.read_raw_chunks(path, digest=digest):
             any_text = True
             yield chunk
         if not any_text:
             raise ConvertError(f"{path}: no PGN text in it")
+        digests[path] = digest.hexdigest()
+
+
+def _parse_raw(chunk: bytes, settings: Settings) -> ChunkResult:
+    return parse_chunk(pgn.decode_chunk(chunk), settings)
+
+
+def _reader(inputs: Sequence[Path], tasks: Any, results: Any, workers: int) -> None:
+    """Reader process: decompress and cut the inputs into chunks for the workers.
+
+    Sends ``("chunk", seq, bytes)`` tasks, then one ``None`` per worker; reports
+    ``("read", chunks, digests)`` or ``("error", kind, message)`` to the main process.
+    """
+    digests: dict[Path, str] = {}
+    seq = 0
+    try:
+        for chunk in _chunks(inputs, digests):
+            tasks.put((seq, chunk))
+            seq += 1
+        results.put(("read", seq, digests))
+    except (ConvertError, pgn.PgnFileError, OSError) as error:
+        results.put(("error", type(error).__name__, str(error)))
+    finally:
+        for _ in range(workers):
+            tasks.put(None)
+
+
+def _worker(settings: Settings, tasks: Any, results: Any) -> None:
+    """Worker process: parse chunks until the reader says there are no more."""
+    while (task := tasks.get()) is not None:
+        seq, chunk = task
+        try:
+            results.put(("chunk", seq, _parse_raw(chunk, settings)))
+        except Exception as error:  # reported with its chunk; the main process stops
+            results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
+            return
+
+
+_ERRORS: dict[str, type[Exception]] = {
+    "ConvertError": ConvertError,
+    "PgnFileError": pgn.PgnFileError,
+}
 
 
 def _results(
-    inputs: Sequence[Path], settings: Settings, workers: int, digests: dict[Path, Any]
+    inputs: Sequence[Path], settings: Settings, workers: int, digests: dict[Path, str]
 ) -> Iterator[ChunkResult]:
-    """Chunk results in input order; at most 2 chunks per worker in memory at once."""
+    """Chunk results in input order.
+
+    With several workers: one reader process decompresses and cuts chunks, ``workers``
+    processes decode and parse them, and this (main) process only puts results in order and
+    merges them, so neither reading nor merging serialises the parsing. Chunks in flight are
+    bounded (a task queue of 2 per worker), and so is the reordering buffer.
+    """
     if workers <= 1:
         for chunk in _chunks(inputs, digests):
-            yield parse_chunk(chunk, settings)
+            yield _parse_raw(chunk, settings)
         return
-    with ProcessPoolExecutor(workers) as pool:
-        pending: deque[Future[ChunkResult]] = deque()
-        for chunk in _chunks(inputs, digests):
-            pending.append(pool.submit(parse_chunk, chunk, settings))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+    context = multiprocessing.get_context("fork")
+    tasks = context.Queue(maxsize=2 * workers)
+    results = context.Queue()
+    processes = [context.Process(target=_reader, args=(inputs, tasks, results, workers))]
+    processes += [
+        context.Process(target=_worker, args=(settings, tasks, results)) for _ in range(workers)
+    ]
+    for process in processes:
+        process.daemon = True
+        process.start()
+    try:
+        waiting: dict[int, ChunkResult] = {}
+        expected: int | None = None
+        next_seq = 0
+        while expected is None or next_seq < expected:
+            message = _next_message(results, processes)
+            if message[0] == "error":
+                kind, text = message[1], message[2]
+                raise _ERRORS.get(kind, ConvertError)(text)
+            if message[0] == "read":
+                expected = message[1]
+                digests.update(message[2])
+                continue
+            waiting[message[1]] = message[2]
+            while next_seq in waiting:
+                yield waiting.pop(next_seq)
+                next_seq += 1
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join()
+        tasks.cancel_join_thread()
+        results.cancel_join_thread()
+
+
+def _next_message(results: Any, processes: list[Any]) -> tuple:
+    """The next message from the reader or a worker; a process that died is an error."""
+    while True:
+        try:
+            return results.get(timeout=1.0)
+        except queue.Empty:
+            dead = [p for p in processes if p.exitcode not in (None, 0)]
+            if dead:
+                raise ConvertError(
+                    f"a conversion process died (exit code {dead[0].exitcode}; out of memory?)"
+                ) from None
 
 
 def convert(
@@ -291,17 +582,17 @@ def _convert_into(
 ) -> dict[str, Any]:
     writers = {s: _ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
-    seen: set[str] = set()
-    digests: dict[Path, Any] = {}
+    seen = SeenKeys()
+    digests: dict[Path, str] = {}
     done = 0
     for result in _results(inputs, settings, workers, digests):
         skipped.update(result.skipped)
-        for i, (gid, name) in enumerate(zip(result.ids, result.splits, strict=True)):
-            if gid in seen:
-                skipped["duplicate_id"] += 1
-                continue
-            seen.add(gid)
-            writers[name].add(gid, result.tokens[result.offsets[i] : result.offsets[i + 1]])
+        new = seen.first_seen(result.keys)
+        skipped["duplicate_id"] += int(len(new) - np.count_nonzero(new))
+        for k, name in enumerate(split.SPLITS):
+            games = np.flatnonzero(new & (result.splits == k))
+            if len(games):
+                writers[name].add(_take(result, games))
         done += len(result.ids) + sum(result.skipped.values())
         LOGGER.info("read %d games so far", done)
     kept = sum(w.count for w in writers.values())
@@ -327,8 +618,7 @@ def _convert_into(
         "tokenizer_version": tokens.VERSION,
         "settings": settings.as_dict(),
         "inputs": [
-            {"name": p.name, "bytes": p.stat().st_size, "sha256": digests[p].hexdigest()}
-            for p in inputs
+            {"name": p.name, "bytes": p.stat().st_size, "sha256": digests[p]} for p in inputs
         ],
         "shards": {s: [f"{s}/{p}" for p in w.prefixes] for s, w in writers.items()},
         "files": files,

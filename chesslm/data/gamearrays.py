@@ -9,9 +9,9 @@ without pickle, and memory-mappable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -25,9 +25,49 @@ def part_path(prefix: Path, part: str) -> Path:
     return prefix.with_name(f"{prefix.name}.{part}.npy")
 
 
+class WriteError(OSError):
+    """A file could not be written (disk full, no permission); the message names it."""
+
+
+def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    try:
+        write_atomic(path, write)
+    except WriteError:
+        raise
+    except OSError as error:
+        raise WriteError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
 def save_npy(path: Path, array: np.ndarray) -> None:
-    """Write an array atomically."""
-    write_atomic(path, lambda fh: np.save(fh, array, allow_pickle=False))
+    """Write an array atomically.
+
+    :raises WriteError: naming the file, e.g. when the disk is full.
+    """
+    _write(path, lambda fh: np.save(fh, array, allow_pickle=False))
+
+
+def save_npy_stream(
+    path: Path, dtype: Any, shape: tuple[int, ...], parts: Callable[[], Iterable[np.ndarray]]
+) -> None:
+    """Write an array of known ``shape`` atomically from ``parts()``, one part in memory at once.
+
+    :raises WriteError: naming the file (disk full) or if the parts do not fill ``shape``.
+    """
+    dtype = np.dtype(dtype)
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+    def write(fh: IO[bytes]) -> None:
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+        np.lib.format.write_array_header_1_0(fh, {**header, "shape": shape})
+        written = 0
+        for part in parts():
+            data = np.ascontiguousarray(part, dtype=dtype)
+            fh.write(memoryview(data).cast("B"))
+            written += data.nbytes
+        if written != expected:
+            raise WriteError(f"{path}: {written} bytes of data, want {expected} for {shape}")
+
+    _write(path, write)
 
 
 def load_npy(path: Path, *, mmap: bool = True) -> np.ndarray:
@@ -60,6 +100,25 @@ def concat(parts: Sequence[Games]) -> dict[str, np.ndarray]:
     }
 
 
+def save_concat(prefix: Path, parts: Sequence[Games]) -> None:
+    """The games of several stores written under ``prefix``, streamed (shards into a cache)."""
+    n_games = sum(len(p) for p in parts)
+    n_tokens = sum(len(p.tokens) for p in parts)
+
+    def offsets() -> Iterable[np.ndarray]:
+        base = 0
+        yield np.zeros(1, np.int64)
+        for part in parts:
+            yield np.asarray(part.offsets[1:], dtype=np.int64) + base
+            base += len(part.tokens)
+
+    save_npy_stream(
+        part_path(prefix, "tokens"), np.uint8, (n_tokens,), lambda: (p.tokens for p in parts)
+    )
+    save_npy_stream(part_path(prefix, "offsets"), np.int64, (n_games + 1,), offsets)
+    save_npy_stream(part_path(prefix, "ids"), ID_DTYPE, (n_games,), lambda: (p.ids for p in parts))
+
+
 def save(prefix: Path, arrays: dict[str, np.ndarray]) -> list[Path]:
     """Write the parts of ``arrays`` under ``prefix``; returns the paths written."""
     paths = []
@@ -76,11 +135,14 @@ class Games:
     ``games[i]`` is game i's tokens (a view), ``len(games)`` the number of games.
     """
 
-    def __init__(self, prefix: Path | str, *, mmap: bool = True) -> None:
+    def __init__(self, prefix: Path | str, *, mmap: bool = True, index_mmap: bool = True) -> None:
         self.prefix = Path(prefix)
         self.tokens = load_npy(part_path(self.prefix, "tokens"), mmap=mmap)
-        self.offsets = load_npy(part_path(self.prefix, "offsets"), mmap=False)
-        self.ids = load_npy(part_path(self.prefix, "ids"), mmap=False)
+        # offsets and ids mapped read-only too (index_mmap): a reader's memory does not grow
+        # with the number of games; index_mmap=False gives writable in-memory copies
+        index_mmap = mmap and index_mmap
+        self.offsets = load_npy(part_path(self.prefix, "offsets"), mmap=index_mmap)
+        self.ids = load_npy(part_path(self.prefix, "ids"), mmap=index_mmap)
         if len(self.offsets) != len(self.ids) + 1 or (
             len(self.offsets) and self.offsets[-1] != len(self.tokens)
         ):

@@ -13,10 +13,14 @@ correspondence.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from chesslm.data.gamearrays import save_npy, save_npy_stream
 
 SPEEDS = ("ultrabullet", "bullet", "blitz", "rapid", "classical", "correspondence")
 # upper bounds (exclusive) of the estimated duration in seconds, per timed speed class
@@ -40,7 +44,7 @@ COLUMNS: dict[str, Column] = {
     "base_seconds": Column("int32", -1, "TimeControl base seconds (-1: none or unreadable)"),
     "increment_seconds": Column("int32", -1, "TimeControl increment seconds (-1: none)"),
     "speed": Column("int8", -1, "index into SPEEDS (-1: no readable TimeControl)"),
-    "rated": Column("int8", -1, "1 rated, 0 casual (Event has no word 'rated'), -1 no Event"),
+    "rated": Column("int8", -1, "1 rated, 0 casual (no word 'rated' in Event), -1 no Event"),
     "result": Column("int8", -1, "index into RESULTS (-1: unknown, e.g. '*')"),
     "termination": Column("int8", -1, "index into TERMINATIONS (-1: missing or other)"),
     "utc_date": Column("int32", 0, "UTCDate (else Date) as YYYYMMDD (0: missing)"),
@@ -94,3 +98,137 @@ class Metadata:
     def clocks(self, game: int) -> np.ndarray:
         """Seconds left after each ply of a game (-1 where [%clk] is absent)."""
         return self.columns["clock"][self.ply_offsets[game] : self.ply_offsets[game + 1]]
+
+
+# --- Reading the columns from a game's PGN headers (the converter's side of the contract) ---
+
+PER_GAME = tuple(name for name, column in COLUMNS.items() if not column.per_ply)
+_RATED = re.compile(r"\brated\b", re.IGNORECASE)
+_RESULT_INDEX = {name: i for i, name in enumerate(RESULTS)}
+_TERMINATION_INDEX = {name: i for i, name in enumerate(TERMINATIONS)}
+_SPEED_INDEX = {name: i for i, name in enumerate(SPEEDS)}
+_ELO_LIMIT = np.iinfo(np.int16).max
+_INT32_LIMIT = np.iinfo(np.int32).max
+
+
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
+def elo(text: str | None) -> int:
+    """A rating, or -1 for missing, ``?`` or anything that is not a number that fits."""
+    if text is None:
+        return -1
+    text = text.strip()
+    if not text.isdigit() or not text.isascii() or int(text) > _ELO_LIMIT:
+        return -1
+    return int(text)
+
+
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
+def date_number(text: str | None) -> int:
+    """``YYYY.MM.DD`` as the number YYYYMMDD; 0 when missing or not all digits (``????``)."""
+    if not text:
+        return 0
+    year, month, day = (text.strip().split(".") + ["", ""])[:3]
+    if not (len(year) == 4 and len(month) == 2 and len(day) == 2):
+        return 0
+    digits = year + month + day
+    return int(digits) if digits.isdigit() and digits.isascii() else 0
+
+
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
+def is_rated(event: str | None) -> int:
+    """1 if the Event has the word "rated" (any case), 0 if not, -1 if there is none.
+
+    ``?`` (PGN's "unknown", what python-chess reports for a missing tag) counts as none.
+    """
+    if event is None or event.strip() in ("", "?"):
+        return -1
+    return 1 if _RATED.search(event) else 0
+
+
+@functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
+def speed_index(time_control: str | None) -> tuple[int, int, int]:
+    """(base, increment, index into SPEEDS); ``-`` is correspondence, unreadable is -1s."""
+    if time_control is not None and time_control.strip() == "-":
+        return -1, -1, _SPEED_INDEX["correspondence"]
+    parsed = parse_time_control(time_control)
+    if parsed is None or max(parsed) > _INT32_LIMIT:
+        return -1, -1, -1
+    base, increment = parsed
+    return base, increment, _SPEED_INDEX[speed_class(base, increment)]
+
+
+def header_row(headers: dict[str, str]) -> tuple[int, ...]:
+    """The per-game columns (in ``PER_GAME`` order) of one game's headers."""
+    get = headers.get
+    base, increment, speed = speed_index(get("TimeControl"))
+    bot = (BOT_WHITE if get("WhiteTitle", "").strip() == "BOT" else 0) | (
+        BOT_BLACK if get("BlackTitle", "").strip() == "BOT" else 0
+    )
+    date = date_number(get("UTCDate")) or date_number(get("Date"))
+    return (
+        elo(get("WhiteElo")),
+        elo(get("BlackElo")),
+        base,
+        increment,
+        speed,
+        is_rated(get("Event")),
+        _RESULT_INDEX.get(get("Result", "").strip(), -1),
+        _TERMINATION_INDEX.get(get("Termination", "").strip(), -1),
+        date,
+        bot,
+    )
+
+
+def header_columns(rows: list[tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """The per-game column arrays of a list of ``header_row`` results."""
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(PER_GAME))
+    return {name: table[:, k].astype(COLUMNS[name].dtype) for k, name in enumerate(PER_GAME)}
+
+
+def clock_column(seconds: np.ndarray) -> np.ndarray:
+    """Per-ply clocks as stored: float32 seconds, the sentinel where absent (NaN) or negative."""
+    out = np.asarray(seconds, dtype=np.float32).copy()
+    out[~(out >= 0)] = COLUMNS["clock"].missing
+    return out
+
+
+def empty_columns() -> dict[str, np.ndarray]:
+    return {name: np.zeros(0, dtype=column.dtype) for name, column in COLUMNS.items()}
+
+
+def save(prefix: Path, columns: dict[str, np.ndarray]) -> list[Path]:
+    """Write every column under ``prefix`` (atomically each); returns the paths."""
+    paths = []
+    for name in COLUMNS:
+        path = column_path(prefix, name)
+        save_npy(path, np.ascontiguousarray(columns[name], dtype=COLUMNS[name].dtype))
+        paths.append(path)
+    return paths
+
+
+def save_concat(prefix: Path, sources: list[Path], token_offsets: list[np.ndarray]) -> None:
+    """The columns of several stores (``sources`` prefixes, in order) under ``prefix``, streamed.
+
+    A store written without metadata (games built in memory, e.g. by tests) contributes its
+    games with every column at its sentinel; a dataset's shards always have theirs (the
+    integrity receipt covers them).
+    """
+    plies = [ply_offsets(o)[-1] for o in token_offsets]
+    games = [len(o) - 1 for o in token_offsets]
+    for name, column in COLUMNS.items():
+        sizes = plies if column.per_ply else games
+
+        def parts(name: str = name, column: Column = column, sizes: list = sizes):
+            for source, size in zip(sources, sizes, strict=True):
+                path = column_path(source, name)
+                if path.exists():
+                    yield np.load(path, mmap_mode="r")
+                else:
+                    yield np.full(int(size), column.missing, dtype=column.dtype)
+
+        save_npy_stream(column_path(prefix, name), column.dtype, (int(sum(sizes)),), parts)
+
+
+def file_names(prefix: str) -> list[str]:
+    """The column files of one store, as names relative to where ``prefix`` is."""
+    return [column_path(Path(prefix), name).as_posix() for name in COLUMNS]

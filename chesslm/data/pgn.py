@@ -70,41 +70,58 @@ def read_chunks(
 
     :raises PgnFileError: if the file is missing, not zstd, or truncated.
     """
+    for chunk in read_raw_chunks(path, chunk_bytes=chunk_bytes, digest=digest):
+        yield decode_chunk(chunk)
+
+
+def read_raw_chunks(
+    path: Path | str, *, chunk_bytes: int = 4 << 20, digest: Any = None
+) -> Iterator[bytes]:
+    """Bytes of whole games, about ``chunk_bytes`` at a time, cut only where a game starts.
+
+    The cheap half of reading (decompress, find a cut): ``decode_chunk`` does the rest, in
+    whichever process parses the chunk.
+
+    :raises PgnFileError: if the file is missing, not zstd, or truncated.
+    """
     path = Path(path)
     if not path.is_file():
         raise PgnFileError(f"{path}: no such file")
-    pending = b""
-    carry = b""  # a CR at a block's end may pair with an LF in the next block
+    blocks: list[bytes] = []
+    size = 0
     first = True
     for block in _raw_blocks(path, digest):
         if first:
             block = block.removeprefix(b"\xef\xbb\xbf")  # UTF-8 byte order mark
             first = False
-        block = carry + block
-        carry = b"\r" if block.endswith(b"\r") else b""
-        pending += block[: len(block) - len(carry)].replace(b"\r\n", b"\n")
-        if len(pending) < chunk_bytes:
+        blocks.append(block)
+        size += len(block)
+        if size < chunk_bytes:
             continue
+        pending = b"".join(blocks)
         cut = _last_game_start(pending)
         if cut > 0:
-            yield _decode(pending[:cut])
+            yield pending[:cut]
             pending = pending[cut:]
-    pending += carry
+        blocks, size = [pending], len(pending)
+    pending = b"".join(blocks)
     if pending.strip():
-        yield _decode(pending)
+        yield pending
 
 
 def _last_game_start(data: bytes) -> int:
-    """Offset of the last game start in ``data``, or -1."""
+    """Offset of the last game start in ``data`` (a line opening with ``[`` after a line
+    that is not a tag line, CRLF or LF), or -1."""
     i = data.rfind(b"\n[")
-    while i > 0 and data[i - 1 : i] == b"]":
+    while i > 0 and (data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"):
         i = data.rfind(b"\n[", 0, i)
     return i + 1 if i > 0 else -1
 
 
-def _decode(data: bytes) -> str:
-    # Moves are ASCII; a stray latin-1 byte in a header must not lose the game.
-    return data.decode("utf-8", errors="replace")
+def decode_chunk(data: bytes) -> str:
+    """A raw chunk as text: CRLF turned into LF; a stray latin-1 byte in a header must not
+    lose the game (moves are ASCII)."""
+    return data.replace(b"\r\n", b"\n").decode("utf-8", errors="replace")
 
 
 def split_games(chunk: str) -> list[str]:

@@ -52,6 +52,7 @@ def _run_settings():
     return runs
 
 
+chesslm_dataset.check_config(config["datasets"])  # filters' cross-key rules, one line
 SETTINGS = _run_settings()
 
 
@@ -63,15 +64,7 @@ wildcard_constraints:
 
 def get_dataset_settings(wildcards):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    d = config["datasets"][wildcards.dataset]
-    return chesslm_dataset.Settings(
-        context=d["context"],
-        split_key=d["split"]["key"],
-        validation=d["split"]["validation"],
-        test=d["split"]["test"],
-        min_plies=d["filters"]["min_plies"],
-        shard_games=d["shard_games"],
-    )
+    return chesslm_dataset.Settings.from_config(config["datasets"][wildcards.dataset])
 
 
 def get_pgn_inputs(wildcards):

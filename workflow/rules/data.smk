@@ -1,5 +1,6 @@
 # Data stages: PGN -> dataset (convert) -> integrity receipt (verify) -> token cache.
 # Only `convert` (writing) and `verify` (hashing) ever take the test split as input.
+from chesslm.data.metadata import COLUMNS as META_COLUMNS
 
 
 rule convert:
@@ -59,6 +60,11 @@ rule token_cache:
             "validation.legal_mask.npy",
             "validation.legal_moves.npy",
             "validation.legal_move_offsets.npy",
+            *[
+                f"{s}.meta.{c}.npy"
+                for s in ("train", "validation")
+                for c in META_COLUMNS
+            ],
         ),
     log:
         "logs/datasets/{dataset}/token_cache.log",
