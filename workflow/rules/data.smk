@@ -13,7 +13,7 @@ rule convert:
         held_out=directory("results/datasets/{dataset}/test"),
     log:
         "logs/datasets/{dataset}/convert.log",
-    threads: 8
+    threads: workflow.cores  # every core it is given (scaled down to --cores)
     resources:
         mem_mb=4000,
         runtime=get_data_runtime,
@@ -68,7 +68,7 @@ rule token_cache:
         ),
     log:
         "logs/datasets/{dataset}/token_cache.log",
-    threads: 4
+    threads: workflow.cores
     resources:
         mem_mb=4000,
         runtime=get_data_runtime,
