@@ -303,45 +303,71 @@ def _tokenise(
 
 
 class _ShardWriter:
-    """Buffers the games of one split (one shard at most) and writes them as numbered shards."""
+    """Writes the games of one split as numbered shards, appending each chunk's games to the
+    open shard's files: no split holds more than the chunk in hand in memory."""
 
     def __init__(self, directory: Path, shard_games: int) -> None:
         self.directory, self.shard_games = directory, shard_games
         directory.mkdir(parents=True)
-        self.parts: list[ChunkResult] = []
-        self.buffered = 0
         self.prefixes: list[str] = []
         self.count = 0
         self.tokens = 0
+        self.open: dict[str, gamearrays.NpyAppender] = {}
+        self.in_shard = 0
+        self.shard_tokens = 0
 
     def add(self, part: ChunkResult) -> None:
-        self.parts.append(part)
-        self.buffered += len(part.ids)
         self.count += len(part.ids)
         self.tokens += int(part.offsets[-1])
-        while self.buffered >= self.shard_games:
-            # the parts that fill one shard; the last one is cut where the shard ends
-            full, taken, i = [], 0, 0
-            while taken < self.shard_games:
-                part = self.parts[i]
-                need = self.shard_games - taken
-                if len(part.ids) <= need:
-                    full.append(part)
-                    taken += len(part.ids)
-                    i += 1
-                else:
-                    full.append(_take(part, np.arange(need)))
-                    self.parts[i] = _take(part, np.arange(need, len(part.ids)))
-                    taken += need
-            self._write(full)
-            self.parts = self.parts[i:]
-            self.buffered -= self.shard_games
+        while len(part.ids):
+            if not self.open:
+                self._start()
+            room = self.shard_games - self.in_shard
+            if len(part.ids) > room:  # cut where the shard ends
+                piece = _take(part, np.arange(room))
+                part = _take(part, np.arange(room, len(part.ids)))
+            else:
+                piece, part = part, ChunkResult()
+            self._append(piece)
+            if self.in_shard == self.shard_games:
+                self._finish()
 
     def flush(self) -> None:
-        if not self.parts and self.prefixes:
-            return
-        self._write(self.parts or [ChunkResult()])
-        self.parts, self.buffered = [], 0
+        if not self.open and not self.prefixes:
+            self._start()  # an empty split still gets one (empty) shard
+        if self.open:
+            self._finish()
+
+    def _start(self) -> None:
+        prefix = self.directory / f"{len(self.prefixes):05d}"
+        paths = {
+            "tokens": (gamearrays.part_path(prefix, "tokens"), np.uint8),
+            "offsets": (gamearrays.part_path(prefix, "offsets"), np.int64),
+            "ids": (gamearrays.part_path(prefix, "ids"), gamearrays.ID_DTYPE),
+            "order": (_order_path(prefix), np.int64),
+        }
+        for name, column in metadata.COLUMNS.items():
+            paths[name] = (metadata.column_path(prefix, name), column.dtype)
+        self.open = {k: gamearrays.NpyAppender(path, dtype) for k, (path, dtype) in paths.items()}
+        self.open["offsets"].append(np.zeros(1, np.int64))
+        self.prefixes.append(prefix.name)
+        self.in_shard = self.shard_tokens = 0
+
+    def _append(self, piece: ChunkResult) -> None:
+        files = self.open
+        files["tokens"].append(piece.tokens)
+        files["offsets"].append(piece.offsets[1:] + self.shard_tokens)
+        files["ids"].append(piece.ids)
+        files["order"].append(piece.order)
+        for name in metadata.COLUMNS:
+            files[name].append(piece.columns[name])
+        self.in_shard += len(piece.ids)
+        self.shard_tokens += int(piece.offsets[-1])
+
+    def _finish(self) -> None:
+        for appender in self.open.values():
+            appender.close()
+        self.open = {}
 
     def drop(self, numbers: np.ndarray) -> tuple[int, int]:
         """Rewrite the shards holding any of the games ``numbers`` without them.
@@ -375,10 +401,8 @@ class _ShardWriter:
         for name in self.prefixes:
             _order_path(self.directory / name).unlink()
 
-    def _write(self, parts: list[ChunkResult], prefix: Path | None = None) -> None:
-        """One shard streamed from its parts (no concatenated copy of the shard in memory)."""
-        new = prefix is None
-        prefix = prefix or self.directory / f"{len(self.prefixes):05d}"
+    def _write(self, parts: list[ChunkResult], prefix: Path) -> None:
+        """Rewrite one shard from its parts (each file atomically)."""
         n_games = sum(len(p.ids) for p in parts)
 
         def offsets() -> Iterator[np.ndarray]:
@@ -409,12 +433,6 @@ class _ShardWriter:
                 (sum(len(p.columns[name]) for p in parts),),
                 lambda name=name: (p.columns[name] for p in parts),
             )
-        if new:
-            order = _order_path(prefix)
-            gamearrays.save_npy_stream(
-                order, np.int64, (n_games,), lambda: (p.order for p in parts)
-            )
-            self.prefixes.append(prefix.name)
 
 
 def _order_path(prefix: Path) -> Path:
@@ -452,7 +470,7 @@ class Duplicates:
     """
 
     BUCKETS = 256
-    BUFFER = 4096
+    BUFFER = 1024
     PAIR = np.dtype([("key", "<u8"), ("number", "<i8")])
 
     def __init__(self, directory: Path) -> None:
