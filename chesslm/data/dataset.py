@@ -7,11 +7,13 @@ Pipeline of one conversion: ``pgn.read_chunks`` streams each input in chunks of 
 games; worker processes parse a chunk with the native PGN reader
 (``rust_pgn_reader_python_binding``, checked against python-chess in the tests), read each
 game's metadata, drop what cannot be used or what the filters reject (counted by reason),
-tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays. The main
-process keeps input order, drops duplicate ids (64-bit keys in sorted NumPy runs, no Python
-object per game), and appends each chunk's games to its split's shard writer with vectorised
-slicing: at most one shard per split is buffered. The manifest is written last; shards are
-assembled in a temporary directory first, so a dataset directory with a manifest is complete.
+tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays; a reader
+process decompresses and cuts the chunks. The main process keeps input order and appends each
+chunk's games to its split's open shard files (vectorised slicing; no split buffers more than
+the chunk in hand). Duplicate ids are found last, from 64-bit keys in bucket files on disk
+(``Duplicates``), and only shards holding a later copy are rewritten. The manifest is written
+last; shards are assembled in a temporary directory first, so a dataset directory with a
+manifest is complete.
 """
 
 from __future__ import annotations
