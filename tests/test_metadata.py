@@ -203,22 +203,36 @@ def test_the_schema_refuses_filters_out_of_range(setting, where):
     assert [list(e.absolute_path) for e in errors] == [["datasets", "june", "filters", *where]]
 
 
-def test_duplicate_keys_need_no_object_per_game():
+def test_duplicate_keys_need_no_object_per_game(tmp_path):
     ids = np.array([b"abcdefgh", b"abcdefgi", b"cdeadbeefdeadbeef0", b"abcdefgh"], dtype="S24")
     keys = dataset.id_keys(ids)
     assert keys[0] == keys[3] and len(set(keys[:3].tolist())) == 3
     assert keys[2] >= 1 << 63 > keys[0]  # content ids never meet Lichess ids
-    seen = dataset.SeenKeys()
-    assert seen.first_seen(keys).tolist() == [True, True, True, False]
+    duplicates = dataset.Duplicates(tmp_path / "dup")
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, 5000, 700).astype(np.uint64) for _ in range(20)]
-    firsts = [seen.first_seen(b) for b in batches]
+    batches[3][:2] = [1 << 63, (1 << 63) + 1]  # content-id keys too
+    numbers = np.concatenate([duplicates.add(b) for b in batches])
     flat = np.concatenate(batches)
+    assert np.array_equal(numbers, np.arange(len(flat)))
     _, first_index = np.unique(flat, return_index=True)
-    want = np.zeros(len(flat), bool)
-    want[first_index] = True
-    assert np.array_equal(np.concatenate(firsts), want)
-    assert len(seen.runs) <= 8  # runs merge: a few sorted arrays, not one per batch
+    later = np.setdiff1d(np.arange(len(flat)), first_index)
+    assert np.array_equal(duplicates.later_copies(), later)  # the first copy of a key stays
+    assert len(list((tmp_path / "dup").iterdir())) > 100  # spread over the bucket files
+
+
+def test_duplicates_across_shards_are_dropped_after_the_first(month, tmp_path):
+    paths, games = month
+    settings = dataset.Settings(shard_games=150)
+    once = dataset.convert(paths, tmp_path / "one", settings, workers=2)
+    twice = dataset.convert(paths[::-1] + paths, tmp_path / "two", settings, workers=2)
+    assert twice["skipped"]["duplicate_id"] == len(games)
+    assert twice["games"] == once["games"] and twice["tokens"] == once["tokens"]
+    assert metadata_oracle.converted(tmp_path / "two") == metadata_oracle.converted(
+        tmp_path / "one"
+    )
+    assert not [p for p in (tmp_path / "two").rglob("*") if ".order." in p.name or "dup" in p.name]
+    integrity.verify_dataset(tmp_path / "two")  # rewritten shards are hashed as written
 
 
 DISK_FULL = """

@@ -7,11 +7,13 @@ Pipeline of one conversion: ``pgn.read_chunks`` streams each input in chunks of 
 games; worker processes parse a chunk with the native PGN reader
 (``rust_pgn_reader_python_binding``, checked against python-chess in the tests), read each
 game's metadata, drop what cannot be used or what the filters reject (counted by reason),
-tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays. The main
-process keeps input order, drops duplicate ids (64-bit keys in sorted NumPy runs, no Python
-object per game), and appends each chunk's games to its split's shard writer with vectorised
-slicing: at most one shard per split is buffered. The manifest is written last; shards are
-assembled in a temporary directory first, so a dataset directory with a manifest is complete.
+tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays; a reader
+process decompresses and cuts the chunks. The main process keeps input order and appends each
+chunk's games to its split's open shard files (vectorised slicing; no split buffers more than
+the chunk in hand). Duplicate ids are found last, from 64-bit keys in bucket files on disk
+(``Duplicates``), and only shards holding a later copy are rewritten. The manifest is written
+last; shards are assembled in a temporary directory first, so a dataset directory with a
+manifest is complete.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ class ChunkResult:
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     columns: dict[str, np.ndarray] = field(default_factory=metadata.empty_columns)
     skipped: Counter[str] = field(default_factory=Counter)
+    # the main process numbers kept games in input order (duplicate detection keeps the first)
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def game_id(headers: dict[str, str], moves: Callable[[], np.ndarray]) -> str:
@@ -263,6 +267,7 @@ def _concat_results(parts: list[ChunkResult]) -> ChunkResult:
             name: np.concatenate([p.columns[name] for p in parts]) for name in metadata.COLUMNS
         },
         skipped=skipped,
+        order=np.concatenate([p.order for p in parts]),
     )
 
 
@@ -300,49 +305,106 @@ def _tokenise(
 
 
 class _ShardWriter:
-    """Buffers the games of one split (one shard at most) and writes them as numbered shards."""
+    """Writes the games of one split as numbered shards, appending each chunk's games to the
+    open shard's files: no split holds more than the chunk in hand in memory."""
 
     def __init__(self, directory: Path, shard_games: int) -> None:
         self.directory, self.shard_games = directory, shard_games
         directory.mkdir(parents=True)
-        self.parts: list[ChunkResult] = []
-        self.buffered = 0
         self.prefixes: list[str] = []
         self.count = 0
         self.tokens = 0
+        self.open: dict[str, gamearrays.NpyAppender] = {}
+        self.in_shard = 0
+        self.shard_tokens = 0
 
     def add(self, part: ChunkResult) -> None:
-        self.parts.append(part)
-        self.buffered += len(part.ids)
         self.count += len(part.ids)
         self.tokens += int(part.offsets[-1])
-        while self.buffered >= self.shard_games:
-            # the parts that fill one shard; the last one is cut where the shard ends
-            full, taken, i = [], 0, 0
-            while taken < self.shard_games:
-                part = self.parts[i]
-                need = self.shard_games - taken
-                if len(part.ids) <= need:
-                    full.append(part)
-                    taken += len(part.ids)
-                    i += 1
-                else:
-                    full.append(_take(part, np.arange(need)))
-                    self.parts[i] = _take(part, np.arange(need, len(part.ids)))
-                    taken += need
-            self._write(full)
-            self.parts = self.parts[i:]
-            self.buffered -= self.shard_games
+        while len(part.ids):
+            if not self.open:
+                self._start()
+            room = self.shard_games - self.in_shard
+            if len(part.ids) > room:  # cut where the shard ends
+                piece = _take(part, np.arange(room))
+                part = _take(part, np.arange(room, len(part.ids)))
+            else:
+                piece, part = part, ChunkResult()
+            self._append(piece)
+            if self.in_shard == self.shard_games:
+                self._finish()
 
     def flush(self) -> None:
-        if not self.parts and self.prefixes:
-            return
-        self._write(self.parts or [ChunkResult()])
-        self.parts, self.buffered = [], 0
+        if not self.open and not self.prefixes:
+            self._start()  # an empty split still gets one (empty) shard
+        if self.open:
+            self._finish()
 
-    def _write(self, parts: list[ChunkResult]) -> None:
-        """One shard streamed from its parts (no concatenated copy of the shard in memory)."""
+    def _start(self) -> None:
         prefix = self.directory / f"{len(self.prefixes):05d}"
+        paths = {
+            "tokens": (gamearrays.part_path(prefix, "tokens"), np.uint8),
+            "offsets": (gamearrays.part_path(prefix, "offsets"), np.int64),
+            "ids": (gamearrays.part_path(prefix, "ids"), gamearrays.ID_DTYPE),
+            "order": (_order_path(prefix), np.int64),
+        }
+        for name, column in metadata.COLUMNS.items():
+            paths[name] = (metadata.column_path(prefix, name), column.dtype)
+        self.open = {k: gamearrays.NpyAppender(path, dtype) for k, (path, dtype) in paths.items()}
+        self.open["offsets"].append(np.zeros(1, np.int64))
+        self.prefixes.append(prefix.name)
+        self.in_shard = self.shard_tokens = 0
+
+    def _append(self, piece: ChunkResult) -> None:
+        files = self.open
+        files["tokens"].append(piece.tokens)
+        files["offsets"].append(piece.offsets[1:] + self.shard_tokens)
+        files["ids"].append(piece.ids)
+        files["order"].append(piece.order)
+        for name in metadata.COLUMNS:
+            files[name].append(piece.columns[name])
+        self.in_shard += len(piece.ids)
+        self.shard_tokens += int(piece.offsets[-1])
+
+    def _finish(self) -> None:
+        for appender in self.open.values():
+            appender.close()
+        self.open = {}
+
+    def drop(self, numbers: np.ndarray) -> tuple[int, int]:
+        """Rewrite the shards holding any of the games ``numbers`` without them.
+
+        Returns (games, tokens) removed. Only shards with a duplicate are read back.
+        """
+        removed = [0, 0]
+        for name in self.prefixes:
+            prefix = self.directory / name
+            mask = np.isin(np.load(_order_path(prefix)), numbers)
+            if not mask.any():
+                continue
+            stored = gamearrays.Games(prefix, mmap=False)
+            games = ChunkResult(
+                ids=stored.ids,
+                keys=np.zeros(len(stored), np.uint64),
+                splits=np.zeros(len(stored), np.int8),
+                tokens=stored.tokens,
+                offsets=stored.offsets,
+                columns={c: np.load(metadata.column_path(prefix, c)) for c in metadata.COLUMNS},
+            )
+            kept = _take(games, np.flatnonzero(~mask))
+            removed[0] += int(mask.sum())
+            removed[1] += int(games.offsets[-1] - kept.offsets[-1])
+            self._write([kept], prefix)
+        self.count -= removed[0]
+        self.tokens -= removed[1]
+        return removed[0], removed[1]
+
+    def forget_order(self) -> None:
+        for name in self.prefixes:
+            _order_path(self.directory / name).unlink()
+
+    def _write(self, parts: list[ChunkResult], prefix: Path) -> None:
+        """Rewrite one shard from its parts (each file atomically)."""
         n_games = sum(len(p.ids) for p in parts)
 
         def offsets() -> Iterator[np.ndarray]:
@@ -373,7 +435,11 @@ class _ShardWriter:
                 (sum(len(p.columns[name]) for p in parts),),
                 lambda name=name: (p.columns[name] for p in parts),
             )
-        self.prefixes.append(prefix.name)
+
+
+def _order_path(prefix: Path) -> Path:
+    """Input-order numbers of a shard's games, kept only while converting."""
+    return prefix.with_name(prefix.name + ".order.npy")
 
 
 def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:
@@ -391,37 +457,79 @@ def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:
         tokens=result.tokens[np.repeat(chosen, lengths)],
         offsets=np.concatenate([[0], np.cumsum(lengths[chosen])]).astype(np.int64),
         columns=per_game,
+        order=result.order[chosen] if len(result.order) else result.order,
     )
 
 
-class SeenKeys:
-    """The duplicate keys seen so far: sorted NumPy runs, 8 bytes a game, no object per game.
+class Duplicates:
+    """Duplicate detection in bounded memory: (key, number) pairs hashed into bucket files.
 
-    Runs are merged like a binary counter (a run at most half the size of the one before), so
-    there are O(log n) runs and each key is re-sorted O(log n) times.
+    ``add`` numbers a batch of kept games in input order and appends each (64-bit key,
+    number) pair to one of ``BUCKETS`` files on disk (buffered: at most ``BUFFER`` pairs per
+    bucket in memory). ``later_copies`` sorts one bucket at a time and returns the numbers of
+    every game whose key appeared with a smaller number: memory is 1/``BUCKETS`` of the pairs,
+    not a Python object (or even 8 bytes) per game.
     """
 
-    def __init__(self) -> None:
-        self.runs: list[np.ndarray] = []
+    BUCKETS = 256
+    BUFFER = 1024
+    PAIR = np.dtype([("key", "<u8"), ("number", "<i8")])
 
-    def __len__(self) -> int:
-        return sum(len(r) for r in self.runs)
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True)
+        self.buffers: list[list[np.ndarray]] = [[] for _ in range(self.BUCKETS)]
+        self.buffered = np.zeros(self.BUCKETS, dtype=np.int64)
+        self.count = 0
 
-    def first_seen(self, keys: np.ndarray) -> np.ndarray:
-        """Which of ``keys`` are new (not seen before, nor earlier in ``keys``); records them."""
-        unique, first = np.unique(keys, return_index=True)
-        old = np.zeros(len(unique), dtype=bool)
-        for run in self.runs:
-            at = np.minimum(np.searchsorted(run, unique), len(run) - 1)
-            old |= run[at] == unique
-        new = np.zeros(len(keys), dtype=bool)
-        new[first[~old]] = True
-        if np.any(~old):
-            self.runs.append(unique[~old])
-            while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
-                last = self.runs.pop()
-                self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]))
-        return new
+    def add(self, keys: np.ndarray) -> np.ndarray:
+        """Numbers of the games with ``keys`` (input order), recorded for the final check."""
+        numbers = np.arange(self.count, self.count + len(keys), dtype=np.int64)
+        self.count += len(keys)
+        pairs = np.empty(len(keys), dtype=self.PAIR)
+        pairs["key"], pairs["number"] = keys, numbers
+        # Fibonacci hashing: Lichess keys are dense integers, their top bits are not uniform
+        bucket = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(56)
+        order = np.argsort(bucket, kind="stable")
+        bounds = np.searchsorted(bucket[order], np.arange(self.BUCKETS + 1))
+        pairs = pairs[order]
+        for b in np.flatnonzero(np.diff(bounds)):
+            self.buffers[b].append(pairs[bounds[b] : bounds[b + 1]])
+            self.buffered[b] += bounds[b + 1] - bounds[b]
+            if self.buffered[b] >= self.BUFFER:
+                self._flush(int(b))
+        return numbers
+
+    def _path(self, bucket: int) -> Path:
+        return self.directory / f"{bucket:03d}.pairs"
+
+    def _flush(self, bucket: int) -> None:
+        if not self.buffers[bucket]:
+            return
+        path = self._path(bucket)
+        try:
+            with open(path, "ab") as fh:
+                for part in self.buffers[bucket]:
+                    fh.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+        except OSError as error:
+            raise gamearrays.WriteError(
+                f"{path}: cannot write ({error.strerror or error})"
+            ) from None
+        self.buffers[bucket], self.buffered[bucket] = [], 0
+
+    def later_copies(self) -> np.ndarray:
+        """Sorted numbers of the games that repeat an earlier game's key."""
+        drops = [np.zeros(0, np.int64)]
+        for bucket in range(self.BUCKETS):
+            self._flush(bucket)
+            path = self._path(bucket)
+            if not path.exists():
+                continue
+            pairs = np.fromfile(path, dtype=self.PAIR)
+            pairs.sort(order=("key", "number"))
+            repeat = pairs["key"][1:] == pairs["key"][:-1]
+            drops.append(pairs["number"][1:][repeat])
+        return np.sort(np.concatenate(drops))
 
 
 def _chunks(inputs: Sequence[Path], digests: dict[Path, str]) -> Iterator[bytes]:
@@ -582,26 +690,33 @@ def _convert_into(
 ) -> dict[str, Any]:
     writers = {s: _ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
-    seen = SeenKeys()
+    duplicates = Duplicates(shards_tmp / ".duplicates")
     digests: dict[Path, str] = {}
     done = 0
     for result in _results(inputs, settings, workers, digests):
         skipped.update(result.skipped)
-        new = seen.first_seen(result.keys)
-        skipped["duplicate_id"] += int(len(new) - np.count_nonzero(new))
+        result.order = duplicates.add(result.keys)
         for k, name in enumerate(split.SPLITS):
-            games = np.flatnonzero(new & (result.splits == k))
+            games = np.flatnonzero(result.splits == k)
             if len(games):
                 writers[name].add(_take(result, games))
         done += len(result.ids) + sum(result.skipped.values())
         LOGGER.info("read %d games so far", done)
+    for writer in writers.values():
+        writer.flush()  # an empty split still gets one (empty) shard, recorded as such
+    # Duplicates last, from disk: only shards that hold a later copy of a game are rewritten
+    later = duplicates.later_copies()
+    skipped["duplicate_id"] = len(later)
+    shutil.rmtree(duplicates.directory)
+    for writer in writers.values():
+        if len(later):
+            writer.drop(later)
+        writer.forget_order()
     kept = sum(w.count for w in writers.values())
     if kept == 0:
         names = ", ".join(str(p) for p in inputs)
         found = {k: v for k, v in skipped.items() if v}
         raise ConvertError(f"{names}: no usable games found (skipped: {found or 'none seen'})")
-    for writer in writers.values():
-        writer.flush()  # an empty split still gets one (empty) shard, recorded as such
     for name in split.SPLITS:  # each split directory appears complete or not at all
         if (out_dir / name).exists():
             shutil.rmtree(out_dir / name)

@@ -100,6 +100,46 @@ def concat(parts: Sequence[Games]) -> dict[str, np.ndarray]:
     }
 
 
+class NpyAppender:
+    """A 1-d ``.npy`` file written by appending, its length fixed in the header at ``close``.
+
+    The header has a fixed size (``HEADER`` bytes, space-padded as the format allows), so it
+    is rewritten in place once the length is known: a writer holds one part at a time, never
+    the whole array. Used inside a temporary directory that becomes visible only when
+    complete (the converter's), so the file itself needs no atomic rename.
+    """
+
+    HEADER = 128
+
+    def __init__(self, path: Path, dtype: Any) -> None:
+        self.path, self.dtype, self.count = path, np.dtype(dtype), 0
+        try:
+            self.fh: IO[bytes] = open(path, "wb")  # noqa: SIM115 (closed in close())
+            self.fh.write(b" " * self.HEADER)
+        except OSError as error:
+            raise WriteError(f"{path}: cannot write ({error.strerror or error})") from None
+
+    def append(self, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array, dtype=self.dtype)
+        try:
+            self.fh.write(memoryview(data).cast("B"))
+        except OSError as error:
+            raise WriteError(f"{self.path}: cannot write ({error.strerror or error})") from None
+        self.count += len(data)
+
+    def close(self) -> None:
+        descr = np.lib.format.dtype_to_descr(self.dtype)
+        text = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': ({self.count},), }}"
+        body = text.encode("latin1").ljust(self.HEADER - 10 - 1) + b"\n"
+        header = b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body
+        try:
+            self.fh.seek(0)
+            self.fh.write(header)
+            self.fh.close()
+        except OSError as error:
+            raise WriteError(f"{self.path}: cannot write ({error.strerror or error})") from None
+
+
 def save_concat(prefix: Path, parts: Sequence[Games]) -> None:
     """The games of several stores written under ``prefix``, streamed (shards into a cache)."""
     n_games = sum(len(p) for p in parts)
