@@ -264,6 +264,11 @@ def check(command: Command, workdir: Path) -> None:
         assert (workdir / ".venv" / "bin" / "activate").is_file() or any(
             c.words[:3] == ("python3", "-m", "venv") for c in ALL_COMMANDS
         )
+    elif program == "apt-get":  # installing needs root and a network: check it was done
+        assert command.words[1:3] == ("install", "-y"), command
+        for package in command.words[3:]:
+            done = run(["dpkg-query", "-W", "-f=${Status}", package], ROOT)
+            assert done.stdout.startswith("install ok installed"), f"{command}: {package}"
     elif program in ("squeue", "sacct"):
         if not SLURM:
             pytest.skip(f"{program} needs the CI cluster (CHESSLM_SLURM=1)")

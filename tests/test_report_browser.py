@@ -30,7 +30,16 @@ def check_report(report: Path, run_dir: Path) -> None:
         )
         assert text, "the report's first page never showed the summary"
         assert f"Run {run_dir.name}" in text and "Complete." in text
-        for heading in ("Outcome", "Identity", "Time", "Throughput", "Memory", "Data"):
+        headings = (
+            "Outcome",
+            "Identity",
+            "Time",
+            "Throughput",
+            "Memory",
+            "Data",
+            "Play evaluation",
+        )
+        for heading in headings:
             assert heading in text, heading
         best = next(line for line in summary_lines if line.startswith("- best step"))
         assert best[2:] in text
@@ -41,10 +50,14 @@ def check_report(report: Path, run_dir: Path) -> None:
             )
         )
         expected = sorted(
-            f"results/{run_dir.name}/report/{item.file}"
-            for item in items.ITEMS
-            if item.name in items.PLOTS
+            [
+                f"results/{run_dir.name}/report/{item.file}"
+                for item in items.ITEMS
+                if item.name in items.PLOTS
+            ]
+            + [f"results/{run_dir.name}/play/{p.name}" for p in (run_dir / "play").glob("*.svg")]
         )
+        assert len(expected) > len(items.PLOTS)  # the play figures are in the report too
         assert figures == expected
         for path in figures:
             # what a click on the figure's view button does (ToggleViewManager.handleImg)

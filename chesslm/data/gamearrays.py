@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from chesslm.files import write_atomic
+from chesslm.files import DiskFullError, write_atomic
 
 PARTS = ("tokens", "offsets", "ids")
 ID_DTYPE = "S24"
@@ -32,8 +32,8 @@ class WriteError(OSError):
 def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     try:
         write_atomic(path, write)
-    except WriteError:
-        raise
+    except (WriteError, DiskFullError):
+        raise  # already one line naming the file
     except OSError as error:
         raise WriteError(f"{path}: cannot write ({error.strerror or error})") from None
 

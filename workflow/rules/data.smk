@@ -1,6 +1,5 @@
 # Data stages: PGN -> dataset (convert) -> integrity receipt (verify) -> token cache.
 # Only `convert` (writing) and `verify` (hashing) ever take the test split as input.
-from chesslm.data.metadata import COLUMNS as META_COLUMNS
 
 
 rule convert:
@@ -13,7 +12,7 @@ rule convert:
         held_out=directory("results/datasets/{dataset}/test"),
     log:
         "logs/datasets/{dataset}/convert.log",
-    threads: workflow.cores  # every core it is given (scaled down to --cores)
+    threads: DATA_THREADS
     resources:
         mem_mb=4000,
         runtime=get_data_runtime,
@@ -68,7 +67,7 @@ rule token_cache:
         ),
     log:
         "logs/datasets/{dataset}/token_cache.log",
-    threads: workflow.cores
+    threads: DATA_THREADS
     resources:
         mem_mb=4000,
         runtime=get_data_runtime,

@@ -7,53 +7,6 @@
 #   results/{run}/play/state/, so `--forcerun play` after a budget stop resumes it.
 
 
-def play_settings(run):
-    return run_settings(run).play
-
-
-def play_datasets(run):
-    """The datasets whose validation split a run's play evaluation reads (default: its own)."""
-    names = play_settings(run)["datasets"] or [run_dataset(run)]
-    for name in names:
-        if name not in config["datasets"]:
-            raise ValueError(
-                f"config: runs.{run}.play.datasets names {name!r}, which is not a dataset"
-                f" (known: {', '.join(DATASETS)})"
-            )
-    return names
-
-
-def play_device(run):
-    return play_settings(run)["device"] or run_settings(run).device
-
-
-def get_play_caches(wildcards):
-    return {
-        name: f"{dataset_dir(name)}/token-cache/cache.json"
-        for name in play_datasets(wildcards.run)
-    }
-
-
-def get_play_runtime(wildcards):
-    """Minutes: the three budgets plus model load, tables and figures."""
-    p = play_settings(wildcards.run)
-    seconds = p["match"]["seconds"] + p["legality"]["seconds"] + p["elo"]["seconds"]
-    return math.ceil((seconds + 300) / 60)
-
-
-def get_run_play_outputs(wildcards):
-    """Input function: the run's play files, which its summary reports."""
-    return get_play_outputs(wildcards.run)
-
-
-def get_play_outputs(run):
-    """The play files the run's report shows (none when play.enabled is false)."""
-    if not play_settings(run)["enabled"]:
-        return []
-    names = ("move-match.json", "legality.json", "elo.json")
-    return [f"results/{run}/play/{name}" for name in names]
-
-
 rule play:
     input:
         results="results/{run}/results.json",

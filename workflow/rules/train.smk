@@ -17,8 +17,6 @@
 # Both trainer rules run under workflow/scripts/logged.sh: the log is appended to, one
 # attempt after another, and a failure's one-line cause reaches snakemake's console.
 
-LOGGED = Path(workflow.basedir) / "workflow/scripts/logged.sh"
-
 
 rule probe:
     input:
@@ -35,10 +33,11 @@ rule probe:
         mem_mb=get_segment_mem_mb,
         runtime=get_segment_runtime,
     params:
+        logged=LOGGED_SCRIPT,
         torchrun=get_launcher,
         args=get_trainer_args,
     shell:
-        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
+        "bash {params.logged:q} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
         " --probe-out={output}"
 
 
@@ -59,11 +58,12 @@ checkpoint train_segment:
         mem_mb=get_segment_mem_mb,
         runtime=get_segment_runtime,
     params:
+        logged=LOGGED_SCRIPT,
         torchrun=get_launcher,
         args=get_trainer_args,
         previous=get_previous_status_flag,
     shell:
-        "bash {LOGGED:q} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
+        "bash {params.logged:q} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
         " --segment={wildcards.n} {params.previous} --probe-results={input.probe}"
         " --status-out={output.status}"
 
