@@ -98,6 +98,17 @@ def legality_subset(n_games: int, bound: int | None) -> np.ndarray:
     return (np.arange(bound, dtype=np.int64) * n_games) // bound
 
 
+def table_starts(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first mask row, first ply) of each game in legality tables of games of ``lengths``
+    tokens laid back to back; each has one more entry than there are games."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    rows = np.zeros(len(lengths) + 1, dtype=np.int64)
+    plies = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=rows[1:])
+    np.cumsum((lengths - 2) // 3, out=plies[1:])
+    return rows, plies
+
+
 def _tables_for(job: tuple[Path, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Packed mask rows, legal codes and codes per ply of the given games of a store."""
     prefix, indices = job
@@ -343,12 +354,7 @@ class TokenCache:
     def legality_starts(self) -> tuple[np.ndarray, np.ndarray]:
         """(first mask row, first ply) in the legality tables of each ``legality_games`` game,
         each int64 with one more entry than there are such games."""
-        lengths = np.asarray(self.validation.lengths, dtype=np.int64)[self.legality_games()]
-        rows = np.zeros(len(lengths) + 1, dtype=np.int64)
-        plies = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=rows[1:])
-        np.cumsum((lengths - 2) // 3, out=plies[1:])
-        return rows, plies
+        return table_starts(np.asarray(self.validation.lengths)[self.legality_games()])
 
     def legal_mask(self) -> np.ndarray:
         """Bit-packed legal masks of the tokens of the ``legality_games`` games, back to back,

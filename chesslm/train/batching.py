@@ -42,10 +42,31 @@ def index_dtype(n: int) -> np.dtype:
     return np.dtype(np.int32 if n < 2**31 else np.int64)
 
 
+class Chunked(Sequence):
+    """Consecutive pieces of ``size`` items of ``items`` (the last may be shorter), made when
+    asked for: an epoch's batches and groups are views of one index array, not one Python
+    object each. A slice gives a list of pieces."""
+
+    def __init__(self, items: Any, size: int) -> None:
+        self.items, self.size = items, size
+
+    def __len__(self) -> int:
+        return -(-len(self.items) // self.size)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return [self[k] for k in range(*key.indices(len(self)))]
+        k = range(len(self))[key]  # negative indices; IndexError past the end
+        return self.items[k * self.size : (k + 1) * self.size]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[k] for k in range(len(self)))
+
+
 def global_batches(
     lengths: Sequence[int] | np.ndarray, *, epoch: int, seed: int, micro: int, world: int
-) -> list[np.ndarray]:
-    """Game indices of every global batch of an epoch (views into one array); only the very
+) -> Chunked:
+    """Game indices of every global batch of an epoch (views of one array); only the very
     last may be partial."""
     rng = random.Random(f"chesslm-batches:{seed}:{epoch}")  # str seeds hash stably (sha512)
     lengths = np.asarray(lengths)
@@ -58,20 +79,19 @@ def global_batches(
         bucket = order[start : start + chunk]
         # stable sort: ties keep the shuffled order, so the plan depends on (seed, epoch) only
         bucket[:] = bucket[np.argsort(-lengths[bucket].astype(np.int64), kind="stable")]
-    # every chunk but the last is whole batches, so only the last batch can be partial
+    # every chunk but the last is whole batches, so only the last batch can be partial; it
+    # stays last, where a dummy rank is cheap
     full = n // size
     perm = np.arange(full, dtype=index_dtype(full))
     rng.shuffle(perm)  # shuffling depends on the length only: as shuffling the batch list
-    rows = order[: full * size].reshape(full, size)[perm]
-    batches = list(rows)
-    if full * size < n:
-        batches.append(order[full * size :])  # the partial batch goes last: a dummy rank is cheap
-    return batches
+    order[: full * size] = order[: full * size].reshape(full, size)[perm].reshape(-1)
+    return Chunked(order, size)
 
 
-def groups(batches: list[Any], accum: int) -> list[list[Any]]:
-    """Accumulation groups of ``accum`` global batches (the last may have fewer)."""
-    return [batches[i : i + accum] for i in range(0, len(batches), accum)]
+def groups(batches: Sequence[Any], accum: int) -> Chunked:
+    """Accumulation groups of ``accum`` global batches (the last may have fewer); a group is
+    a list of batches."""
+    return Chunked(batches, accum)
 
 
 def padded_length(T: int, multiple: int, cap: int | None = None) -> int:
@@ -224,11 +244,11 @@ def packed_batches(
     micro: int,
     world: int,
     row_tokens: int,
-) -> list[Rows]:
-    """Global batches of ``micro * world`` packed rows (only the last may be partial)."""
+) -> Chunked:
+    """Global batches of ``micro * world`` packed rows (``Rows``; only the last may be
+    partial)."""
     rows = pack_rows(lengths, epoch=epoch, seed=seed, row_tokens=row_tokens)
-    size = micro * world
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
+    return Chunked(rows, micro * world)
 
 
 def collate_packed(

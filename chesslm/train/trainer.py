@@ -109,7 +109,8 @@ class Trainer:
         self.identity["packing"] = self.packing
         self.identity["cuda_graphs"] = self.graphs is not None
 
-    def plan(self, epoch: int) -> list[list[Any]]:
+    def plan(self, epoch: int) -> batching.Chunked:
+        """The groups of an epoch (a group: ``accum`` global batches of game indices)."""
         a, w = self.settings, self.ctx.world
         if self.packing:
             batches = batching.packed_batches(
