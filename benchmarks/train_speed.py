@@ -51,7 +51,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from chesslm.data import tokens  # noqa: E402
-from chesslm.data.cache import N_MOVE_CODES  # noqa: E402
+from chesslm.data.cache import N_MOVE_CODES, table_starts  # noqa: E402
 from chesslm.train import (  # noqa: E402
     batching,
     compilation,
@@ -115,6 +115,12 @@ class SyntheticCache:
         codes = np.sort(rng.integers(0, N_MOVE_CODES, (plies, 30)), axis=1).astype(np.int32)
         self._codes = codes.ravel()
         self._offsets = np.arange(plies + 1, dtype=np.int64) * 30
+
+    def legality_games(self) -> np.ndarray:
+        return np.arange(len(self.validation), dtype=np.int64)  # tables for every game
+
+    def legality_starts(self) -> tuple[np.ndarray, np.ndarray]:
+        return table_starts(self.validation.lengths)
 
     def legal_mask(self) -> np.ndarray:
         return self._mask
@@ -259,10 +265,10 @@ def time_path(
     t = trainer_for(a, ctx, data, path)
     steps = a.ref_steps if path == "reference" else a.steps
     need = a.warmup + steps
-    plan = t.plan(0)
+    plan = list(t.plan(0))
     epoch = 1
     while len(plan) < need and epoch < 100:  # small data (packed rows): more epochs' plans
-        plan = plan + t.plan(epoch)
+        plan = plan + list(t.plan(epoch))
         epoch += 1
     if len(plan) < need:
         raise SystemExit(f"{path}: the plan has {len(plan)} updates, {need} needed (more --games)")
@@ -301,7 +307,7 @@ def time_path(
                 (r, batching.padded_length(max(len(games[i]) for i in part) - 1, 64, 1024))
                 for batch in group
                 for r in range(ctx.world)
-                if (part := batch[r * micro : (r + 1) * micro])
+                if len(part := batch[r * micro : (r + 1) * micro])
             }
             if not shapes <= seen:
                 seen |= shapes

@@ -42,6 +42,7 @@ def make_cache(
     n_val: int,
     max_plies: int = 24,
     fingerprint: str = "test-fingerprint",
+    legality_games: int | None = cache.LEGALITY_GAMES,
 ) -> Path:
     games = sample_games(n_train + n_val, max_plies=max_plies)
     shards = directory / "shards"
@@ -55,6 +56,7 @@ def make_cache(
         out,
         {"train": [shards / "train"], "validation": [shards / "validation"]},
         meta={"dataset_fingerprint": fingerprint},
+        legality_games=legality_games,
     )
     return out
 

@@ -17,15 +17,47 @@ from chesslm.train import batching, model
 LENGTHS = [5 + (7 * i) % 23 for i in range(37)]
 
 
+def plan(lengths: Any, epoch: int, **kw: int) -> list[list[int]]:
+    return [b.tolist() for b in batching.global_batches(lengths, epoch=epoch, seed=7, **kw)]
+
+
 def test_plan_is_deterministic_disjoint_and_complete() -> None:
-    a = batching.global_batches(LENGTHS, epoch=3, seed=7, micro=2, world=2)
-    assert a == batching.global_batches(LENGTHS, epoch=3, seed=7, micro=2, world=2)
-    assert a != batching.global_batches(LENGTHS, epoch=4, seed=7, micro=2, world=2)
+    a = plan(LENGTHS, 3, micro=2, world=2)
+    assert a == plan(np.array(LENGTHS, np.uint16), 3, micro=2, world=2)
+    assert a != plan(LENGTHS, 4, micro=2, world=2)
     flat = [i for b in a for i in b]
     assert sorted(flat) == list(range(len(LENGTHS)))
     assert all(len(b) == 4 for b in a[:-1]) and len(a[-1]) == 37 % 4
     groups = batching.groups(a, 3)
     assert [len(g) for g in groups] == [3] * 3 + [1]
+
+
+def list_plan(lengths: list[int], *, epoch: int, seed: int, micro: int, world: int) -> list:
+    """The plan as it was built with one Python int per game (before NumPy storage): the
+    arrays must give exactly the same batches, so runs keep their numbers."""
+    import random
+
+    rng = random.Random(f"chesslm-batches:{seed}:{epoch}")
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    size = micro * world
+    chunk = size * batching.CHUNK_BATCHES
+    batches = []
+    for start in range(0, len(order), chunk):
+        bucket = sorted(order[start : start + chunk], key=lambda i: -lengths[i])
+        batches.extend(bucket[i : i + size] for i in range(0, len(bucket), size))
+    partial = batches.pop() if batches and len(batches[-1]) < size else None
+    rng.shuffle(batches)
+    return batches + ([partial] if partial else [])
+
+
+@pytest.mark.parametrize("n,micro,world", [(1, 2, 1), (1000, 3, 2), (5000, 8, 4)])
+def test_plan_is_compact_arrays_with_the_list_plans_batches(n: int, micro: int, world: int) -> None:
+    lengths = np.random.default_rng(n).integers(2, 400, n).astype(np.uint16)
+    got = batching.global_batches(lengths, epoch=2, seed=9, micro=micro, world=world)
+    assert all(isinstance(b, np.ndarray) and b.dtype == np.int32 for b in got)
+    want = list_plan(lengths.tolist(), epoch=2, seed=9, micro=micro, world=world)
+    assert [b.tolist() for b in got] == want
 
 
 def test_collate_right_pads_inputs_and_ignores_padded_targets() -> None:

@@ -16,12 +16,20 @@ from chesslm.train.deadline import Deadline
 
 
 @torch.no_grad()
-def reference(net: torch.nn.Module, data: list, micro: int, legality_games: int | None) -> dict:
-    """The seed's evaluate(): State/python-chess per token, probabilities on the CPU."""
+def reference(
+    net: torch.nn.Module,
+    data: list,
+    micro: int,
+    legality_games: int | None,
+    chosen: set[int] | None = None,
+) -> dict:
+    """The seed's evaluate(): State/python-chess per token, probabilities on the CPU;
+    legality on ``chosen`` games (default: ``legality_games`` evenly spaced ones)."""
     net.eval()
     total, phase_n, phase_correct = Counter(), Counter(), Counter()
     sample = min(len(data), legality_games) if legality_games is not None else len(data)
-    chosen = {i * len(data) // sample for i in range(sample)}
+    if chosen is None:
+        chosen = {i * len(data) // sample for i in range(sample)}
     for offset in range(0, len(data), micro):
         samples = data[offset : offset + micro]
         x, y = batching.collate(samples, "cpu")
@@ -109,6 +117,40 @@ def test_device_metrics_match_the_python_chess_reference(tiny_cache: Path, legal
         assert got["phase_accuracy"][phase] == pytest.approx(value), phase
     assert 0 < got["teacher_forced_triple_legality"] < 1  # the test exercises both outcomes
     assert set(got) >= {"games", "seconds", "protocol", "legality_subset"}
+
+
+@pytest.mark.parametrize(
+    "legality_games,chosen",
+    [(None, {0, 1, 3, 4}), (2, {0, 3})],  # the cache's subset of 6: 6 * i // 4 for i < 4
+)
+def test_legality_is_scored_within_the_caches_subset_and_nll_on_every_game(
+    tmp_path: Path, legality_games: int | None, chosen: set[int]
+) -> None:
+    from tests.conftest import make_cache
+
+    cache = TokenCache(make_cache(tmp_path, n_train=24, n_val=6, legality_games=4))
+    assert cache.legality_games().tolist() == [0, 1, 3, 4]
+    assert cache.meta["legality_games"] == {"bound": 4, "games": 4}
+    net = trained_a_little(cache)
+    data = validation.ValidationSet(cache, torch.device("cpu"), legality_games=legality_games)
+    got = validation.evaluate(net, data, micro=4)
+    games = [cache.validation[i] for i in range(len(cache.validation))]
+    want = reference(net, games, 4, None, chosen)
+    assert got["games"] == 6 and got["valid_targets"] == want["valid_targets"]
+    for key in ("legality_games", "legality_targets"):
+        assert got[key] == want[key], key
+    for key in ("nll", "teacher_forced_triple_legality", "raw_illegal_token_probability"):
+        assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-9), key
+
+
+def test_asking_for_more_legality_games_than_the_cache_holds_is_one_clear_error(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import make_cache
+
+    cache = TokenCache(make_cache(tmp_path, n_train=4, n_val=6, legality_games=4))
+    with pytest.raises(ValueError, match=r"legality_eval_games is 5, .* for 4 of 6 validation"):
+        validation.ValidationSet(cache, torch.device("cpu"), legality_games=5)
 
 
 def test_deadline_cut_validation_returns_none(tiny_cache: Path) -> None:

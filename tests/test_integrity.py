@@ -103,14 +103,23 @@ def test_token_cache_holds_train_and_validation_only(verified, tmp_path):
     assert opened.fingerprint == manifest["fingerprint"]
 
 
-def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path):
+@pytest.mark.parametrize("bound", [cache.LEGALITY_GAMES, 5])
+def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path, bound):
+    """Tables for ``bound`` evenly spaced validation games only (all when fewer), in order."""
     ds, receipt = verified
-    cache.build_from_dataset(ds, receipt, tmp_path / "cache", workers=2)
+    info = cache.build_from_dataset(
+        ds, receipt, tmp_path / "cache", workers=2, legality_games=bound
+    )
     opened = cache.TokenCache(tmp_path / "cache")
+    n = len(opened.validation)
+    assert n > 5  # the bound of 5 leaves games out
+    subset = opened.legality_games().tolist()
+    assert subset == (list(range(n)) if bound >= n else [i * n // bound for i in range(bound)])
+    assert info["legality_games"] == {"bound": bound, "games": len(subset)}
     masks = cache.unpack_mask(opened.legal_mask())
     codes, code_offsets = opened.legal_moves()
     row = ply = 0
-    for g in range(len(opened.validation)):
+    for g in subset:
         game = opened.validation[g]
         state = tokens.State()
         for j, token in enumerate(game):

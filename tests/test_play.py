@@ -419,3 +419,29 @@ def test_cuda_dense_and_flex_scores_match_the_oracle():
     for ply, per_move in oracle.items():
         played = float(dense.played_logp[rows[ply]])
         assert played == pytest.approx(per_move[moves[0][ply]], abs=3e-2)
+
+
+def test_move_matching_picks_games_within_the_caches_legality_subset(tmp_path, net):
+    """A cache with legality tables for 7 of 20 validation games: move-matching scores only
+    those, each with its own plies' legal moves (python-chess agrees)."""
+    cache_dir = make_cache(tmp_path, n_train=2, n_val=20, max_plies=MAX_PLIES, legality_games=7)
+    ev = matching.Evaluator(
+        net,
+        cache_dir,
+        tmp_path / "state",
+        games=4,
+        chunk_games=2,
+        batch_tokens=4096,
+        device=torch.device("cpu"),
+    )
+    subset = [i * 20 // 7 for i in range(7)]
+    assert ev.selected.tolist() == [subset[i * 7 // 4] for i in range(4)]
+    for g in ev.selected.tolist():
+        game = ev.game(g)
+        board = chess.Board()
+        triples = np.asarray(ev.games[g][1:-1]).reshape(-1, 3)
+        assert len(game.counts) == len(triples) > 0
+        for ply, triple in enumerate(triples.tolist()):
+            codes = game.codes[game.counts[:ply].sum() : game.counts[: ply + 1].sum()]
+            assert codes.tolist() == scoring.legal_codes(board).tolist(), (g, ply)
+            board.push(tokens.decode_move(triple))

@@ -72,15 +72,19 @@ def test_tensor_stats_need_no_host_sync_and_equal_the_dict() -> None:
 def test_pack_rows_is_deterministic_complete_and_within_capacity() -> None:
     rng = np.random.default_rng(0)
     lengths = (2 + 3 * rng.integers(1, 60, 500)).tolist()
-    rows = batching.pack_rows(lengths, epoch=2, seed=5, row_tokens=256)
-    assert rows == batching.pack_rows(lengths, epoch=2, seed=5, row_tokens=256)
-    assert rows != batching.pack_rows(lengths, epoch=3, seed=5, row_tokens=256)
+    rows = [r.tolist() for r in batching.pack_rows(lengths, epoch=2, seed=5, row_tokens=256)]
+    again = batching.pack_rows(np.array(lengths, np.uint16), epoch=2, seed=5, row_tokens=256)
+    assert rows == [r.tolist() for r in again]
+    other = batching.pack_rows(lengths, epoch=3, seed=5, row_tokens=256)
+    assert rows != [r.tolist() for r in other]
     assert sorted(i for r in rows for i in r) == list(range(500))
     used = [sum(lengths[i] - 1 for i in r) for r in rows]
     assert max(used) <= 256
     assert 1 - sum(used) / (256 * len(rows)) < 0.02  # best-fit decreasing wastes little
     batches = batching.packed_batches(lengths, epoch=2, seed=5, micro=3, world=2, row_tokens=256)
-    assert [r for b in batches for r in b] == rows and all(len(b) == 6 for b in batches[:-1])
+    assert [r.tolist() for b in batches for r in b] == rows
+    assert all(len(b) == 6 for b in batches[:-1])
+    assert [r.tolist() for r in batches[1][2:4]] == rows[8:10]  # a rank's share of a batch
     with pytest.raises(ValueError, match="rows hold"):
         batching.pack_rows([300], epoch=0, seed=0, row_tokens=256)
 

@@ -5,11 +5,15 @@ Layout of a cache directory::
     cache.json                         what it holds, where it came from, sha256 of every file
     train.{tokens,offsets,ids}.npy     (see gamearrays)
     validation.{tokens,offsets,ids}.npy
-    validation.legal_mask.npy          uint8 [tokens, 16]: row j of a game is the bit-packed
-                                       (little bit order) mask of tokens legal after its
-                                       first j + 1 tokens, so evaluation needs no chess engine
+    validation.legality_games.npy      int64 sorted indices of the validation games that have
+                                       legality tables (``legality_subset``: at most the
+                                       dataset's ``legality_games`` of them, evenly spaced)
+    validation.legal_mask.npy          uint8 [tokens of those games, 16]: row j of a game is
+                                       the bit-packed (little bit order) mask of tokens legal
+                                       after its first j + 1 tokens, so evaluation needs no
+                                       chess engine
     validation.legal_moves.npy         int32 sorted move codes legal at each ply, back to back
-    validation.legal_move_offsets.npy  int64 [plies + 1]; plies counted over all games in order
+    validation.legal_move_offsets.npy  int64 [plies + 1]; plies of those games, in order
     {train,validation}.meta.COLUMN.npy per-game metadata (chesslm.data.metadata.COLUMNS)
 
 A move code is ``(source * 64 + destination) * 5 + (promotion_token - PROMO_NONE)``.
@@ -34,7 +38,8 @@ from chesslm.data import gamearrays, integrity, metadata, tokens
 from chesslm.files import sha256_file
 
 SPLITS = ("train", "validation")
-FORMAT = "chesslm-token-cache-v1"
+FORMAT = "chesslm-token-cache-v2"  # v2: legality tables for a bounded subset of games
+LEGALITY_GAMES = 4096  # default bound of the legality subset (datasets.NAME.legality_games)
 N_MOVE_CODES = 64 * 64 * 5
 
 
@@ -78,12 +83,38 @@ def legal_tables(game: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return rows, codes
 
 
-def _tables_for(job: tuple[Path, int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Packed mask rows, legal codes and codes per ply of games ``start..stop`` of a store."""
-    prefix, start, stop = job
+def legality_subset(n_games: int, bound: int | None) -> np.ndarray:
+    """The validation games that get legality tables: ``bound`` evenly spaced indices of
+    ``n_games`` (all when ``bound`` is None or at least ``n_games``). The one rule; evaluation
+    picks its games within this subset the same way.
+
+    >>> legality_subset(10, 3).tolist(), legality_subset(3, 4096).tolist()
+    ([0, 3, 6], [0, 1, 2])
+    """
+    if bound is not None and bound < 1:
+        raise ValueError(f"legality_games must be positive, got {bound!r}")
+    if bound is None or bound >= n_games:
+        return np.arange(n_games, dtype=np.int64)
+    return (np.arange(bound, dtype=np.int64) * n_games) // bound
+
+
+def table_starts(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first mask row, first ply) of each game in legality tables of games of ``lengths``
+    tokens laid back to back; each has one more entry than there are games."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    rows = np.zeros(len(lengths) + 1, dtype=np.int64)
+    plies = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=rows[1:])
+    np.cumsum((lengths - 2) // 3, out=plies[1:])
+    return rows, plies
+
+
+def _tables_for(job: tuple[Path, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Packed mask rows, legal codes and codes per ply of the given games of a store."""
+    prefix, indices = job
     games = gamearrays.Games(prefix)
     rows, codes = [], []
-    for i in range(start, stop):
+    for i in indices:
         mask, per_ply = legal_tables(np.asarray(games[i]))
         rows.append(np.packbits(mask, axis=1, bitorder="little"))
         codes.extend(per_ply)
@@ -99,8 +130,10 @@ def build(
     *,
     meta: dict[str, Any],
     workers: int = 1,
+    legality_games: int | None = LEGALITY_GAMES,
 ) -> dict[str, Any]:
-    """Concatenate the shards of train and validation into a cache at ``out_dir``.
+    """Concatenate the shards of train and validation into a cache at ``out_dir``, with the
+    legality tables of at most ``legality_games`` validation games (None: all).
 
     Arrays and metadata columns are streamed shard by shard into their files (never a whole
     split in memory). The cache is assembled in a temporary sibling directory and renamed
@@ -114,7 +147,7 @@ def build(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        info = _build_into(tmp, shards, meta, workers)
+        info = _build_into(tmp, shards, meta, workers, legality_games)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
@@ -125,7 +158,11 @@ def build(
 
 
 def _build_into(
-    tmp: Path, shards: dict[str, Iterable[Path]], meta: dict[str, Any], workers: int
+    tmp: Path,
+    shards: dict[str, Iterable[Path]],
+    meta: dict[str, Any],
+    workers: int,
+    legality_games: int | None,
 ) -> dict[str, Any]:
     counts = {}
     for split in SPLITS:
@@ -138,7 +175,9 @@ def _build_into(
         metadata.save_concat(tmp / split, prefixes, [p.offsets for p in parts])
         counts[split] = {"games": n_games, "tokens": sum(len(p.tokens) for p in parts)}
         del parts
-    _save_legality(tmp, tmp / "validation", workers)
+    subset = legality_subset(counts["validation"]["games"], legality_games)
+    gamearrays.save_npy(tmp / "validation.legality_games.npy", subset)
+    _save_legality(tmp, tmp / "validation", subset, workers)
     names = sorted(p.name for p in tmp.iterdir())
     info = {
         "format": FORMAT,
@@ -146,6 +185,7 @@ def _build_into(
         "vocab_size": tokens.VOCAB_SIZE,
         **meta,
         "splits": counts,
+        "legality_games": {"bound": legality_games, "games": len(subset)},
         "test_evaluated": False,
         "sha256": {name: sha256_file(tmp / name) for name in names},
     }
@@ -154,7 +194,12 @@ def _build_into(
 
 
 def build_from_dataset(
-    dataset_dir: Path, receipt_path: Path, out_dir: Path, *, workers: int = 1
+    dataset_dir: Path,
+    receipt_path: Path,
+    out_dir: Path,
+    *,
+    workers: int = 1,
+    legality_games: int | None = LEGALITY_GAMES,
 ) -> dict[str, Any]:
     """Build the cache of a verified dataset: train and validation shards only.
 
@@ -182,19 +227,20 @@ def build_from_dataset(
         "context": manifest["settings"]["context"],
     }
     shards = {s: [dataset_dir / prefix for prefix in manifest["shards"][s]] for s in SPLITS}
-    return build(out_dir, shards, meta=meta, workers=workers)
+    return build(out_dir, shards, meta=meta, workers=workers, legality_games=legality_games)
 
 
-def _save_legality(directory: Path, prefix: Path, workers: int) -> None:
-    """The legality tables of the games under ``prefix``, computed in parallel, streamed.
+def _save_legality(directory: Path, prefix: Path, subset: np.ndarray, workers: int) -> None:
+    """The legality tables of games ``subset`` under ``prefix``, computed in parallel, streamed.
 
     The mask's size is known in advance and written as results arrive; the codes and their
     per-ply counts go to raw side files first and are copied into ``.npy`` files at the end.
     """
     games = gamearrays.Games(prefix)
-    n = len(games)
+    n = len(subset)
     step = max(1, min(2_000, n // (4 * max(1, workers)) or 1))
-    jobs = [(prefix, i, min(n, i + step)) for i in range(0, n, step)]
+    jobs = [(prefix, subset[i : i + step]) for i in range(0, n, step)]
+    n_rows = int(games.lengths[subset].sum())
     codes_raw = directory / "validation.legal_moves.raw"
     counts_raw = directory / "validation.legal_counts.raw"
     total = {"codes": 0, "plies": 0}
@@ -215,7 +261,7 @@ def _save_legality(directory: Path, prefix: Path, workers: int) -> None:
                 pool.shutdown(cancel_futures=True)
 
     mask_path = directory / "validation.legal_mask.npy"
-    gamearrays.save_npy_stream(mask_path, np.uint8, (len(games.tokens), 16), mask_parts)
+    gamearrays.save_npy_stream(mask_path, np.uint8, (n_rows, 16), mask_parts)
 
     def offsets() -> Iterable[np.ndarray]:
         base = np.zeros(1, np.int64)
@@ -301,12 +347,22 @@ class TokenCache:
     def fingerprint(self) -> str:
         return self.meta["dataset_fingerprint"]
 
+    def legality_games(self) -> np.ndarray:
+        """Sorted indices of the validation games with legality tables (``legality_subset``)."""
+        return gamearrays.load_npy(self.directory / "validation.legality_games.npy", mmap=False)
+
+    def legality_starts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first mask row, first ply) in the legality tables of each ``legality_games`` game,
+        each int64 with one more entry than there are such games."""
+        return table_starts(np.asarray(self.validation.lengths)[self.legality_games()])
+
     def legal_mask(self) -> np.ndarray:
-        """Bit-packed legal masks of all validation tokens, uint8 [tokens, 16]."""
+        """Bit-packed legal masks of the tokens of the ``legality_games`` games, back to back,
+        uint8 [tokens, 16]."""
         return gamearrays.load_npy(self.directory / "validation.legal_mask.npy")
 
     def legal_moves(self) -> tuple[np.ndarray, np.ndarray]:
-        """(codes, offsets) of the legal moves at each validation ply."""
+        """(codes, offsets) of the legal moves at each ply of the ``legality_games`` games."""
         return (
             gamearrays.load_npy(self.directory / "validation.legal_moves.npy"),
             gamearrays.load_npy(self.directory / "validation.legal_move_offsets.npy", mmap=False),

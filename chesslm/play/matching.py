@@ -99,8 +99,12 @@ class Evaluator:
         self.codes, self.code_offsets = self.cache.legal_moves()
         lengths = np.asarray(self.games.lengths, dtype=np.int64)
         plies = (lengths - 2) // 3
-        self.ply_start = np.concatenate([[0], np.cumsum(plies)]).astype(np.int64)
-        selected = evenly_spaced(len(self.games), games)
+        # only the cache's legality subset has legal-move tables: games are picked within it
+        subset = self.cache.legality_games()
+        self.plies = plies
+        self.ply_start = np.zeros(len(self.games), dtype=np.int64)  # first ply in the tables
+        self.ply_start[subset] = self.cache.legality_starts()[1][:-1]
+        selected = subset[evenly_spaced(len(subset), games)]
         self.selected = selected[plies[selected] > 0]
         self.chunks = [
             self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
@@ -126,7 +130,7 @@ class Evaluator:
 
     def game(self, g: int) -> scoring.GameInput:
         p0 = self.ply_start[g]
-        n = self.ply_start[g + 1] - p0
+        n = self.plies[g]
         offsets = self.code_offsets[p0 : p0 + n + 1]
         return scoring.game_input(self.games[g], self.codes, offsets)
 

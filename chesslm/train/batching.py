@@ -8,7 +8,7 @@ batches make one *group*, i.e. one optimizer update. The position in this plan (
 group, step) is all a resume needs, so no data-loader state is saved.
 
 >>> plan = groups(global_batches([5, 3, 9, 4, 7], epoch=0, seed=1, micro=2, world=1), accum=2)
->>> sorted(i for group in plan for batch in group for i in batch)
+>>> sorted(int(i) for group in plan for batch in group for i in batch)
 [0, 1, 2, 3, 4]
 
 The *packed* (throughput) plan instead fills rows of ``row_tokens`` tokens (the model's
@@ -36,30 +36,62 @@ IGNORE = -100  # cross_entropy's ignore_index: padding and dummy targets
 CHUNK_BATCHES = 64  # global batches per length bucket: large enough to group similar lengths
 
 
+def index_dtype(n: int) -> np.dtype:
+    """The smallest index type for ``n`` games: a plan is NumPy arrays, never one Python
+    object per game, so a rank's memory stays small however large the dataset."""
+    return np.dtype(np.int32 if n < 2**31 else np.int64)
+
+
+class Chunked(Sequence):
+    """Consecutive pieces of ``size`` items of ``items`` (the last may be shorter), made when
+    asked for: an epoch's batches and groups are views of one index array, not one Python
+    object each. A slice gives a list of pieces."""
+
+    def __init__(self, items: Any, size: int) -> None:
+        self.items, self.size = items, size
+
+    def __len__(self) -> int:
+        return -(-len(self.items) // self.size)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return [self[k] for k in range(*key.indices(len(self)))]
+        k = range(len(self))[key]  # negative indices; IndexError past the end
+        return self.items[k * self.size : (k + 1) * self.size]
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[k] for k in range(len(self)))
+
+
 def global_batches(
-    lengths: Sequence[int], *, epoch: int, seed: int, micro: int, world: int
-) -> list[list[int]]:
-    """Game indices of every global batch of an epoch; only the very last may be partial."""
+    lengths: Sequence[int] | np.ndarray, *, epoch: int, seed: int, micro: int, world: int
+) -> Chunked:
+    """Game indices of every global batch of an epoch (views of one array); only the very
+    last may be partial."""
     rng = random.Random(f"chesslm-batches:{seed}:{epoch}")  # str seeds hash stably (sha512)
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    order = np.arange(n, dtype=index_dtype(n))
+    rng.shuffle(order)  # in place, the same swaps (hence plan) as on a list
     size = micro * world
     chunk = size * CHUNK_BATCHES
-    batches: list[list[int]] = []
-    for start in range(0, len(order), chunk):
+    for start in range(0, n, chunk):
+        bucket = order[start : start + chunk]
         # stable sort: ties keep the shuffled order, so the plan depends on (seed, epoch) only
-        bucket = sorted(order[start : start + chunk], key=lambda i: -int(lengths[i]))
-        batches.extend(bucket[i : i + size] for i in range(0, len(bucket), size))
-    partial = batches.pop() if batches and len(batches[-1]) < size else None
-    rng.shuffle(batches)
-    if partial is not None:
-        batches.append(partial)  # the one partial batch goes last, where a dummy rank is cheap
-    return batches
+        bucket[:] = bucket[np.argsort(-lengths[bucket].astype(np.int64), kind="stable")]
+    # every chunk but the last is whole batches, so only the last batch can be partial; it
+    # stays last, where a dummy rank is cheap
+    full = n // size
+    perm = np.arange(full, dtype=index_dtype(full))
+    rng.shuffle(perm)  # shuffling depends on the length only: as shuffling the batch list
+    order[: full * size] = order[: full * size].reshape(full, size)[perm].reshape(-1)
+    return Chunked(order, size)
 
 
-def groups(batches: list[list[int]], accum: int) -> list[list[list[int]]]:
-    """Accumulation groups of ``accum`` global batches (the last may have fewer)."""
-    return [batches[i : i + accum] for i in range(0, len(batches), accum)]
+def groups(batches: Sequence[Any], accum: int) -> Chunked:
+    """Accumulation groups of ``accum`` global batches (the last may have fewer); a group is
+    a list of batches."""
+    return Chunked(batches, accum)
 
 
 def padded_length(T: int, multiple: int, cap: int | None = None) -> int:
@@ -117,7 +149,33 @@ def collate(
 PACK_CHUNK = 8192  # games packed together: large enough for full rows, small enough to mix
 
 
-def pack_rows(lengths: Sequence[int], *, epoch: int, seed: int, row_tokens: int) -> list[list[int]]:
+class Rows:
+    """Rows of packed games as two arrays: row ``r`` is ``games[offsets[r]:offsets[r + 1]]``.
+    ``rows[k]`` is a row (an index array), ``rows[a:b]`` the rows a..b-1 as ``Rows``."""
+
+    def __init__(self, games: np.ndarray, offsets: np.ndarray) -> None:
+        self.games, self.offsets = games, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, key: int | slice) -> Any:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step != 1:
+                raise ValueError("Rows slices take a step of 1")
+            stop = max(start, stop)
+            return Rows(self.games, self.offsets[start : stop + 1])
+        key = range(len(self))[key]
+        return self.games[self.offsets[key] : self.offsets[key + 1]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self[k] for k in range(len(self)))
+
+
+def pack_rows(
+    lengths: Sequence[int] | np.ndarray, *, epoch: int, seed: int, row_tokens: int
+) -> Rows:
     """Whole games packed into rows of at most ``row_tokens`` inputs, deterministically.
 
     A game of n tokens takes n - 1 positions (inputs; targets shifted by one). The games are
@@ -126,15 +184,20 @@ def pack_rows(lengths: Sequence[int], *, epoch: int, seed: int, row_tokens: int)
 
     >>> lengths = [5, 9, 4, 7, 3]
     >>> rows = pack_rows(lengths, epoch=0, seed=1, row_tokens=12)
-    >>> sorted(i for r in rows for i in r), max(sum(lengths[i] - 1 for i in r) for r in rows)
+    >>> sorted(int(i) for r in rows for i in r), max(sum(lengths[i] - 1 for i in r) for r in rows)
     ([0, 1, 2, 3, 4], 12)
     """
     rng = random.Random(f"chesslm-packing:{seed}:{epoch}")
-    order = list(range(len(lengths)))
-    rng.shuffle(order)
-    rows: list[list[int]] = []
-    for start in range(0, len(order), PACK_CHUNK):
-        chunk = sorted(order[start : start + PACK_CHUNK], key=lambda i: -int(lengths[i]))
+    lengths = np.asarray(lengths)
+    n = len(lengths)
+    order = np.arange(n, dtype=index_dtype(n))
+    rng.shuffle(order)  # in place, the same swaps (hence rows) as on a list
+    packed = np.empty(n, dtype=order.dtype)  # games in row order, before the row shuffle
+    ends: list[np.ndarray] = []  # each chunk's row ends (per row, not per game)
+    at = 0
+    for start in range(0, n, PACK_CHUNK):
+        part = order[start : start + PACK_CHUNK]
+        chunk = part[np.argsort(-lengths[part].astype(np.int64), kind="stable")].tolist()
         # free[c]: open rows with exactly c positions left; caps: the sorted c with free[c]
         free: list[list[int]] = [[] for _ in range(row_tokens + 1)]
         caps: list[int] = []
@@ -143,32 +206,49 @@ def pack_rows(lengths: Sequence[int], *, epoch: int, seed: int, row_tokens: int)
             need = int(lengths[i]) - 1
             if need > row_tokens:
                 raise ValueError(f"game {i} has {need + 1} tokens; rows hold {row_tokens} inputs")
-            at = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
-            if at == len(caps):
+            at_cap = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
+            if at_cap == len(caps):
                 local.append([i])
                 r, left = len(local) - 1, row_tokens - need
             else:
-                best = caps[at]
+                best = caps[at_cap]
                 r = free[best].pop()
                 if not free[best]:
-                    caps.pop(at)
+                    caps.pop(at_cap)
                 local[r].append(i)
                 left = best - need
             if not free[left]:
                 bisect.insort(caps, left)
             free[left].append(r)
-        rows.extend(local)
-    rng.shuffle(rows)
-    return rows
+        flat = [i for row in local for i in row]
+        packed[at : at + len(flat)] = flat
+        ends.append(at + np.cumsum([len(row) for row in local], dtype=np.int64))
+        at += len(flat)
+    bounds = np.concatenate([np.zeros(1, np.int64), *ends])
+    n_rows = len(bounds) - 1
+    perm = np.arange(n_rows, dtype=np.int64)
+    rng.shuffle(perm)  # shuffling depends on the length only: as shuffling the row list
+    sizes = np.diff(bounds)[perm]
+    offsets = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    # gather the rows in shuffled order: each game's source position in ``packed``
+    source = np.repeat(bounds[:-1][perm] - offsets[:-1], sizes) + np.arange(at, dtype=np.int64)
+    return Rows(packed[source], offsets)
 
 
 def packed_batches(
-    lengths: Sequence[int], *, epoch: int, seed: int, micro: int, world: int, row_tokens: int
-) -> list[list[list[int]]]:
-    """Global batches of ``micro * world`` packed rows (only the last may be partial)."""
+    lengths: Sequence[int] | np.ndarray,
+    *,
+    epoch: int,
+    seed: int,
+    micro: int,
+    world: int,
+    row_tokens: int,
+) -> Chunked:
+    """Global batches of ``micro * world`` packed rows (``Rows``; only the last may be
+    partial)."""
     rows = pack_rows(lengths, epoch=epoch, seed=seed, row_tokens=row_tokens)
-    size = micro * world
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
+    return Chunked(rows, micro * world)
 
 
 def collate_packed(

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from chesslm.files import write_json_atomic
@@ -36,7 +37,7 @@ def probe(
         trainer = Trainer(
             settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
         )
-        longest = max(range(len(cache.train)), key=lambda i: trainer.lengths[i])
+        longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
         games = [cache.train[longest]] * (8 * ctx.world)
         start = time.perf_counter()
         results = []

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from chesslm import files
@@ -379,7 +380,7 @@ class Segment:
             "data_validated",
             train_games=len(self.cache.train),
             validation_games=len(self.val),
-            train_targets=sum(n - 1 for n in self.t.lengths),
+            train_targets=int(self.t.lengths.sum(dtype=np.int64)) - len(self.t.lengths),
             dataset_fingerprint=self.cache.fingerprint,
             test_evaluated=False,
         )

@@ -11,6 +11,7 @@ import resource
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -18,6 +19,24 @@ from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
 from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
 from chesslm.train.settings import RunSettings
+
+LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
+
+
+def game_lengths(offsets: np.ndarray) -> np.ndarray:
+    """Tokens per game from a split's (memory-mapped) offsets as one compact array (uint16
+    when games fit, as they do under any model context): no Python object per game, and no
+    split-sized int64 temporary."""
+    n = len(offsets) - 1
+    longest = 0
+    out = np.empty(n, dtype=np.uint16)
+    for start in range(0, n, LENGTH_BLOCK):
+        block = np.diff(np.asarray(offsets[start : start + LENGTH_BLOCK + 1]))
+        longest = max(longest, int(block.max(initial=0)))
+        if longest > np.iinfo(np.uint16).max:
+            return np.diff(np.asarray(offsets)).astype(np.int64)  # never under a real context
+        out[start : start + len(block)] = block
+    return out
 
 
 class Trainer:
@@ -36,7 +55,7 @@ class Trainer:
         ``integrity_receipt``: the dataset's receipt, hashed into the identity."""
         s = self.settings = settings
         self.ctx = ctx
-        self.lengths = [int(n) for n in cache.train.lengths]
+        self.lengths = game_lengths(cache.train.offsets)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
         self.net = model.build(s.model, device=ctx.device)
@@ -90,7 +109,8 @@ class Trainer:
         self.identity["packing"] = self.packing
         self.identity["cuda_graphs"] = self.graphs is not None
 
-    def plan(self, epoch: int) -> list[list[list[Any]]]:
+    def plan(self, epoch: int) -> batching.Chunked:
+        """The groups of an epoch (a group: ``accum`` global batches of game indices)."""
         a, w = self.settings, self.ctx.world
         if self.packing:
             batches = batching.packed_batches(

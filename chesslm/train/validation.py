@@ -26,7 +26,8 @@ from chesslm.train.deadline import Deadline
 logger = logging.getLogger(__name__)
 
 LEGALITY_SUBSET = (
-    "N evenly spaced game indices across immutable validation shard order; N=None means all"
+    "N evenly spaced game indices across immutable validation shard order, within the token"
+    " cache's legality subset (itself evenly spaced); N=None means the whole subset"
 )
 PROTOCOL = (
     "raw128 teacher-forced next-token logits; triple destination/promotion conditioned on gold"
@@ -49,7 +50,11 @@ def legality_indices(n_games: int, sample: int | None) -> set[int]:
 
 
 class ValidationSet:
-    """The validation games and their legality tables, moved to ``device`` once."""
+    """The validation games and their legality tables, moved to ``device`` once.
+
+    NLL and accuracy cover every validation game; legality covers ``legality_games`` games
+    picked evenly within the cache's legality subset (the games it has tables for).
+    """
 
     def __init__(
         self, cache: TokenCache, device: torch.device, *, legality_games: int | None
@@ -57,13 +62,23 @@ class ValidationSet:
         self.games = cache.validation
         self.device = device
         n = len(self.games)
-        lengths = np.asarray(self.games.lengths, dtype=np.int64)
-        self.token_offsets = torch.from_numpy(
-            np.asarray(self.games.offsets[:-1], dtype=np.int64)
-        ).to(device)
-        plies = (lengths - 2) // 3
+        subset = cache.legality_games()
+        if legality_games is not None and legality_games > len(subset) < n:
+            raise ValueError(
+                f"legality_eval_games is {legality_games}, but the token cache"
+                f" {cache.directory} has legality tables for {len(subset)} of {n} validation"
+                " games: lower legality_eval_games or raise the dataset's legality_games"
+            )
+        chosen = subset[sorted(legality_indices(len(subset), legality_games))]
+        row_start, sub_ply_start = cache.legality_starts()
+        at = np.searchsorted(subset, chosen)  # positions of the chosen games in the tables
+        # per validation game: its first mask row and first ply in the tables (0 for a game
+        # without tables: its rows are read but never counted)
+        token_offsets = np.zeros(n, dtype=np.int64)
+        token_offsets[chosen] = row_start[at]
         ply_start = np.zeros(n, dtype=np.int64)
-        np.cumsum(plies[:-1], out=ply_start[1:])
+        ply_start[chosen] = sub_ply_start[at]
+        self.token_offsets = torch.from_numpy(token_offsets).to(device)
         self.ply_start = torch.from_numpy(ply_start).to(device)
         self.packed_mask = torch.from_numpy(np.array(cache.legal_mask())).to(
             device
@@ -74,7 +89,7 @@ class ValidationSet:
         keys = ply_of_code * N_MOVE_CODES + np.asarray(codes, dtype=np.int64)
         self.legal_keys = torch.from_numpy(keys).to(device)
         selected = np.zeros(n, dtype=bool)
-        selected[sorted(legality_indices(n, legality_games))] = True
+        selected[chosen] = True
         self.selected = torch.from_numpy(selected).to(device)
         self.bit_shifts = torch.arange(8, dtype=torch.uint8, device=device)
 

@@ -74,6 +74,11 @@ def get_dataset_settings(wildcards):
     return chesslm_dataset.Settings.from_config(config["datasets"][wildcards.dataset])
 
 
+def get_legality_games(wildcards):
+    """How many validation games the token cache gives legality tables (schema default)."""
+    return config["datasets"][wildcards.dataset]["legality_games"]
+
+
 def get_pgn_inputs(wildcards):
     return config["datasets"][wildcards.dataset]["pgn"]
 

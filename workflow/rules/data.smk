@@ -56,6 +56,7 @@ rule token_cache:
             "validation.tokens.npy",
             "validation.offsets.npy",
             "validation.ids.npy",
+            "validation.legality_games.npy",
             "validation.legal_mask.npy",
             "validation.legal_moves.npy",
             "validation.legal_move_offsets.npy",
@@ -71,5 +72,7 @@ rule token_cache:
     resources:
         mem_mb=4000,
         runtime=get_data_runtime,
+    params:
+        legality_games=get_legality_games,
     script:
         "../scripts/token_cache.py"

@@ -11,5 +11,6 @@ with logs.step("token_cache", snakemake.log[0]) as log:  # noqa: F821
         Path(snakemake.input.receipt),  # noqa: F821
         Path(snakemake.output.meta).parent,  # noqa: F821
         workers=snakemake.threads,  # noqa: F821
+        legality_games=snakemake.params.legality_games,  # noqa: F821
     )
     log.info("token cache: %s", info["splits"])
