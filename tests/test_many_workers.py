@@ -107,13 +107,6 @@ def test_four_ranks_train_and_resume(four_ranks: tuple[Path, Path]) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DDP rebuilds its gradient buckets after a process's first update, which changes the"
-    " order of gloo's sums over more than 2 ranks: the first update after a resume is summed in"
-    " the initial bucket order, the uninterrupted run's in the rebuilt one (1e-8 apart)."
-    " find_unused_parameters=True (no rebuild) in chesslm/train/trainer.py makes it pass",
-)
 def test_four_ranks_resume_bitwise_as_four_ranks_uninterrupted(
     four_ranks: tuple[Path, Path],
 ) -> None:

@@ -82,7 +82,14 @@ class Trainer:
             )
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
-            self.ddp = DDP(self.net, device_ids=ids, gradient_as_bucket_view=True)
+            # DDP re-orders its gradient buckets after a process's first update, and with more
+            # than 2 ranks the order changes gloo's sums: a resumed run's first update would
+            # differ (1e-8) from the uninterrupted run's. Unused-parameter search keeps the
+            # first order for good (CPU only: the CUDA default path has no DDP).
+            cpu = ctx.device.type == "cpu"
+            self.ddp = DDP(
+                self.net, device_ids=ids, gradient_as_bucket_view=True, find_unused_parameters=cpu
+            )
         self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
         self.steps_per_epoch = len(self.plan(0))
         self.schedule_steps, self.warmup_steps = optim.horizon(
