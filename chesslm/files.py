@@ -130,3 +130,11 @@ def read_json(path: Path | str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UnreadableFileError(f"{path}: expected a JSON object")
     return value
+
+
+def lookup(record: dict[str, Any], dotted: str) -> Any:
+    """``record["a"]["b"]`` for ``"a.b"``; None where a level is missing."""
+    value: Any = record
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value

@@ -28,6 +28,7 @@ import torch
 from chesslm import files
 from chesslm.data.cache import TokenCache
 from chesslm.play import elo, games, matching, plots
+from chesslm.report.plots import save_svg
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
 
@@ -174,7 +175,7 @@ def run(
     logger.info("move-matching: %.1f s", time.monotonic() - started)
     files.write_json_atomic(out["move_match"], match_json)
     _write_csv(out["move_match_table"], pd.DataFrame(rows))
-    plots.save(plots.match_figure(pd.DataFrame(rows)), out["move_match_plot"])
+    save_svg(plots.match_figure(pd.DataFrame(rows)), out["move_match_plot"])
 
     # 2. free-running legality
     lg = settings["legality"]
@@ -208,7 +209,7 @@ def run(
         {"mode": mode, **b} for mode, r in legality_json["modes"].items() for b in r["buckets"]
     ]
     _write_csv(out["legality_table"], pd.DataFrame(leg_rows))
-    plots.save(plots.legality_figure(pd.DataFrame(leg_rows)), out["legality_plot"])
+    save_svg(plots.legality_figure(pd.DataFrame(leg_rows)), out["legality_plot"])
 
     # 3. Elo against Stockfish
     e = settings["elo"]
@@ -282,7 +283,7 @@ def run(
     files.write_json_atomic(out["elo"], elo_json)
     _write_csv(out["elo_table"], pd.DataFrame(per_anchor))
     _write_csv(out["elo_games"], pd.DataFrame(played).drop(columns=["key"], errors="ignore"))
-    plots.save(plots.elo_figure(per_anchor, fit), out["elo_plot"])
+    save_svg(plots.elo_figure(per_anchor, fit), out["elo_plot"])
     return out
 
 

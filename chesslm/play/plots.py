@@ -3,30 +3,14 @@ bin with its interval band, illegal share by ply, score against each anchor with
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm.play import elo as elo_fit
-
-# fixed ids and no date: the SVG bytes depend on the data alone (as chesslm.report.plots)
-SVG_RC = {"svg.hashsalt": "chesslm", "svg.fonttype": "none"}
-
-
-def save(fig: Figure, path: Path) -> None:
-    with matplotlib.rc_context(SVG_RC):
-        fig.savefig(path, format="svg", metadata={"Date": None})
-
-
-def notice(title: str, message: str) -> Figure:
-    fig = Figure(figsize=(7, 1.6), layout="constrained")
-    fig.suptitle(title)
-    fig.text(0.5, 0.4, message, ha="center", va="center", wrap=True)
-    return fig
+from chesslm.report.plots import notice_figure
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:
@@ -37,7 +21,9 @@ def match_figure(rows: pd.DataFrame) -> Figure:
         rows = rows[(rows["grouping"] == "elo_bin") & (rows["group"] != "unknown")]
     bins = rows
     if not len(bins):
-        return notice(title, "No rated positions were evaluated (no Elo metadata, or no games).")
+        return notice_figure(
+            title, "No rated positions were evaluated (no Elo metadata, or no games)."
+        )
     datasets = list(dict.fromkeys(rows["dataset"]))
     fig = Figure(figsize=(8, 3.8 * len(datasets)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(datasets), 1, squeeze=False)[:, 0])
@@ -67,7 +53,7 @@ def legality_figure(rows: pd.DataFrame) -> Figure:
     """Share of illegal proposals per ply bucket, greedy and temperature 1."""
     title = "Free-running legality: illegal proposals by ply"
     if not len(rows):
-        return notice(title, "No self-play game was played.")
+        return notice_figure(title, "No self-play game was played.")
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
     for mode, part in rows.groupby("mode", sort=False):
@@ -85,7 +71,7 @@ def elo_figure(anchors: list[dict[str, Any]], fit: dict[str, Any]) -> Figure:
     """Score against each anchor and the fitted logistic curve (with its interval)."""
     title = "Score against Stockfish anchors (engine Elo, not a human rating)"
     if not anchors:
-        return notice(title, "No game against Stockfish was played.")
+        return notice_figure(title, "No game against Stockfish was played.")
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
     xs = [a["anchor_effective"] for a in anchors]

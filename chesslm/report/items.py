@@ -18,30 +18,24 @@ class Item(NamedTuple):
     label: str
 
 
-ITEMS: tuple[Item, ...] = (
-    Item("summary", "summary.md", "Training", "summary.rst", "summary"),
-    Item("summary_html", "summary.html", "Training", "summary.rst", "summary (rendered)"),
-    Item("data", "data.csv", "Data", "data.rst", "dataset and integrity receipt"),
-    Item("probe", "probe.csv", "Probe", "probe.rst", "probe results"),
-    Item("nll_plot", "nll.svg", "Training", "nll.rst", "NLL curves"),
-    Item(
-        "validation_plot",
-        "validation-metrics.svg",
-        "Training",
-        "validation-metrics.rst",
-        "accuracy and legality",
-    ),
-    Item(
-        "throughput_plot", "throughput.svg", "Training", "throughput.rst", "throughput and padding"
-    ),
-    Item("segments_plot", "segments.svg", "Training", "segments-timeline.rst", "segment timeline"),
-    Item("validation", "validation.csv", "Training", "validation.rst", "validation history"),
-    Item("train_steps", "train-steps.csv", "Training", "train-steps.rst", "training steps"),
-    Item("segments", "segments.csv", "Training", "segments.rst", "segments"),
-    Item("gpu_plot", "gpu.svg", "Hardware", "gpu.rst", "GPU utilisation, memory and power"),
-    Item(
-        "telemetry", "gpu-telemetry.csv", "Hardware", "gpu-telemetry.rst", "GPU telemetry per GPU"
-    ),
+# name | file | category | caption (workflow/report/) | label
+_TABLE = """
+summary | summary.md | Training | summary.rst | summary
+summary_html | summary.html | Training | summary.rst | summary (rendered)
+data | data.csv | Data | data.rst | dataset and integrity receipt
+probe | probe.csv | Probe | probe.rst | probe results
+nll_plot | nll.svg | Training | nll.rst | NLL curves
+validation_plot | validation-metrics.svg | Training | validation-metrics.rst | accuracy and legality
+throughput_plot | throughput.svg | Training | throughput.rst | throughput and padding
+segments_plot | segments.svg | Training | segments-timeline.rst | segment timeline
+validation | validation.csv | Training | validation.rst | validation history
+train_steps | train-steps.csv | Training | train-steps.rst | training steps
+segments | segments.csv | Training | segments.rst | segments
+gpu_plot | gpu.svg | Hardware | gpu.rst | GPU utilisation, memory and power
+telemetry | gpu-telemetry.csv | Hardware | gpu-telemetry.rst | GPU telemetry per GPU
+"""
+ITEMS: tuple[Item, ...] = tuple(
+    Item(*(cell.strip() for cell in line.split("|"))) for line in _TABLE.strip().splitlines()
 )
 
 OUTPUT_FILES: dict[str, str] = {item.name: item.file for item in ITEMS}

@@ -43,11 +43,11 @@ def draw_all(
     boundaries = segment_boundaries(segments)
     train = _latest(tables["train_steps"])
     checks = _latest(tables["validation"])
-    _save(nll_figure(train, checks, boundaries, run), paths["nll_plot"])
-    _save(validation_figure(checks, boundaries, run), paths["validation_plot"])
-    _save(throughput_figure(train, checks, boundaries, run), paths["throughput_plot"])
-    _save(gpu_figure(samples, segments, run), paths["gpu_plot"])
-    _save(segments_figure(segments, run), paths["segments_plot"])
+    save_svg(nll_figure(train, checks, boundaries, run), paths["nll_plot"])
+    save_svg(validation_figure(checks, boundaries, run), paths["validation_plot"])
+    save_svg(throughput_figure(train, checks, boundaries, run), paths["throughput_plot"])
+    save_svg(gpu_figure(samples, segments, run), paths["gpu_plot"])
+    save_svg(segments_figure(segments, run), paths["segments_plot"])
 
 
 def segment_boundaries(segments: pd.DataFrame) -> list[float]:
@@ -66,7 +66,8 @@ def _latest(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(subset=key, keep="last").sort_values("step")
 
 
-def _save(fig: Figure, path: Path) -> None:
+def save_svg(fig: Figure, path: Path) -> None:
+    """Write a figure as SVG whose bytes depend on the data alone."""
     with matplotlib.rc_context(SVG_RC):
         fig.savefig(path, format="svg", metadata={"Date": None})
 
@@ -77,6 +78,15 @@ def notice_figure(title: str, message: str) -> Figure:
     fig.suptitle(title)
     fig.text(0.5, 0.4, message, ha="center", va="center", wrap=True)
     return fig
+
+
+def _finish(*axes: Any, boundaries: list[float]) -> None:
+    """Segment boundaries, a grid and (where something is labelled) a legend on each axis."""
+    for ax in axes:
+        _mark_segments(ax, boundaries)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
 
 
 def _mark_segments(ax: Any, boundaries: list[float]) -> None:
@@ -124,11 +134,7 @@ def validation_figure(validation: pd.DataFrame, boundaries: list[float], run: st
         if validation[column].notna().any():
             bottom.plot(validation["step"], validation[column], "o-", label=label)
     bottom.set(xlabel="optimizer step", ylabel="mean probability per target")
-    for ax in (top, bottom):
-        _mark_segments(ax, boundaries)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+    _finish(top, bottom, boundaries=boundaries)
     return fig
 
 
@@ -158,11 +164,7 @@ def throughput_figure(
             fontsize="small",
         )
     bottom.set(xlabel="optimizer step", ylabel="padding fraction", ylim=(-0.02, 1.02))
-    for ax in (top, bottom):
-        _mark_segments(ax, boundaries)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+    _finish(top, bottom, boundaries=boundaries)
     return fig
 
 

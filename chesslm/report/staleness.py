@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from chesslm.files import lookup
+
 # runs.NAME keys the identity records under another name (dotted: one level down)
 RENAMED = {"model": "model.preset", "workers": "world_size"}
 
@@ -33,13 +35,6 @@ def _read(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def _lookup(record: dict[str, Any], dotted: str) -> Any:
-    value: Any = record
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -82,7 +77,7 @@ def run_changes(
         recorded = RENAMED.get(key, key)
         if now is None or not ("." in recorded or recorded in identity):
             continue  # null: resolved at run time (e.g. the LR horizon), recorded resolved
-        then = _lookup(identity, recorded)
+        then = lookup(identity, recorded)
         if not _same(then, now):
             changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
     dataset_dir = Path(dataset_dir)

@@ -33,7 +33,7 @@ import torch
 
 from chesslm import files
 from chesslm.data import tokens
-from chesslm.files import sha256_file
+from chesslm.files import lookup, sha256_file
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TrainState
 
@@ -268,7 +268,7 @@ def check_identity(
         return
     code = [name.split(".", 1)[1] for name in diff if name.startswith("training_code.")]
     detail = "; ".join(
-        f"{name}: checkpoint {_lookup(saved, name)!r} != now {_lookup(current, name)!r}"
+        f"{name}: checkpoint {lookup(saved, name)!r} != now {lookup(current, name)!r}"
         for name in diff
         if not name.startswith("training_code.")
     )
@@ -284,13 +284,6 @@ def check_identity(
             f" stash or git checkout), or train under a new run name, or {where}"
         )
     raise CheckpointError(message)
-
-
-def _lookup(record: dict[str, Any], dotted: str) -> Any:
-    value: Any = record
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def improved(nll: float, best: float) -> bool:
