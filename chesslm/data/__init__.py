@@ -1,6 +1,8 @@
 """Data stages: PGN -> verified dataset -> token cache (rules convert, verify, token_cache).
 
-``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``split`` train/validation/test
-assignment, ``dataset`` conversion into shards and a manifest, ``integrity`` the fingerprint
-and the receipt, ``gamearrays`` the on-disk array format, ``cache`` the token cache.
+``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``filters`` the Lichess filters,
+``metadata`` the per-game columns (ratings, time control, clocks), ``split``
+train/validation/test assignment, ``dataset`` conversion into shards and a manifest,
+``integrity`` the fingerprint and the receipt, ``gamearrays`` the on-disk array format,
+``cache`` the token cache.
 """

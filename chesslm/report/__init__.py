@@ -1,2 +1,4 @@
 """Records and reports (rule summarise): ``events`` (events.jsonl), ``telemetry`` (GPU
-telemetry), ``summary`` (tables and the CLI), ``markdown`` (summary.md), ``plots``."""
+telemetry), ``items`` (the report items, one table), ``summary`` (tables and the CLI),
+``markdown`` (summary.md), ``plots``, ``staleness`` (a finished run that no longer matches
+the config)."""
