@@ -436,37 +436,24 @@ def backward_group(
     games: Any,
     group: list[list[Any]],
     *,
-    micro: int,
-    rank: int,
     world: int,
-    device: torch.device | str,
-    pad_multiple: int = 1,
-    max_len: int | None = None,
-    row_tokens: int | None = None,
     as_tensor: bool = False,
+    **layout: Any,
 ) -> Any:
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
-    Loss scale and statistics as ``GroupPass`` says; DDP averages gradients over ranks, hence
-    ``averaged_over=world``. A rank with no games runs a zero-target dummy so that its DDP
-    all-reduce still matches the other ranks'. With ``row_tokens`` the global batches are
-    packed rows (lists of games, ``packed_batches``) and each microbatch runs with per-game
-    positions and a document mask.
+    ``layout``: ``GroupPass``'s keywords (``micro``, ``rank``, ``device``, ``pad_multiple``,
+    ``max_len``, ``row_tokens``). Loss scale and statistics as ``GroupPass`` says; DDP averages
+    gradients over ranks, hence ``averaged_over=world``. A rank with no games runs a
+    zero-target dummy so that its DDP all-reduce still matches the other ranks'. With
+    ``row_tokens`` the global batches are packed rows (lists of games, ``packed_batches``) and
+    each microbatch runs with per-game positions and a document mask.
 
     Returns ``GroupPass.result``: the group's (loss_sum, valid_targets, padded_tokens)
     summed over ranks, as a float64 device tensor if ``as_tensor``, else as a dict of numbers.
     """
-    core = GroupPass(
-        games,
-        group,
-        micro=micro,
-        rank=rank,
-        device=device,
-        pad_multiple=pad_multiple,
-        max_len=max_len,
-        row_tokens=row_tokens,
-        averaged_over=world,
-    )
+    core = GroupPass(games, group, averaged_over=world, **layout)
+    device = core.device
     for k, batch in enumerate(core):
         forward = {} if batch.doc is None else {"pos": batch.pos, "mask": document_mask(batch.doc)}
         last = k == len(core) - 1
