@@ -32,8 +32,10 @@ class WriteError(OSError):
 def _write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     try:
         write_atomic(path, write)
-    except (WriteError, DiskFullError):
-        raise  # already one line naming the file
+    except WriteError:
+        raise
+    except DiskFullError as error:
+        raise WriteError(str(error)) from None  # already one line naming the file
     except OSError as error:
         raise WriteError(f"{path}: cannot write ({error.strerror or error})") from None
 
