@@ -17,11 +17,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from chesslm.data.tokens import PHASES
-from chesslm.train.state import TERMINAL
+from chesslm.train.state import RESUMABLE, TERMINAL
 
 # Segment timeline: a resumable stop (the next segment continues), a terminal status (the run
 # ended), anything else (still running, killed, failed).
-RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
 STATUS_KINDS = {
     "resumable stop (time budget, job deadline, segment_updates)": "tab:blue",
     "terminal status (the run ended)": "tab:green",

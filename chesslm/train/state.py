@@ -23,6 +23,8 @@ from typing import Any
 
 # a segment that stops for one of these ends the run; resuming it is a no-op with a receipt
 TERMINAL = ("early_stop_5_checks", "max_updates", "max_epochs")
+# a segment that stops for one of these leaves the run to the next segment
+RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
 PATIENCE = 5  # validation checks without improvement before early stop
 CURSOR = {"cursor": True}  # metadata of the fields that make the cursor
 
