@@ -79,14 +79,17 @@ print(json.dumps({
 def run_chesslm(path: Path, workers: int, directory: Path) -> dict:
     """One conversion in a fresh process: seconds, games, peak RSS of main and largest worker."""
     out = directory / f"ds-{workers}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # this checkout first, then whatever the caller's path holds (a GPU host's carried wheels)
+    path_entries = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
     result = subprocess.run(
         [sys.executable, "-c", _ONE_RUN, str(path), str(out), str(workers)],
         capture_output=True,
         text=True,
         env=env,
-        check=True,
     )
+    if result.returncode != 0:
+        raise SystemExit(f"conversion with {workers} worker(s) failed:\n{result.stderr[-3000:]}")
     shutil.rmtree(out)
     info = json.loads(result.stdout.strip().splitlines()[-1])
     if workers == 1:
