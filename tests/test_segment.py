@@ -15,6 +15,7 @@ import torch
 from chesslm.files import sha256_file
 from chesslm.train import checkpoint
 from chesslm.train.segment import ERROR_PREFIX
+from chesslm.train.state import WALL_PARTS, TrainState
 
 from .conftest import ROOT, run_segment
 
@@ -88,6 +89,19 @@ def test_first_segment_records(first_segment: Path) -> None:
     assert stages.count("validation") == 2 and stages[-1] == "segment_end"
     assert (first_segment / "train" / "best.pt").exists()
     assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
+
+
+def test_wall_split_adds_up_to_the_segment_seconds(first_segment: Path) -> None:
+    s = status(first_segment, 0)
+    split = s["wall_split"]
+    assert tuple(split) == WALL_PARTS
+    assert sum(split.values()) == pytest.approx(s["seconds"], abs=1e-6)
+    # this segment set up, trained 2 updates, validated 3 times and saved 3 times
+    assert all(split[part] > 0 for part in WALL_PARTS[:-1]), split
+    assert split["other"] >= 0, split
+    assert split["startup"] < s["first_update_seconds"]  # the initial check comes between
+    saved = TrainState.from_state_dict(checkpoint.load(first_segment / "train" / "last.pt"))
+    assert s["useful_targets"] == saved.totals["valid_targets"] > 0  # segment 0 starts at 0
 
 
 def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
