@@ -119,8 +119,8 @@ def efficiency_line(segments: pd.DataFrame, train: pd.DataFrame) -> str:
     )
     median = train["useful_targets_per_second"].median() if len(train) else None
     if median is not None and not pd.isna(median) and median > 0:
-        line += f"; efficiency {rate / median:.2f} of the training records' median"
-    return line
+        return line + f"; efficiency {rate / median:.2f} of the training records' median"
+    return line + "; efficiency n/a (no training record with a rate)"
 
 
 def play_section(run_dir: Path) -> list[str]:
