@@ -15,6 +15,7 @@ import torch
 from chesslm.files import sha256_file
 from chesslm.train import checkpoint
 from chesslm.train.segment import ERROR_PREFIX
+from chesslm.train.state import WALL_PARTS, TrainState
 
 from .conftest import ROOT, run_segment
 
@@ -90,6 +91,24 @@ def test_first_segment_records(first_segment: Path) -> None:
     assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
 
 
+def test_wall_split_adds_up_to_the_segment_seconds(first_segment: Path) -> None:
+    s = status(first_segment, 0)
+    split = s["wall_split"]
+    assert tuple(split) == WALL_PARTS
+    assert sum(split.values()) == pytest.approx(s["seconds"], abs=1e-6)
+    # this segment set up, trained 2 updates, validated 3 times and saved 3 times
+    assert all(split[part] > 0 for part in WALL_PARTS[:-1]), split
+    assert split["other"] >= 0, split
+    assert split["startup"] < s["first_update_seconds"]  # the initial check comes between
+    saved = TrainState.from_state_dict(checkpoint.load(first_segment / "train" / "last.pt"))
+    assert s["useful_targets"] == saved.totals["valid_targets"] > 0  # segment 0 starts at 0
+
+
+def targets(run_dir: Path) -> int:
+    """The useful targets trained so far, from last.pt."""
+    return checkpoint.load(run_dir / "train/last.pt")["metrics"]["totals"]["valid_targets"]
+
+
 def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     tiny_cache: Path, first_segment: Path, tmp_path: Path
 ) -> None:
@@ -102,8 +121,13 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     assert killed.returncode != 0 and not (run_dir / "segments/1.json").exists()
     # the killed attempt saved step 3 before dying in step 4; the rerun continues from there
     assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 3
+    killed_targets = targets(run_dir)
     ok(segment(tiny_cache, run_dir, 1))
     assert (status(run_dir, 1)["step_start"], status(run_dir, 1)["step_end"]) == (3, 4)
+    resumed = status(run_dir, 1)  # counts its own update, not the killed attempt's
+    update = targets(run_dir) - killed_targets
+    assert resumed["useful_targets"] == update > 0
+    assert sum(resumed["wall_split"].values()) == pytest.approx(resumed["seconds"], abs=1e-6)
     ok(segment(tiny_cache, run_dir, 2))
     final = status(run_dir, 2)
     assert final["status"] == "max_updates" and final["terminal"] is True
@@ -143,6 +167,7 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     ok(noop)
     receipt = status(run_dir, 3)
     assert receipt["first_update_seconds"] is None  # a no-op ran no update
+    assert receipt["wall_split"]["other"] == receipt["seconds"] and receipt["useful_targets"] == 0
     assert receipt["resume_action"] == "no_op_terminal" and receipt["terminal"] is True
     assert receipt["updates"] == 0 and sha256_file(run_dir / "train/last.pt") == before
 

@@ -67,6 +67,7 @@ def make_run(
     ),
     complete: bool = True,
     gpus: int = 2,
+    wall_split: bool = True,
 ) -> Path:
     """results/{run}/ as training leaves it: events, telemetry, statuses, probe, results."""
     run_dir = root / "results" / run
@@ -155,6 +156,10 @@ def make_run(
             telemetry.append({"time_unix": float(second), "gpus": "\n".join(lines)})
         terminal = status in TERMINAL
         end = t + 2
+        # status files from before the wall-time split lack these two keys
+        split = {"startup": 4.0 + n, "validation": 2.0, "checkpointing": 1.0, "other": 0.5}
+        split = {**split, "training": end - start - sum(split.values())}
+        wall = {"wall_split": split, "useful_targets": 1500 * (last - first)}
         events.append({"time_unix": end, "stage": "segment_end", "segment": n, "status": status})
         (run_dir / "segments" / f"{n}.json").write_text(
             json.dumps(
@@ -179,6 +184,7 @@ def make_run(
                     "world_size": 2,
                     "device": "cuda",
                 }
+                | (wall if wall_split else {})
             )
         )
         t = end + 30
@@ -385,6 +391,56 @@ def test_outputs_are_deterministic(complete_run):
     before = {name: path.read_bytes() for name, path in paths.items()}
     summary.summarise(run_dir)
     assert {name: path.read_bytes() for name, path in paths.items()} == before
+
+
+def test_wall_time_split_and_efficiency(complete_run):
+    run_dir, paths = complete_run
+    statuses = [json.loads((run_dir / "segments" / f"{n}.json").read_text()) for n in range(3)]
+    table = read_csv(paths, "segments")
+    for part in ("startup", "training", "validation", "checkpointing", "other"):
+        column = f"wall_split.{part}"
+        assert table[column].tolist() == [s["wall_split"][part] for s in statuses], part
+    assert table["useful_targets"].tolist() == [s["useful_targets"] for s in statuses]
+    text = paths["summary"].read_text()
+    section = text.split("### Wall time")[1].split("##")[0]
+    first = statuses[0]["wall_split"]
+    seconds = statuses[0]["seconds"]
+    assert (
+        f"| 0 | {seconds:.1f} | 4.0 ({4 / seconds:.0%}) | "
+        f"{first['training']:.1f} ({first['training'] / seconds:.0%}) |" in section
+    )
+    total = sum(s["seconds"] for s in statuses)
+    assert f"| total | {total:.1f} | {4 + 5 + 6:.1f} ({15 / total:.0%}) |" in section
+    targets = sum(s["useful_targets"] for s in statuses)
+    median = read_csv(paths, "train_steps")["useful_targets_per_second"].median()
+    assert (
+        f"- useful targets/s over the segments' wall time: {targets / total:,.0f} ({targets}"
+        f" targets in {total:.1f} s of 3 segments); efficiency {targets / total / median:.2f}"
+        " of the training records' median" in text
+    )
+
+
+def test_status_files_without_the_wall_split_still_summarise(tmp_path):
+    old = make_run(tmp_path / "old", wall_split=False)
+    text = summary.summarise(old)["summary"].read_text()
+    assert "Where the segments' wall time went: not recorded (older status files)." in text
+    assert "- useful targets/s over the segments' wall time: not recorded" in text
+    assert "Nothing was skipped." in text  # an older status file is not a defect
+    mixed = make_run(tmp_path / "mixed")
+    path = mixed / "segments" / "1.json"
+    status = json.loads(path.read_text())
+    del status["wall_split"], status["useful_targets"]
+    path.write_text(json.dumps(status))
+    paths = summary.summarise(mixed)
+    text = paths["summary"].read_text()
+    assert f"| 1 | {status['seconds']:.1f} |" + " not recorded |" * 5 in text
+    assert "| total of the 2 recorded |" in text
+    assert "of 2 segments); efficiency" in text
+    assert read_csv(paths, "segments")["wall_split.training"].isna().tolist() == [
+        False,
+        True,
+        False,
+    ]
 
 
 # --- partial, CPU and bad input --------------------------------------------------------

@@ -65,6 +65,11 @@ def test_summarise_tables_match_the_events_and_the_report_builds(trained: Path) 
     assert list(segments["status"]) == ["segment_updates", "max_updates"]
     text = (trained / summary).read_text()
     assert "test_evaluated: false" in text and "max_updates" in text
+    # both segments recorded their wall-time split: a table with a total, and the efficiency
+    assert segments["wall_split.training"].gt(0).all() and segments["useful_targets"].gt(0).all()
+    assert "### Wall time" in text and "| total |" in text and "not recorded" not in text
+    efficiency = r"wall time: [\d,]+ \(\d+ targets in [\d.]+ s of 2 segments\); efficiency "
+    assert re.search(efficiency, text)
     snakemake(trained, summary, *ARGS, "--report", "report.html")
     assert "validation" in (trained / "report.html").read_text()
     plan = snakemake(trained, summary, *ARGS, "--forcerun", "summarise", "-n")

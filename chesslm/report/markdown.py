@@ -13,6 +13,7 @@ import pandas as pd
 
 from chesslm.files import sha256_file
 from chesslm.report.staleness import warning
+from chesslm.train.state import WALL_PARTS
 
 if TYPE_CHECKING:
     from chesslm.report.summary import RunRecords, RunState
@@ -55,6 +56,71 @@ def _identity_value(value: Any) -> str:
     if isinstance(value, list):
         return json.dumps(value)
     return str(value)
+
+
+WALL_LABELS = {"startup": "start-up", "training": "training", "validation": "validation"}
+WALL_LABELS |= {"checkpointing": "checkpointing", "other": "other"}
+
+
+def _wall_columns(segments: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The segments' wall-time parts (one column per ``WALL_PARTS``) and which rows have them."""
+    parts = pd.DataFrame(
+        {
+            part: pd.to_numeric(segments.get(f"wall_split.{part}"), errors="coerce")
+            for part in WALL_PARTS
+        },
+        index=segments.index,
+    )
+    return parts, parts.notna().all(axis=1)
+
+
+def wall_time_section(segments: pd.DataFrame) -> list[str]:
+    """Per segment and in total: seconds and share of start-up, training, validation,
+    checkpointing and the rest; segments whose status file predates the split say so."""
+    out = ["### Wall time", ""]
+    parts, recorded = _wall_columns(segments)
+    if not recorded.any():
+        return out + ["Where the segments' wall time went: not recorded (older status files).", ""]
+
+    def cells(values: pd.Series) -> list[str]:
+        whole = values.sum()
+        return [f"{_num(whole, '.1f')}"] + [
+            f"{_num(values[p], '.1f')} ({values[p] / whole:.0%})" if whole > 0 else "n/a"
+            for p in WALL_PARTS
+        ]
+
+    rows = []
+    for index, row in segments.iterrows():
+        if recorded[index]:
+            rows.append([_num(row["segment"], ""), *cells(parts.loc[index])])
+        else:
+            rows.append([_num(row["segment"], ""), _num(row.get("seconds"), ".1f")])
+            rows[-1] += ["not recorded"] * len(WALL_PARTS)
+    total = "total" if recorded.all() else f"total of the {int(recorded.sum())} recorded"
+    rows.append([total, *cells(parts[recorded].sum())])
+    header = ["segment", "seconds"] + [f"{WALL_LABELS[p]} s (share)" for p in WALL_PARTS]
+    return out + _md_table(header, rows)
+
+
+def efficiency_line(segments: pd.DataFrame, train: pd.DataFrame) -> str:
+    """Useful targets/s over the segments' whole wall time, against the training records'
+    median: the share of the training rate a run keeps once start-up, checks and saves count."""
+    _, recorded = _wall_columns(segments)
+    targets = pd.to_numeric(segments.get("useful_targets"), errors="coerce")
+    seconds = pd.to_numeric(segments["seconds"], errors="coerce")
+    rows = recorded & targets.notna() & seconds.notna()
+    if not rows.any() or seconds[rows].sum() <= 0:
+        return "- useful targets/s over the segments' wall time: not recorded"
+    rate = targets[rows].sum() / seconds[rows].sum()
+    line = (
+        f"- useful targets/s over the segments' wall time: {_num(rate, ',.0f')}"
+        f" ({_num(targets[rows].sum(), '')} targets in {_num(seconds[rows].sum(), '.1f')} s"
+        f" of {int(rows.sum())} segments)"
+    )
+    median = train["useful_targets_per_second"].median() if len(train) else None
+    if median is not None and not pd.isna(median) and median > 0:
+        return line + f"; efficiency {rate / median:.2f} of the training records' median"
+    return line + "; efficiency n/a (no training record with a rate)"
 
 
 def play_section(run_dir: Path) -> list[str]:
@@ -182,6 +248,7 @@ def render(
             for _, r in segments.iterrows()
         ]
         out += _md_table([c.replace("_unix", " (UTC)") for c in columns], rows)
+        out += wall_time_section(segments)
     else:
         out += ["No segment has recorded a start yet.", ""]
     for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
@@ -198,6 +265,8 @@ def render(
         )
     if not len(train):
         out.append("- no training record yet")
+    if len(segments):
+        out.append(efficiency_line(segments, train))
     totals = results.get("totals") or {}
     if totals.get("valid_targets") and totals.get("train_seconds"):
         rate = totals["valid_targets"] / totals["train_seconds"]

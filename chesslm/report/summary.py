@@ -40,7 +40,7 @@ from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
 from chesslm.report import markdown, plots
 from chesslm.report.items import OUTPUT_FILES
-from chesslm.train.state import TERMINAL
+from chesslm.train.state import TERMINAL, WALL_PARTS
 
 LOGGER = logging.getLogger(__name__)
 
@@ -72,6 +72,9 @@ TRAIN_FIELDS += ["gpu_work_wall_seconds"]
 SEGMENT_FIELDS = ["segment", "status", "terminal", "stop_reason", "start_unix", "end_unix"]
 SEGMENT_FIELDS += ["seconds", "first_update_seconds", "step_start", "step_end", "updates"]
 SEGMENT_FIELDS += ["best_step"]
+# where each segment's wall time went, and its useful targets (older status files lack them)
+WALL_FIELDS = [f"wall_split.{part}" for part in WALL_PARTS] + ["useful_targets"]
+SEGMENT_FIELDS += WALL_FIELDS
 SEGMENT_FIELDS += ["best_validation_nll", "bad_checks", "last_pt_sha256", "world_size", "device"]
 TELEMETRY_METRICS = {"utilization_percent": 1, "memory_used_MiB": 2, "power_W": 3}
 # Text the seed repeats in every validation record; it describes the protocol, not a value.
@@ -318,7 +321,8 @@ def segments_table(rec: RunRecords, stages: dict[str, list[dict[str, Any]]]) -> 
         frame = frame.sort_values("segment", key=pd.to_numeric).reset_index(drop=True)
     status_rows = frame[frame["source"] == "status file"]
     # a segment that ran no update (a no-op resume of a finished run) has no start-up figure
-    expected = [f for f in SEGMENT_FIELDS if f != "first_update_seconds"]
+    # nor do status files from before the wall-time split (summary.md says "not recorded")
+    expected = [f for f in SEGMENT_FIELDS if f != "first_update_seconds" and f not in WALL_FIELDS]
     _note_missing(status_rows, expected, "segments", rec.notes)
     return frame
 

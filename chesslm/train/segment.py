@@ -289,6 +289,8 @@ def train(args: Invocation, settings: RunSettings) -> None:
                     resume_action="no_op_terminal",
                     step_start=state.step,
                     last_sha=sha256_file(train_dir / "last.pt"),
+                    wall_split={},  # all of it "other": no training, check or save
+                    useful_targets=0,
                 )
             return
     deadline = Deadline.from_env()
@@ -363,6 +365,9 @@ class Segment:
         self.last_end = 0.0
         self.window: Counter = Counter()
         self.first_update_unix: float | None = None  # start-up, reported in the status
+        # where the segment's wall time goes (rank 0's clock; perf_counter, no device sync)
+        self.wall: Counter = Counter()
+        self.targets_start = int(self.state.totals.get("valid_targets", 0))
 
     def run(self) -> None:
         ctx, state = self.ctx, self.state
@@ -389,13 +394,21 @@ class Segment:
         if ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(ctx.device)
         self.work_start = time.perf_counter()
+        self.wall["startup"] = time.time() - self.base["start_unix"]
         with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=ctx.is_main):
             if self.args.segment == 0 and self.resume_action == "fresh":
                 initial = self.validate()
                 state.initial_validation = initial
                 if initial is not None:
                     self.events.write("initial_validation", **initial)
+            loop_start, before = time.perf_counter(), self.wall["validation"]
+            before += self.wall["checkpointing"]
             status, reason = self.loop()
+            looped = time.perf_counter() - loop_start
+            # the loop's checks and saves are counted as such; the rest of it is training
+            self.wall["training"] = looped - (
+                self.wall["validation"] + self.wall["checkpointing"] - before
+            )
         state.work_seconds += time.perf_counter() - self.work_start
         state.segments += 1
         # the status below must describe the checkpoint on disk, so save once more if needed
@@ -435,6 +448,8 @@ class Segment:
                 step_start=self.step_start,
                 last_sha=self.last_sha,
                 first_update_unix=self.first_update_unix,
+                wall_split=dict(self.wall),
+                useful_targets=int(state.totals.get("valid_targets", 0)) - self.targets_start,
             )
 
     def loop(self) -> tuple[str, str | None]:
@@ -542,6 +557,13 @@ class Segment:
         return self.state.step > last
 
     def validate(self) -> dict[str, Any] | None:
+        started = time.perf_counter()
+        try:
+            return self._validate()
+        finally:
+            self.wall["validation"] += time.perf_counter() - started
+
+    def _validate(self) -> dict[str, Any] | None:
         result = None
         if self.ctx.is_main:
             result = validation.evaluate(
@@ -584,6 +606,13 @@ class Segment:
 
     def save(self, improved: bool) -> None:
         """last.pt (and best.pt on improvement), atomically, with every rank's RNG state."""
+        started = time.perf_counter()
+        try:
+            self._save(improved)
+        finally:
+            self.wall["checkpointing"] += time.perf_counter() - started
+
+    def _save(self, improved: bool) -> None:
         rngs = distributed.all_gather_object(checkpoint.rng_state(self.ctx.device))
         if self.ctx.is_main:
             lineage = {"segment": self.args.segment, "parent_sha256": self.parent_sha}

@@ -25,6 +25,8 @@ from typing import Any
 TERMINAL = ("early_stop_5_checks", "max_updates", "max_epochs")
 # a segment that stops for one of these leaves the run to the next segment
 RESUMABLE = ("time_budget", "total_deadline_soft_stop", "segment_updates")
+# the parts of a segment's wall time (its status's ``wall_split``); "other" is the rest
+WALL_PARTS = ("startup", "training", "validation", "checkpointing", "other")
 PATIENCE = 5  # validation checks without improvement before early stop
 CURSOR = {"cursor": True}  # metadata of the fields that make the cursor
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
 from chesslm.train.settings import RunSettings
-from chesslm.train.state import TERMINAL, TrainState
+from chesslm.train.state import TERMINAL, WALL_PARTS, TrainState
 
 
 def finite(value: float | None) -> float | None:
@@ -59,13 +59,23 @@ def write_status(
     step_start: int,
     last_sha: str | None,
     first_update_unix: float | None = None,
+    wall_split: dict[str, float] | None = None,
+    useful_targets: int | None = None,
 ) -> None:
     """The segment's status file ``out``: written last and atomically, so it exists only when
     the checkpoint it names is complete. ``base``: run, segment, start_unix, world_size.
     ``first_update_seconds``: from the segment's start (its process's imports done) to its
     first optimizer update read back, i.e. set-up, compilation (cold or from the run's compile
-    cache) and, in segment 0, the initial validation."""
+    cache) and, in segment 0, the initial validation.
+    ``wall_split``: seconds of start-up (segment start to the training loop), training,
+    validation (the initial check included) and checkpointing; ``other`` is added here as the
+    rest of ``seconds``, so the parts add up to it. ``useful_targets``: this segment's."""
     end = time.time()
+    seconds = end - base["start_unix"]
+    split = None
+    if wall_split is not None:
+        split = {part: float(wall_split.get(part, 0.0)) for part in WALL_PARTS[:-1]}
+        split["other"] = seconds - sum(split.values())
     record = {
         **base,
         "device": settings.device,
@@ -74,13 +84,15 @@ def write_status(
         "stop_reason": stop_reason,
         "resume_action": resume_action,
         "end_unix": end,
-        "seconds": end - base["start_unix"],
+        "seconds": seconds,
         "first_update_seconds": (
             first_update_unix - base["start_unix"] if first_update_unix is not None else None
         ),
         "step_start": step_start,
         "step_end": state.step,
         "updates": state.step - step_start,
+        "wall_split": split,
+        "useful_targets": useful_targets,
         "cursor": state.cursor(),
         "best_step": state.best_step,
         "best_validation_nll": finite(state.best_nll),
