@@ -88,6 +88,20 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_cache(tmp_path_factory.mktemp("cache"), n_train=24, n_val=6)
 
 
+def segment_args(cache: Path, run_dir: Path, n: int) -> list[str]:
+    """The paths of segment ``n`` of the run in ``run_dir`` (resuming segment n-1's status)."""
+    args = [
+        "train",
+        f"--cache={cache}",
+        f"--run-dir={run_dir}",
+        f"--segment={n}",
+        f"--status-out={run_dir}/segments/{n}.json",
+    ]
+    if n > 0:
+        args.append(f"--previous-status={run_dir}/segments/{n - 1}.json")
+    return args
+
+
 def run_segment(
     args: list[str], *, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,7 @@ import torch
 
 from chesslm.train import checkpoint
 
-from .conftest import ROOT, run_segment
+from .conftest import ROOT, run_segment, segment_args
 from .helpers import snakemake
 
 pytestmark = pytest.mark.slow
@@ -45,23 +45,13 @@ def test_the_pilot_on_n_gpus_asks_for_n_gpus_and_starts_n_ranks(
         assert f" --device=cuda --workers={gpus} " in job, job
 
 
+TINY = ("--model=tiny", "--validation-every-steps=1", "--seed=7", "--threads-per-worker=1")
+
+
 def segment(
     cache: Path, run_dir: Path, n: int, workers: int, *hyper: str
 ) -> subprocess.CompletedProcess[str]:
-    args = [
-        "train",
-        f"--cache={cache}",
-        f"--run-dir={run_dir}",
-        f"--segment={n}",
-        f"--status-out={run_dir}/segments/{n}.json",
-        "--model=tiny",
-        "--validation-every-steps=1",
-        "--seed=7",
-        "--threads-per-worker=1",
-        *hyper,
-    ]
-    if n > 0:
-        args.append(f"--previous-status={run_dir}/segments/{n - 1}.json")
+    args = [*segment_args(cache, run_dir, n), *TINY, *hyper]
     result = run_segment(args, workers=workers)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result

@@ -17,7 +17,7 @@ from chesslm.train import checkpoint
 from chesslm.train.segment import ERROR_PREFIX
 from chesslm.train.state import WALL_PARTS, TrainState
 
-from .conftest import ROOT, run_segment
+from .conftest import ROOT, run_segment, segment_args
 
 pytestmark = pytest.mark.slow
 # the fault hooks, then this checkout (PYTHONPATH replaces the caller's)
@@ -37,17 +37,7 @@ HYPER = [
 
 
 def segment(cache: Path, run_dir: Path, n: int, *extra: str, env=None, updates: int | None = 2):
-    args = [
-        "train",
-        f"--cache={cache}",
-        f"--run-dir={run_dir}",
-        f"--segment={n}",
-        f"--status-out={run_dir}/segments/{n}.json",
-        *HYPER,
-        *extra,
-    ]
-    if n > 0:
-        args.append(f"--previous-status={run_dir}/segments/{n - 1}.json")
+    args = [*segment_args(cache, run_dir, n), *HYPER, *extra]
     if updates is not None:
         args.append(f"--segment-updates={updates}")
     return run_segment(args, env=env)
