@@ -155,16 +155,25 @@ def run_schema() -> dict[str, Any]:
     return schema["properties"]["runs"]["additionalProperties"]
 
 
+def schema_error(schema: dict[str, Any], value: Any, *, where: Sequence[str] = ()) -> str | None:
+    """The first error of ``value`` against a JSON schema as one line naming its dotted key
+    (``where`` is the path down to ``value``), or None."""
+    import jsonschema
+
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(value)
+    first = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
+    if first is None:
+        return None
+    key = ".".join([*where, *(str(p) for p in first.absolute_path)]) or "(top level)"
+    return f"{key}: {first.message}"
+
+
 def check(run: dict[str, Any], *, name: str = "run") -> None:
     """:raises ValueError: naming ``runs.{name}.<key>`` and what is wrong, for the first bad
     key of the schema, then for the cross-key rules the schema cannot express."""
-    import jsonschema
-
-    errors = jsonschema.Draft202012Validator(run_schema()).iter_errors(run)
-    first = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
-    if first is not None:
-        where = ".".join(["runs", name, *(str(p) for p in first.absolute_path)])
-        raise ValueError(f"{where}: {first.message}")
+    error = schema_error(run_schema(), run, where=("runs", name))
+    if error:
+        raise ValueError(error)
     warmup, horizon = run.get("warmup_steps"), run.get("schedule_steps")
     if warmup is not None and horizon is not None and warmup >= horizon:
         raise ValueError(

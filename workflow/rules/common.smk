@@ -8,25 +8,21 @@ import shlex
 import sys
 from pathlib import Path
 
-import jsonschema
 import yaml
 from snakemake.utils import validate
 
 from chesslm.data import dataset as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.train import launch
-from chesslm.train.settings import RunSettings
+from chesslm.train.settings import RunSettings, schema_error
 
 
 def _check_schema():
     """One line naming the first bad key; then snakemake's validate fills in the defaults."""
     schema_path = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
-    schema = yaml.safe_load(schema_path.read_text())
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(config)
-    first = min(errors, key=lambda e: [str(p) for p in e.absolute_path], default=None)
-    if first is not None:
-        where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
-        raise ValueError(f"config: {where}: {first.message}")
+    error = schema_error(yaml.safe_load(schema_path.read_text()), config)
+    if error:
+        raise ValueError(f"config: {error}")
 
 
 _check_schema()
