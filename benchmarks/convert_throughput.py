@@ -59,8 +59,9 @@ import json, resource, sys, time
 from pathlib import Path
 from chesslm.data import dataset
 start = time.perf_counter()
+stats = {}
 manifest = dataset.convert([Path(sys.argv[1])], Path(sys.argv[2]), dataset.Settings(),
-                           workers=int(sys.argv[3]))
+                           workers=int(sys.argv[3]), stats=stats)
 elapsed = time.perf_counter() - start
 kb = 1024  # ru_maxrss is in KiB on Linux
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -72,6 +73,7 @@ print(json.dumps({
     "games_read": sum(manifest["games"].values()) + sum(manifest["skipped"].values()),
     "main_peak_rss_mb": me.ru_maxrss / kb,
     "worker_peak_rss_mb": kids.ru_maxrss / kb,
+    "phases": stats,
 }))
 """
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm.data import dataset, filters, gamearrays, split, tokens
+from chesslm.data import dataset, filters, gamearrays, pgn, split, tokens
 from chesslm.data.pgn import PgnFileError
 from tests import metadata_oracle
 from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
@@ -241,3 +241,25 @@ def test_shards_are_plain_npy_without_pickle(tmp_path):
     for path in (tmp_path / "ds").rglob("*.npy"):
         array = np.load(path, allow_pickle=False)
         assert array.dtype != object
+
+
+@pytest.mark.parametrize("chunk_bytes", [700, 5000])
+def test_chunks_cut_only_between_games_whatever_their_size(tmp_path, chunk_bytes):
+    """The reader's chunks (in shared buffers of 2 x chunk_bytes, or spilled to memory when one
+    game is longer than a buffer: 700 bytes is shorter than most games) are the file's text
+    cut only where a game starts, CRLF included."""
+    text = "\ufeff" + first_games_pgn(40).replace("\n", "\r\n")
+    path = write(tmp_path, text, "in.pgn.zst")
+    chunks = list(pgn.read_raw_chunks(path, chunk_bytes=chunk_bytes))
+    assert b"".join(chunks).decode() == text.removeprefix("\ufeff")
+    assert len(chunks) > 5 and all(c.startswith(b"[Event ") for c in chunks)
+
+
+def test_many_workers_with_small_chunks_give_the_one_worker_dataset(tmp_path, monkeypatch):
+    """Shared buffers smaller than many games (so the spill path runs), several inputs, more
+    chunks than buffers: the same files as one worker with the default chunks."""
+    inputs = [write(tmp_path, first_games_pgn(60), "a.pgn"), SAMPLE]
+    one = dataset.convert(inputs, tmp_path / "one", SETTINGS)
+    monkeypatch.setattr(dataset, "CHUNK_BYTES", 700)
+    many = dataset.convert(inputs, tmp_path / "many", SETTINGS, workers=3)
+    assert many["files"] == one["files"] and many["skipped"] == one["skipped"]

@@ -29,6 +29,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from chesslm.files import sha256_file, write_json_atomic
 LOGGER = logging.getLogger(__name__)
 
 CONVERTER_VERSION = "chesslm-convert-v2"
+CHUNK_BYTES = 4 << 20  # text per chunk a worker parses: thousands of games
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",
@@ -464,22 +466,23 @@ def _take(result: ChunkResult, games: np.ndarray) -> ChunkResult:
 class Duplicates:
     """Duplicate detection in bounded memory: (key, number) pairs hashed into bucket files.
 
-    ``add`` numbers a batch of kept games in input order and appends each (64-bit key,
-    number) pair to one of ``BUCKETS`` files on disk (buffered: at most ``BUFFER`` pairs per
-    bucket in memory). ``later_copies`` sorts one bucket at a time and returns the numbers of
-    every game whose key appeared with a smaller number: memory is 1/``BUCKETS`` of the pairs,
-    not a Python object (or even 8 bytes) per game.
+    ``add`` numbers a batch of kept games in input order; the (64-bit key, number) pairs wait
+    in memory until ``FLUSH`` of them have come, then each goes to one of ``BUCKETS`` files
+    on disk (one open and one write per bucket per flush). ``later_copies`` sorts the buckets
+    (in parallel threads: NumPy sorts without the GIL) and returns the numbers of every game
+    whose key appeared with a smaller number: memory is ``FLUSH`` pairs plus the buckets being
+    sorted, not a Python object (or even 8 bytes) per game.
     """
 
     BUCKETS = 256
-    BUFFER = 1024
+    FLUSH = 1 << 20  # 16 MiB of pairs
     PAIR = np.dtype([("key", "<u8"), ("number", "<i8")])
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, *, threads: int = 1) -> None:
+        self.directory, self.threads = directory, max(1, threads)
         directory.mkdir(parents=True)
-        self.buffers: list[list[np.ndarray]] = [[] for _ in range(self.BUCKETS)]
-        self.buffered = np.zeros(self.BUCKETS, dtype=np.int64)
+        self.pending: list[np.ndarray] = []
+        self.pending_pairs = 0
         self.count = 0
 
     def add(self, keys: np.ndarray) -> np.ndarray:
@@ -488,58 +491,65 @@ class Duplicates:
         self.count += len(keys)
         pairs = np.empty(len(keys), dtype=self.PAIR)
         pairs["key"], pairs["number"] = keys, numbers
-        # Fibonacci hashing: Lichess keys are dense integers, their top bits are not uniform
-        bucket = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(56)
-        order = np.argsort(bucket, kind="stable")
-        bounds = np.searchsorted(bucket[order], np.arange(self.BUCKETS + 1))
-        pairs = pairs[order]
-        for b in np.flatnonzero(np.diff(bounds)):
-            self.buffers[b].append(pairs[bounds[b] : bounds[b + 1]])
-            self.buffered[b] += bounds[b + 1] - bounds[b]
-            if self.buffered[b] >= self.BUFFER:
-                self._flush(int(b))
+        self.pending.append(pairs)
+        self.pending_pairs += len(pairs)
+        if self.pending_pairs >= self.FLUSH:
+            self._flush()
         return numbers
 
     def _path(self, bucket: int) -> Path:
         return self.directory / f"{bucket:03d}.pairs"
 
-    def _flush(self, bucket: int) -> None:
-        if not self.buffers[bucket]:
+    def _flush(self) -> None:
+        if not self.pending:
             return
-        path = self._path(bucket)
-        try:
-            with open(path, "ab") as fh:
-                for part in self.buffers[bucket]:
-                    fh.write(memoryview(np.ascontiguousarray(part)).cast("B"))
-        except OSError as error:
-            raise gamearrays.WriteError(
-                f"{path}: cannot write ({error.strerror or error})"
-            ) from None
-        self.buffers[bucket], self.buffered[bucket] = [], 0
+        pairs = np.concatenate(self.pending)
+        self.pending, self.pending_pairs = [], 0
+        # Fibonacci hashing: Lichess keys are dense integers, their top bits are not uniform
+        bucket = (pairs["key"] * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(56)
+        order = np.argsort(bucket, kind="stable")  # numbers stay increasing within a bucket
+        bounds = np.searchsorted(bucket[order], np.arange(self.BUCKETS + 1))
+        pairs = pairs[order]
+        for b in np.flatnonzero(np.diff(bounds)):
+            path = self._path(int(b))
+            try:
+                with open(path, "ab") as fh:
+                    fh.write(memoryview(pairs[bounds[b] : bounds[b + 1]]).cast("B"))
+            except OSError as error:
+                raise gamearrays.WriteError(
+                    f"{path}: cannot write ({error.strerror or error})"
+                ) from None
 
     def later_copies(self) -> np.ndarray:
         """Sorted numbers of the games that repeat an earlier game's key."""
-        drops = [np.zeros(0, np.int64)]
-        for bucket in range(self.BUCKETS):
-            self._flush(bucket)
+        self._flush()
+
+        def repeats(bucket: int) -> np.ndarray:
             path = self._path(bucket)
             if not path.exists():
-                continue
+                return np.zeros(0, np.int64)
             pairs = np.fromfile(path, dtype=self.PAIR)
-            pairs.sort(order=("key", "number"))
-            repeat = pairs["key"][1:] == pairs["key"][:-1]
-            drops.append(pairs["number"][1:][repeat])
-        return np.sort(np.concatenate(drops))
+            # stable: equal keys keep the order they were added in, first copy first
+            order = np.argsort(pairs["key"], kind="stable")
+            keys, numbers = pairs["key"][order], pairs["number"][order]
+            return numbers[1:][keys[1:] == keys[:-1]]
+
+        with ThreadPoolExecutor(self.threads) as pool:
+            drops = list(pool.map(repeats, range(self.BUCKETS)))
+        return np.sort(np.concatenate([np.zeros(0, np.int64), *drops]))
 
 
-def _chunks(inputs: Sequence[Path], digests: dict[Path, str]) -> Iterator[bytes]:
-    """Raw chunks of every input in order; records each input's sha256 once it is read."""
+def _chunks(
+    inputs: Sequence[Path], digests: dict[Path, str], read: Callable[..., Iterator[Any]]
+) -> Iterator[Any]:
+    """Chunks of every input in order (``read(path, digest)`` cuts one input); records each
+    input's sha256 once it is read."""
     for path in inputs:
         digest = hashlib.sha256()
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
         any_text = False
-        for chunk in pgn.read_raw_chunks(path, digest=digest):
+        for chunk in read(path, digest):
             any_text = True
             yield chunk
         if not any_text:
@@ -547,23 +557,41 @@ def _chunks(inputs: Sequence[Path], digests: dict[Path, str]) -> Iterator[bytes]
         digests[path] = digest.hexdigest()
 
 
-def _parse_raw(chunk: bytes, settings: Settings) -> ChunkResult:
-    return parse_chunk(pgn.decode_chunk(chunk), settings)
+def _parse_raw(chunk: bytes | memoryview, settings: Settings) -> list[ChunkResult]:
+    return _by_split(parse_chunk(pgn.decode_chunk(chunk), settings))
 
 
-def _reader(inputs: Sequence[Path], tasks: Any, results: Any, workers: int) -> None:
-    """Reader process: decompress and cut the inputs into chunks for the workers.
+def _by_split(result: ChunkResult) -> list[ChunkResult]:
+    """A chunk's games as one result per split (``split.SPLITS`` order); the first carries
+    the chunk's skip counts."""
+    parts = [_take(result, np.flatnonzero(result.splits == k)) for k in range(len(split.SPLITS))]
+    parts[0].skipped = result.skipped
+    return parts
 
-    Sends ``("chunk", seq, bytes)`` tasks, then one ``None`` per worker; reports
-    ``("read", chunks, digests)`` or ``("error", kind, message)`` to the main process.
+
+def _reader(
+    inputs: Sequence[Path], buffers: pgn.Buffers, free: Any, tasks: Any, results: Any, workers: int
+) -> None:
+    """Reader process: decompress and cut the inputs into chunks, written into the shared
+    ``buffers`` (``free`` holds the indices of those no worker is reading).
+
+    Sends ``(seq, index, length)`` tasks (or ``(seq, bytes)`` for a chunk too big for a
+    buffer), then one ``None`` per worker; reports ``("read", chunks, digests, cpu seconds)``
+    or ``("error", kind, message)`` to the main process.
     """
     digests: dict[Path, str] = {}
     seq = 0
+
+    def read(path: Path, digest: Any) -> Iterator[Any]:
+        return pgn.read_chunks_into(
+            path, buffers, free.get, free.put, chunk_bytes=CHUNK_BYTES, digest=digest
+        )
+
     try:
-        for chunk in _chunks(inputs, digests):
+        for chunk in _chunks(inputs, digests, read):
             tasks.put((seq, chunk))
             seq += 1
-        results.put(("read", seq, digests))
+        results.put(("read", seq, digests, time.process_time()))
     except (ConvertError, pgn.PgnFileError, OSError) as error:
         results.put(("error", type(error).__name__, str(error)))
     finally:
@@ -571,12 +599,19 @@ def _reader(inputs: Sequence[Path], tasks: Any, results: Any, workers: int) -> N
             tasks.put(None)
 
 
-def _worker(settings: Settings, tasks: Any, results: Any) -> None:
+def _worker(settings: Settings, buffers: pgn.Buffers, free: Any, tasks: Any, results: Any) -> None:
     """Worker process: parse chunks until the reader says there are no more."""
     while (task := tasks.get()) is not None:
         seq, chunk = task
         try:
-            results.put(("chunk", seq, _parse_raw(chunk, settings)))
+            if isinstance(chunk, bytes):
+                parts = _parse_raw(chunk, settings)
+            else:
+                index, length = chunk
+                text = pgn.decode_chunk(buffers.view(index, length))
+                free.put(index)  # the text is this process's own copy now
+                parts = _by_split(parse_chunk(text, settings))
+            results.put(("chunk", seq, parts))
         except Exception as error:  # reported with its chunk; the main process stops
             results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
             return
@@ -589,41 +624,61 @@ _ERRORS: dict[str, type[Exception]] = {
 
 
 def _results(
-    inputs: Sequence[Path], settings: Settings, workers: int, digests: dict[Path, str]
-) -> Iterator[ChunkResult]:
-    """Chunk results in input order.
+    inputs: Sequence[Path],
+    settings: Settings,
+    workers: int,
+    digests: dict[Path, str],
+    stats: dict[str, float],
+) -> Iterator[list[ChunkResult]]:
+    """Chunk results in input order, each as one result per split.
 
-    With several workers: one reader process decompresses and cuts chunks, ``workers``
-    processes decode and parse them, and this (main) process only puts results in order and
-    merges them, so neither reading nor merging serialises the parsing. Chunks in flight are
-    bounded (a task queue of 2 per worker), and so is the reordering buffer.
+    With several workers: one reader process decompresses and cuts chunks into shared
+    buffers, ``workers`` processes decode, parse and split them, and this (main) process only
+    puts results in order and appends them to shards, so neither reading nor merging
+    serialises the parsing. Chunks in flight are bounded (``workers + 2`` buffers), and so is
+    the reordering buffer.
     """
     if workers <= 1:
-        for chunk in _chunks(inputs, digests):
+
+        def read(path: Path, digest: Any) -> Iterator[bytes]:
+            return pgn.read_raw_chunks(path, chunk_bytes=CHUNK_BYTES, digest=digest)
+
+        for chunk in _chunks(inputs, digests, read):
             yield _parse_raw(chunk, settings)
         return
     context = multiprocessing.get_context("fork")
+    buffers = pgn.Buffers(workers + 2, 2 * CHUNK_BYTES)
+    free = context.Queue()
+    for index in range(buffers.count):
+        free.put(index)
     tasks = context.Queue(maxsize=2 * workers)
     results = context.Queue()
-    processes = [context.Process(target=_reader, args=(inputs, tasks, results, workers))]
+    _widen(results)
+    processes = [
+        context.Process(target=_reader, args=(inputs, buffers, free, tasks, results, workers))
+    ]
     processes += [
-        context.Process(target=_worker, args=(settings, tasks, results)) for _ in range(workers)
+        context.Process(target=_worker, args=(settings, buffers, free, tasks, results))
+        for _ in range(workers)
     ]
     for process in processes:
         process.daemon = True
         process.start()
     try:
-        waiting: dict[int, ChunkResult] = {}
+        waiting: dict[int, list[ChunkResult]] = {}
         expected: int | None = None
         next_seq = 0
         while expected is None or next_seq < expected:
+            waited = time.perf_counter()
             message = _next_message(results, processes)
+            stats["main_wait_seconds"] += time.perf_counter() - waited
             if message[0] == "error":
                 kind, text = message[1], message[2]
                 raise _ERRORS.get(kind, ConvertError)(text)
             if message[0] == "read":
                 expected = message[1]
                 digests.update(message[2])
+                stats["reader_cpu_seconds"] = message[3]
                 continue
             waiting[message[1]] = message[2]
             while next_seq in waiting:
@@ -635,8 +690,21 @@ def _results(
                 process.terminate()
         for process in processes:
             process.join()
-        tasks.cancel_join_thread()
-        results.cancel_join_thread()
+        for pipe in (free, tasks, results):
+            pipe.cancel_join_thread()
+        buffers.mm.close()
+
+
+def _widen(pipe: Any) -> None:
+    """A queue's pipe buffer at 1 MiB (Linux; else as it is): chunks of megabytes then pass in
+    a few system calls instead of one per 64 KiB, each waking the other process."""
+    try:
+        import fcntl
+
+        for end in (pipe._reader, pipe._writer):  # noqa: SLF001 (no public handle)
+            fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def _next_message(results: Any, processes: list[Any]) -> tuple:
@@ -653,9 +721,17 @@ def _next_message(results: Any, processes: list[Any]) -> tuple:
 
 
 def convert(
-    inputs: Sequence[Path | str], out_dir: Path | str, settings: Settings, *, workers: int = 1
+    inputs: Sequence[Path | str],
+    out_dir: Path | str,
+    settings: Settings,
+    *,
+    workers: int = 1,
+    stats: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Convert PGN files into a dataset at ``out_dir``; returns the manifest.
+
+    ``stats``, if given, is filled with where the time went (seconds per phase, the main
+    process's waits, the reader's CPU): what a scaling benchmark needs to find the serial part.
 
     :raises ConvertError, pgn.PgnFileError: one line naming the file or setting at fault;
         nothing is left behind that looks complete.
@@ -671,39 +747,52 @@ def convert(
     shards_tmp.mkdir(parents=True)
     started = time.perf_counter()
     try:
-        manifest = _convert_into(inputs, out_dir, shards_tmp, settings, workers)
+        manifest = _convert_into(
+            inputs, out_dir, shards_tmp, settings, workers, {} if stats is None else stats
+        )
     except BaseException:
         shutil.rmtree(shards_tmp, ignore_errors=True)
         raise
     LOGGER.info(
-        "converted %d games (%s) in %.1f s; skipped %s",
+        "converted %d games (%s) in %.1f s; skipped %s; phases %s",
         sum(manifest["games"].values()),
         manifest["games"],
         time.perf_counter() - started,
         {k: v for k, v in manifest["skipped"].items() if v},
+        {k: round(v, 2) for k, v in (stats or {}).items()},
     )
     return manifest
 
 
 def _convert_into(
-    inputs: list[Path], out_dir: Path, shards_tmp: Path, settings: Settings, workers: int
+    inputs: list[Path],
+    out_dir: Path,
+    shards_tmp: Path,
+    settings: Settings,
+    workers: int,
+    stats: dict[str, float],
 ) -> dict[str, Any]:
     writers = {s: _ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
-    duplicates = Duplicates(shards_tmp / ".duplicates")
+    duplicates = Duplicates(shards_tmp / ".duplicates", threads=workers)
     digests: dict[Path, str] = {}
     done = 0
-    for result in _results(inputs, settings, workers, digests):
-        skipped.update(result.skipped)
-        result.order = duplicates.add(result.keys)
-        for k, name in enumerate(split.SPLITS):
-            games = np.flatnonzero(result.splits == k)
-            if len(games):
-                writers[name].add(_take(result, games))
-        done += len(result.ids) + sum(result.skipped.values())
+    stats.update(main_wait_seconds=0.0, reader_cpu_seconds=0.0)
+    clock = time.perf_counter()
+    for parts in _results(inputs, settings, workers, digests, stats):
+        # the split's parts of one chunk, numbered as the games stood in the chunk
+        numbers = duplicates.add(np.concatenate([p.keys for p in parts]))
+        first = 0
+        for name, part in zip(split.SPLITS, parts, strict=True):
+            skipped.update(part.skipped)
+            part.order, first = numbers[first : first + len(part.ids)], first + len(part.ids)
+            if len(part.ids):
+                writers[name].add(part)
+            done += len(part.ids) + sum(part.skipped.values())
         LOGGER.info("read %d games so far", done)
     for writer in writers.values():
         writer.flush()  # an empty split still gets one (empty) shard, recorded as such
+    stats["parse_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     # Duplicates last, from disk: only shards that hold a later copy of a game are rewritten
     later = duplicates.later_copies()
     skipped["duplicate_id"] = len(later)
@@ -712,6 +801,7 @@ def _convert_into(
         if len(later):
             writer.drop(later)
         writer.forget_order()
+    stats["duplicates_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     kept = sum(w.count for w in writers.values())
     if kept == 0:
         names = ", ".join(str(p) for p in inputs)
@@ -722,11 +812,11 @@ def _convert_into(
             shutil.rmtree(out_dir / name)
         os.replace(shards_tmp / name, out_dir / name)
     shards_tmp.rmdir()
-    files = {
-        f"{name}/{p.name}": sha256_file(p)
-        for name in split.SPLITS
-        for p in sorted((out_dir / name).iterdir())
-    }
+    paths = [p for name in split.SPLITS for p in sorted((out_dir / name).iterdir())]
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # hashlib hashes without the GIL
+        digests_of = list(pool.map(sha256_file, paths))
+    files = {f"{p.parent.name}/{p.name}": d for p, d in zip(paths, digests_of, strict=True)}
+    stats["hash_seconds"] = time.perf_counter() - clock
     manifest: dict[str, Any] = {
         "format": FORMAT,
         "converter_version": CONVERTER_VERSION,

@@ -9,8 +9,10 @@ with one line naming the file.
 
 from __future__ import annotations
 
+import codecs
+import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,8 @@ import zstandard
 READ_BLOCK = 1 << 20
 
 # A game starts at a line opening with "[" whose previous line is blank or not a tag line
-# (tag lines end with "]"). Candidates are found by the literal "\n[" (fast), then filtered.
-_LINE_BRACKET = re.compile(r"\n\[")
+# (tag lines end with "]"): one match per game, the tag lines inside it never match.
+_GAME_START = re.compile(r"\n(?<!\]\n)\[")
 
 
 class PgnFileError(ValueError):
@@ -84,53 +86,119 @@ def read_raw_chunks(
 
     :raises PgnFileError: if the file is missing, not zstd, or truncated.
     """
+    buffers = Buffers(1, 2 * chunk_bytes, shared=False)
+    chunks = read_chunks_into(
+        path, buffers, lambda: 0, lambda _: None, chunk_bytes=chunk_bytes, digest=digest
+    )
+    for chunk in chunks:
+        yield chunk if isinstance(chunk, bytes) else buffers.mm[: chunk[1]]
+
+
+class Buffers:
+    """``count`` buffers of ``size`` bytes in one mapping; shared with processes forked after
+    it is made (anonymous and shared: no file, no /dev/shm), so a chunk passes from the
+    reader to a worker without pickling or a pipe."""
+
+    def __init__(self, count: int, size: int, *, shared: bool = True) -> None:
+        self.count, self.size = count, size
+        flags = mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE
+        self.mm = mmap.mmap(-1, count * size, flags=flags | mmap.MAP_ANONYMOUS)
+
+    def view(self, index: int, length: int) -> memoryview:
+        start = index * self.size
+        return memoryview(self.mm)[start : start + length]
+
+
+def read_chunks_into(
+    path: Path | str,
+    buffers: Buffers,
+    take: Callable[[], int],
+    release: Callable[[int], None],
+    *,
+    chunk_bytes: int = 4 << 20,
+    digest: Any = None,
+) -> Iterator[tuple[int, int] | bytes]:
+    """Whole-game chunks of ``path``, each written into a free buffer that ``take()`` names
+    (it may block until a consumer gives one back): yields ``(buffer, length)``, or the
+    chunk's bytes where one game alone is longer than a buffer. The consumer gives each
+    yielded buffer back when done with it; a buffer left empty at the end goes to ``release``.
+
+    One copy per byte (decompressed block into the buffer); only a cut chunk's tail, part
+    of one game, is copied again into the next buffer.
+
+    :raises PgnFileError: if the file is missing, not zstd, or truncated.
+    """
     path = Path(path)
     if not path.is_file():
         raise PgnFileError(f"{path}: no such file")
-    blocks: list[bytes] = []
-    size = 0
+    mm, size = buffers.mm, buffers.size
+    index, fill = take(), 0
+    spill: bytearray | None = None  # a chunk that outgrew its buffer (no game start in it)
     first = True
     for block in _raw_blocks(path, digest):
         if first:
             block = block.removeprefix(b"\xef\xbb\xbf")  # UTF-8 byte order mark
             first = False
-        blocks.append(block)
-        size += len(block)
-        if size < chunk_bytes:
-            continue
-        pending = b"".join(blocks)
-        cut = _last_game_start(pending)
-        if cut > 0:
-            yield pending[:cut]
-            pending = pending[cut:]
-        blocks, size = [pending], len(pending)
-    pending = b"".join(blocks)
-    if pending.strip():
-        yield pending
+        data = memoryview(block)
+        while data:
+            if spill is not None:  # the buffer's content so far is part of one long game
+                seen = len(spill)
+                spill += data
+                cut = _first_game_start(spill, max(0, seen - 2))
+                if cut < 0:
+                    break  # all of this block belongs to the long game
+                yield bytes(spill[:cut])
+                data, spill = memoryview(bytes(spill[cut:])), None  # the rest: as usual
+                continue
+            base = index * size
+            n = min(len(data), size - fill)
+            mm[base + fill : base + fill + n] = data[:n]
+            fill, data = fill + n, data[n:]
+            if fill < chunk_bytes and fill < size:
+                continue
+            cut = _last_game_start(mm, base, base + fill)
+            if cut > base:
+                yield index, cut - base
+                tail = mm[cut : base + fill]
+                index, fill = take(), len(tail)
+                buffers.view(index, fill)[:] = tail
+            elif fill == size:  # no game starts in a whole buffer: keep it in memory instead
+                spill, fill = bytearray(mm[base : base + fill]), 0
+    base = index * size
+    if spill is not None and spill.strip():
+        yield bytes(spill)
+    if spill is None and mm[base : base + fill].strip():
+        yield index, fill
+    else:
+        release(index)
 
 
-def _last_game_start(data: bytes) -> int:
-    """Offset of the last game start in ``data`` (a line opening with ``[`` after a line
-    that is not a tag line, CRLF or LF), or -1."""
-    i = data.rfind(b"\n[")
+def _first_game_start(data: Any, start: int) -> int:
+    """Offset of the first game start in ``data`` after ``start``, or -1 (as below)."""
+    i = data.find(b"\n[", start)
     while i > 0 and (data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"):
-        i = data.rfind(b"\n[", 0, i)
+        i = data.find(b"\n[", i + 1)
     return i + 1 if i > 0 else -1
 
 
-def decode_chunk(data: bytes) -> str:
+def _last_game_start(data: Any, start: int = 0, end: int | None = None) -> int:
+    """Offset of the last game start in ``data[start:end]`` (a line opening with ``[`` after
+    a line that is not a tag line, CRLF or LF), or -1. ``data`` is bytes or an mmap."""
+    end = len(data) if end is None else end
+    i = data.rfind(b"\n[", start, end)
+    while i > start and (data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"):
+        i = data.rfind(b"\n[", start, i)
+    return i + 1 if i > start else -1
+
+
+def decode_chunk(data: bytes | memoryview) -> str:
     """A raw chunk as text: CRLF turned into LF; a stray latin-1 byte in a header must not
     lose the game (moves are ASCII)."""
-    return data.replace(b"\r\n", b"\n").decode("utf-8", errors="replace")
+    return codecs.decode(data, "utf-8", "replace").replace("\r\n", "\n")
 
 
 def split_games(chunk: str) -> list[str]:
     """One string per game (headers and movetext); blank pieces dropped."""
-    starts = [0]
-    for match in _LINE_BRACKET.finditer(chunk):
-        i = match.start()
-        if i > 0 and chunk[i - 1] != "]":
-            starts.append(i + 1)
-    starts.append(len(chunk))
+    starts = [0, *(m.start() + 1 for m in _GAME_START.finditer(chunk, 1)), len(chunk)]
     pieces = (chunk[a:b] for a, b in zip(starts, starts[1:], strict=False))
     return [p for p in pieces if p.strip()]
