@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from chesslm.data import dataset
 from chesslm.train.segment import ERROR_PREFIX
 
 from .conftest import ROOT, run_segment
+from .helpers import SAMPLE
 
 pytestmark = pytest.mark.slow
 HYPER = ["--model=tiny", "--micro=2", "--accum=2", "--seed=7", "--threads=1"]
@@ -137,3 +139,18 @@ with logs.step("token_cache", None):
     assert len(lines) == 1, result.stderr[-3000:]
     where = f"{small_disk}/token-cache.tmp/train.tokens.npy"
     assert f"token_cache failed: {where}: disk full" in lines[0], lines
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_during_convert_names_the_file_and_leaves_nothing(
+    small_disk: Path, workers: int
+) -> None:
+    """Whether the main process (shards) or a worker (its spooled chunk) meets the full disk,
+    the error names the file in one line, and nothing that looks complete is left."""
+    out = small_disk / "ds"
+    with pytest.raises(OSError) as error:
+        dataset.convert([SAMPLE, SAMPLE], out, dataset.Settings(), workers=workers)
+    text = str(error.value)
+    assert text.startswith(f"{out}/.convert.tmp/") and "\n" not in text, text
+    assert "No space left on device" in text, text
+    assert not out.exists() or not any(out.iterdir())

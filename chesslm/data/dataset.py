@@ -26,6 +26,7 @@ import os
 import queue
 import re
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -545,16 +546,44 @@ def _chunks(
     """Chunks of every input in order (``read(path, digest)`` cuts one input); records each
     input's sha256 once it is read."""
     for path in inputs:
-        digest = hashlib.sha256()
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
         any_text = False
-        for chunk in read(path, digest):
-            any_text = True
-            yield chunk
+        with _DigestThread() as digest:
+            for chunk in read(path, digest):
+                any_text = True
+                yield chunk
         if not any_text:
             raise ConvertError(f"{path}: no PGN text in it")
         digests[path] = digest.hexdigest()
+
+
+class _DigestThread:
+    """sha256 of what ``update`` is given, computed in a thread (hashlib runs without the
+    GIL), so hashing the input does not add to the reader's time."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while (block := self.blocks.get()) is not None:
+            self.digest.update(block)
+
+    def __enter__(self) -> _DigestThread:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.blocks.put(None)
+        self.thread.join()
+
+    def update(self, block: bytes) -> None:
+        self.blocks.put(block)
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
 
 
 def _parse_raw(chunk: bytes | memoryview, settings: Settings) -> list[ChunkResult]:
@@ -599,8 +628,12 @@ def _reader(
             tasks.put(None)
 
 
-def _worker(settings: Settings, buffers: pgn.Buffers, free: Any, tasks: Any, results: Any) -> None:
-    """Worker process: parse chunks until the reader says there are no more."""
+def _worker(
+    settings: Settings, buffers: pgn.Buffers, free: Any, tasks: Any, results: Any, spool: Path
+) -> None:
+    """Worker process: parse chunks until the reader says there are no more; each chunk's
+    results go to a file in ``spool`` (the main process reads it in one call, where a pipe
+    would take a system call per 64 KiB and a pickle copy) and only its name to ``results``."""
     while (task := tasks.get()) is not None:
         seq, chunk = task
         try:
@@ -611,14 +644,60 @@ def _worker(settings: Settings, buffers: pgn.Buffers, free: Any, tasks: Any, res
                 text = pgn.decode_chunk(buffers.view(index, length))
                 free.put(index)  # the text is this process's own copy now
                 parts = _by_split(parse_chunk(text, settings))
-            results.put(("chunk", seq, parts))
+            path = spool / f"{seq:09d}.chunk"
+            results.put(("chunk", seq, path, _spool(path, parts), parts[0].skipped))
+        except gamearrays.WriteError as error:
+            results.put(("error", "WriteError", str(error)))
+            return
         except Exception as error:  # reported with its chunk; the main process stops
             results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
             return
 
 
+_FIELDS = ("ids", "keys", "splits", "tokens", "offsets")
+
+
+def _spool(path: Path, parts: list[ChunkResult]) -> list[list[tuple[str, str, int]]]:
+    """Write the arrays of ``parts`` back to back (8-byte aligned) to ``path``; returns their
+    layout: per part, (name, dtype, count) in file order."""
+    layout = []
+    try:
+        with open(path, "wb") as fh:
+            for part in parts:
+                arrays = {name: getattr(part, name) for name in _FIELDS} | part.columns
+                layout.append([(name, a.dtype.str, len(a)) for name, a in arrays.items()])
+                for a in arrays.values():
+                    data = memoryview(np.ascontiguousarray(a)).cast("B")
+                    fh.write(data)
+                    fh.write(bytes(-len(data) % 8))
+    except OSError as error:
+        raise gamearrays.WriteError(f"{path}: cannot write ({error.strerror or error})") from None
+    return layout
+
+
+def _unspool(
+    path: Path, layout: list[list[tuple[str, str, int]]], skipped: Counter[str]
+) -> list[ChunkResult]:
+    """The parts a worker spooled to ``path`` (the file is removed)."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    path.unlink()
+    parts, at = [], 0
+    for fields in layout:
+        arrays = {}
+        for name, dtype, count in fields:
+            size = np.dtype(dtype).itemsize * count
+            arrays[name] = raw[at : at + size].view(dtype)
+            at += size + (-size % 8)
+        part = ChunkResult(**{name: arrays.pop(name) for name in _FIELDS})
+        part.columns = arrays
+        parts.append(part)
+    parts[0].skipped = skipped
+    return parts
+
+
 _ERRORS: dict[str, type[Exception]] = {
     "ConvertError": ConvertError,
+    "WriteError": gamearrays.WriteError,
     "PgnFileError": pgn.PgnFileError,
 }
 
@@ -629,6 +708,7 @@ def _results(
     workers: int,
     digests: dict[Path, str],
     stats: dict[str, float],
+    spool: Path,
 ) -> Iterator[list[ChunkResult]]:
     """Chunk results in input order, each as one result per split.
 
@@ -653,12 +733,11 @@ def _results(
         free.put(index)
     tasks = context.Queue(maxsize=2 * workers)
     results = context.Queue()
-    _widen(results)
     processes = [
         context.Process(target=_reader, args=(inputs, buffers, free, tasks, results, workers))
     ]
     processes += [
-        context.Process(target=_worker, args=(settings, buffers, free, tasks, results))
+        context.Process(target=_worker, args=(settings, buffers, free, tasks, results, spool))
         for _ in range(workers)
     ]
     for process in processes:
@@ -680,9 +759,9 @@ def _results(
                 digests.update(message[2])
                 stats["reader_cpu_seconds"] = message[3]
                 continue
-            waiting[message[1]] = message[2]
+            waiting[message[1]] = message[2:]
             while next_seq in waiting:
-                yield waiting.pop(next_seq)
+                yield _unspool(*waiting.pop(next_seq))
                 next_seq += 1
     finally:
         for process in processes:
@@ -693,18 +772,6 @@ def _results(
         for pipe in (free, tasks, results):
             pipe.cancel_join_thread()
         buffers.mm.close()
-
-
-def _widen(pipe: Any) -> None:
-    """A queue's pipe buffer at 1 MiB (Linux; else as it is): chunks of megabytes then pass in
-    a few system calls instead of one per 64 KiB, each waking the other process."""
-    try:
-        import fcntl
-
-        for end in (pipe._reader, pipe._writer):  # noqa: SLF001 (no public handle)
-            fcntl.fcntl(end.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
-    except (ImportError, AttributeError, OSError):
-        pass
 
 
 def _next_message(results: Any, processes: list[Any]) -> tuple:
@@ -779,7 +846,9 @@ def _convert_into(
     done = 0
     stats.update(main_wait_seconds=0.0, reader_cpu_seconds=0.0)
     clock = time.perf_counter()
-    for parts in _results(inputs, settings, workers, digests, stats):
+    spool = shards_tmp / ".chunks"
+    spool.mkdir()
+    for parts in _results(inputs, settings, workers, digests, stats, spool):
         # the split's parts of one chunk, numbered as the games stood in the chunk
         numbers = duplicates.add(np.concatenate([p.keys for p in parts]))
         first = 0
@@ -797,6 +866,7 @@ def _convert_into(
     later = duplicates.later_copies()
     skipped["duplicate_id"] = len(later)
     shutil.rmtree(duplicates.directory)
+    spool.rmdir()
     for writer in writers.values():
         if len(later):
             writer.drop(later)
