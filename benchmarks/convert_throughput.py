@@ -11,8 +11,10 @@ these machines are noisy):
 A generated month (``benchmarks/month_pgn.py``) is read with ``--pgn FILE.pgn.zst``; then
 only chesslm runs (``--compare`` adds the other two). Each chesslm run is a fresh process, so
 its peak RSS is its own: the main process's (``RUSAGE_SELF``) and the largest worker's
-(``RUSAGE_CHILDREN``). Parallel efficiency is games/s per core with N workers over games/s
-with 1 worker, in the same invocation.
+(``RUSAGE_CHILDREN``); the reader's CPU seconds come from the conversion's own phase record.
+Parallel efficiency is games/s per core used over games/s with 1 worker (one process), in the
+same invocation; N workers use N + 2 cores (a reader and the main process beside them), at
+most every core of the machine.
 
 Usage: python benchmarks/convert_throughput.py [--copies 4 | --pgn FILE] [--workers 1,16]
        [--compare] [--json out.json]
@@ -137,15 +139,17 @@ def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
         info = run_chesslm(path, n, directory)
         info["workers"] = n
         info["games_per_second"] = info["games_read"] / info["seconds"]
-        info["games_per_second_per_core"] = info["games_per_second"] / n
+        # the reader and the main process need cores too: beyond one worker, workers + 2
+        info["cores_used"] = 1 if n == 1 else min(n + 2, os.cpu_count() or n + 2)
+        info["games_per_second_per_core"] = info["games_per_second"] / info["cores_used"]
         info["all_processes_peak_rss_mb_bound"] = (
             info["main_peak_rss_mb"] + n * info["worker_peak_rss_mb"]
         )
         rows.append(info)
     base = next((r for r in rows if r["workers"] == 1), None)
     header = (
-        "workers    games  seconds  games/s  per core  efficiency  main MB  worker MB"
-        "  main CPU s  workers CPU s"
+        "workers  cores    games  seconds  games/s  per core  efficiency  main MB  worker MB"
+        "  main CPU s  workers CPU s  reader CPU s"
     )
     print(header)
     for r in rows:
@@ -154,10 +158,11 @@ def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
         )
         eff = f"{r['parallel_efficiency']:10.2f}" if base else f"{'-':>10}"
         print(
-            f"{r['workers']:7d} {r['games_read']:8d} {r['seconds']:8.1f} "
+            f"{r['workers']:7d} {r['cores_used']:6d} {r['games_read']:8d} {r['seconds']:8.1f} "
             f"{r['games_per_second']:8.0f} {r['games_per_second_per_core']:9.0f} {eff} "
             f"{r['main_peak_rss_mb']:8.0f} {r['worker_peak_rss_mb']:10.0f}"
             f" {r['main_cpu_seconds']:11.1f} {r['workers_cpu_seconds']:14.1f}"
+            f" {r['phases'].get('reader_cpu_seconds', 0.0):13.1f}"
         )
     return rows
 

@@ -47,6 +47,7 @@ LOGGER = logging.getLogger(__name__)
 
 CONVERTER_VERSION = "chesslm-convert-v2"
 CHUNK_BYTES = 4 << 20  # text per chunk a worker parses: thousands of games
+WORKER_NICENESS = 5
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",
@@ -633,7 +634,14 @@ def _worker(
 ) -> None:
     """Worker process: parse chunks until the reader says there are no more; each chunk's
     results go to a file in ``spool`` (the main process reads it in one call, where a pipe
-    would take a system call per 64 KiB and a pickle copy) and only its name to ``results``."""
+    would take a system call per 64 KiB and a pickle copy) and only its name to ``results``.
+
+    Workers run at a lower priority: with a worker per core, the reader and the main process
+    (one each, the serial parts) must not wait for a core, or every worker waits for them."""
+    try:
+        os.nice(WORKER_NICENESS)
+    except OSError:
+        pass
     while (task := tasks.get()) is not None:
         seq, chunk = task
         try:
