@@ -109,15 +109,27 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     run_dir = copy_run(first_segment, tmp_path)
     killed = segment(tiny_cache, run_dir, 1, env={"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "kill:1"})
     assert killed.returncode != 0 and not (run_dir / "segments/1.json").exists()
-    # the killed attempt saved step 3 before dying in step 4; the rerun continues from there
-    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 3
+    # the killed attempt saved step 3 in the background and died in step 4: last.pt is step
+    # 3's if that save had landed, else step 2's; the rerun continues from either
+    killed_step = checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"]
+    assert killed_step in (2, 3)
     killed_targets = targets(run_dir)
     ok(segment(tiny_cache, run_dir, 1))
-    assert (status(run_dir, 1)["step_start"], status(run_dir, 1)["step_end"]) == (3, 4)
-    resumed = status(run_dir, 1)  # counts its own update, not the killed attempt's
+    assert (status(run_dir, 1)["step_start"], status(run_dir, 1)["step_end"]) == (killed_step, 4)
+    resumed = status(run_dir, 1)  # counts its own updates, not the killed attempt's
     update = targets(run_dir) - killed_targets
     assert resumed["useful_targets"] == update > 0
     assert sum(resumed["wall_split"].values()) == pytest.approx(resumed["seconds"], abs=1e-6)
+    assert resumed["last_pt_sha256"] == sha256_file(run_dir / "train/last.pt")
+
+    # a kill amid a background write (step 5's, while step 6 trains) leaves its temporary
+    # and the verified last.pt before it, the one segment 1's status names
+    env = {"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "killsave:1"}
+    killed = segment(tiny_cache, run_dir, 2, env=env)
+    assert killed.returncode != 0 and not (run_dir / "segments/2.json").exists()
+    assert (run_dir / "train/last.pt.tmp").stat().st_size > 0
+    checkpoint.verify(run_dir / "train/last.pt")
+    assert sha256_file(run_dir / "train/last.pt") == resumed["last_pt_sha256"]
     ok(segment(tiny_cache, run_dir, 2))
     final = status(run_dir, 2)
     assert final["status"] == "max_updates" and final["terminal"] is True

@@ -10,8 +10,9 @@
 A segment resumes ``train/last.pt`` (checked against the previous segment's status), trains
 until a terminal status, its time budget (``--max-seconds``, at most 420), the job deadline
 (CHESS_JOB_DEADLINE) or ``--segment-updates`` optimizer updates, validates, saves ``last.pt``
-atomically and writes its status file last. It exits 0 on every orderly stop, resumable or
-terminal, so a workflow can chain segments until the status says ``terminal``.
+atomically (in the background: chesslm.train.saver), waits for that save and writes its status
+file last. It exits 0 on every orderly stop, resumable or terminal, so a workflow can chain
+segments until the status says ``terminal``.
 
 The run's settings are ``chesslm.train.settings.RunSettings`` (its flags, defaults and checks);
 the per-process rest (run name, paths, segment number) is an ``Invocation``. The model and its
@@ -47,6 +48,7 @@ from chesslm.report.telemetry import Telemetry
 from chesslm.train import checkpoint, distributed, launch, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
+from chesslm.train.saver import Saver
 from chesslm.train.settings import RunSettings, add_arguments, from_namespace
 from chesslm.train.state import TERMINAL, TrainState
 from chesslm.train.status import finite, results_record, write_status
@@ -360,7 +362,8 @@ class Segment:
             else None
         )
         self.step_start = self.state.step
-        self.last_sha: str | None = None
+        self.saver = Saver()  # last.pt and best.pt, written in the background (rank 0)
+        self.last_sha: str | None = None  # last.pt's, once its save finished
         self.pending: tuple[Any, ...] | None = None  # the update in flight (see loop)
         self.last_end = 0.0
         self.window: Counter = Counter()
@@ -370,6 +373,14 @@ class Segment:
         self.targets_start = int(self.state.totals.get("valid_targets", 0))
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException:
+            self.saver.close(failing=True)  # the save in flight still lands (or is logged)
+            raise
+        self.saver.close()
+
+    def _run(self) -> None:
         ctx, state = self.ctx, self.state
         self.events.write(
             "segment_start",
@@ -411,8 +422,9 @@ class Segment:
             )
         state.work_seconds += time.perf_counter() - self.work_start
         state.segments += 1
-        # the status below must describe the checkpoint on disk, so save once more if needed
+        # the status below must describe the checkpoint on disk, so save once more and wait
         self.save(improved=False)
+        self.wait_for_saves()
         memory = distributed.all_gather_object(memory_record(ctx))
         if ctx.is_main:
             identity = self.t.identity
@@ -605,10 +617,21 @@ class Segment:
         self.save(improved)
 
     def save(self, improved: bool) -> None:
-        """last.pt (and best.pt on improvement), atomically, with every rank's RNG state."""
+        """last.pt (and best.pt on improvement), atomically, with every rank's RNG state, in
+        the background (chesslm.train.saver). Only what blocks this thread counts as
+        checkpointing: the wait for the previous save, the RNG gather and the snapshot."""
         started = time.perf_counter()
         try:
             self._save(improved)
+        finally:
+            self.wall["checkpointing"] += time.perf_counter() - started
+
+    def wait_for_saves(self) -> None:
+        """Block until the last save is on disk (raising its error, naming the file); from
+        here on ``last_sha`` is the finished last.pt's."""
+        started = time.perf_counter()
+        try:
+            self.last_sha = self.saver.wait()
         finally:
             self.wall["checkpointing"] += time.perf_counter() - started
 
@@ -625,9 +648,8 @@ class Segment:
                 identity=self.t.identity,
                 lineage=lineage,
             )
-            self.last_sha = checkpoint.save(self.dir / "last.pt", payload)
-            if improved:
-                files.copy_atomic(self.dir / "last.pt", self.dir / "best.pt")
+            best = self.dir / "best.pt" if improved else None
+            self.saver.submit(self.dir / "last.pt", payload, best=best)
         distributed.barrier()
 
 

@@ -2,6 +2,8 @@
 
 CHESSLM_FAULT=nan:N   after N accumulation groups, poison a gradient with NaN on every rank
 CHESSLM_FAULT=kill:N  after N accumulation groups, SIGKILL rank 0 (before its optimizer step)
+CHESSLM_FAULT=killsave:N  SIGKILL the process in its checkpoint writer thread, amid the write of
+                      its save N (1 = its first), once part of last.pt.tmp is written
 """
 
 import os
@@ -27,3 +29,28 @@ if os.environ.get("CHESSLM_FAULT"):
         return values
 
     _batching.backward_group = _faulty
+
+    if _kind == "killsave":
+        import threading
+
+        import chesslm.train.checkpoint as _checkpoint
+
+        _Writer = _checkpoint._HashingWriter
+        _saves = [0]
+
+        class _KilledWriter(_Writer):
+            def __init__(self, fh):
+                super().__init__(fh)
+                _saves[0] += 1
+                self.writes = 0
+
+            def write(self, data):
+                written = super().write(data)
+                self.writes += 1
+                if _saves[0] == int(_after) and self.writes == 3:
+                    assert threading.current_thread().name.startswith("checkpoint-writer")
+                    self.flush()  # the partial file is there for the test to see
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return written
+
+        _checkpoint._HashingWriter = _KilledWriter
