@@ -105,7 +105,7 @@ def stages(net, inputs, device: str, v: dict) -> dict[str, float]:  # noqa: ANN0
         out[stage] += now - t
         t = now
 
-    groups = scoring.plan_batches([scoring.branched_length(g) for g in inputs], v["batch_tokens"])
+    groups = scoring.plan_batches(scoring.branched_lengths(inputs).tolist(), v["batch_tokens"])
     lap("plan")
     for group in groups:
         batch = scoring.prepare([inputs[i] for i in group], pad_to=v["pad_to"], pin=cuda)
@@ -121,6 +121,28 @@ def stages(net, inputs, device: str, v: dict) -> dict[str, float]:  # noqa: ANN0
         scoring.finish(group, batch, scoring.start_fetch(result, cuda))
         lap("fetch")
     return out
+
+
+VARIANT_KEYS = ("attention", "compile", "batch_tokens", "pad_to")
+
+
+def profile(net, inputs, args, v: dict) -> None:  # noqa: ANN001
+    """The top operators of a few batches (the longest games: the biggest rows)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i].main))
+    groups = scoring.plan_batches(
+        scoring.branched_lengths([inputs[i] for i in order]).tolist(), v["batch_tokens"]
+    )
+    chosen = [inputs[order[i]] for g in groups[: args.profile_batches] for i in g]
+    cuda = args.device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch_profile(activities=activities) as prof:
+        batched(net, chosen, args.device, v)
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(f"profile of {len(chosen)} games, variant {json.dumps(v)}", flush=True)
+    print(prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
 
 
 def _list(kind):  # noqa: ANN001, ANN202
@@ -144,8 +166,8 @@ def main() -> None:
     parser.add_argument("--batch-tokens", type=_list(int), default=[65536],
                         help="comma-separated: one variant each")  # fmt: skip
     parser.add_argument("--attention", type=_list(str), default=["dense"], help="dense,flex")
-    parser.add_argument("--compile", type=_list(str), default=["no"],
-                        help="no,yes: torch.compile the blocks (dynamic shapes)")  # fmt: skip
+    parser.add_argument("--compile", type=_list(str), nargs="?", default=["no"], const=["yes"],
+                        help="no,yes: torch.compile the blocks (dynamic); bare: yes")  # fmt: skip
     parser.add_argument("--pad-to", type=_list(int), default=[1],
                         help="pad rows to a multiple of this many tokens")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=2)
@@ -153,6 +175,9 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no new variant after this many seconds")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
+    parser.add_argument("--profile-batches", type=int, default=0,
+                        help="torch.profiler over this many batches of each compile setting's "
+                        "fastest variant: the top kernels by device time")  # fmt: skip
     args = parser.parse_args()
     for a in args.attention:
         if a not in ("dense", "flex"):
@@ -182,6 +207,10 @@ def main() -> None:
         ):
             v = {"attention": attention, "compile": compile_blocks, "batch_tokens": batch_tokens,
                  "pad_to": pad_to}  # fmt: skip
+            if attention == "flex" and compile_blocks == "no":
+                # uncompiled flex_attention materialises every score (the model's blocks call
+                # it; only a compiled block fuses it): slower than dense, not worth device time
+                continue
             if time.perf_counter() - began > args.budget_s:
                 skipped.append(v)
                 continue
@@ -190,6 +219,10 @@ def main() -> None:
             except Exception as error:  # noqa: BLE001 - one failing variant must not end the run
                 results.append({**v, "error": f"{type(error).__name__}: {error}"[:500]})
             print(json.dumps(results[-1]), flush=True)
+        group = [r for r in results if r["compile"] == compile_blocks and "error" not in r]
+        if args.profile_batches and group:
+            fastest = max(group, key=lambda r: r["batched_positions_per_s"])
+            profile(net, inputs, args, {k: fastest[k] for k in VARIANT_KEYS})
     # the oracle: one causal pass per legal move, over the first plies of the first game
     sync = _sync(args.device)
     sync()
@@ -217,7 +250,7 @@ def run_variant(net, inputs, args, v: dict, plies: int) -> dict:  # noqa: ANN001
     t0 = time.perf_counter()
     # warm-up (kernels, allocator, compiled shapes): the shortest and the longest games
     order = sorted(range(len(inputs)), key=lambda i: len(inputs[i].main))
-    warm = [inputs[i] for i in order[:32] + order[-32:]]
+    warm = [inputs[i] for i in order[:32] + order[max(32, len(order) - 32) :]]
     batched(net, warm, args.device, v)
     warm_s = time.perf_counter() - t0
     runs = [batched(net, inputs, args.device, v) for _ in range(args.repeats)]

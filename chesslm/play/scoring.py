@@ -128,6 +128,20 @@ def branched_length(game: GameInput) -> int:
     return len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
 
 
+def branched_lengths(games: Sequence[GameInput]) -> np.ndarray:
+    """``branched_length`` of every game, vectorised over all of them (plans a whole
+    evaluation before its first batch: the device waits for it)."""
+    if not games:
+        return np.zeros(0, dtype=np.int64)
+    counts = np.concatenate([g.counts for g in games]).astype(np.int64)
+    codes = np.concatenate([g.codes for g in games]).astype(np.int64)
+    ply_game = np.repeat(np.arange(len(games)), [g.plies for g in games])
+    move_ply = np.repeat(np.arange(len(counts)), counts)
+    keys = _starts(move_ply * 64 + codes // 320)
+    sources = np.bincount(ply_game[move_ply[keys]], minlength=len(games))
+    return np.array([len(g.main) for g in games], dtype=np.int64) + sources
+
+
 def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -> Batch:
     """The host half of a batch: the branched sequences of ``games`` padded into rows (to a
     multiple of ``pad_to`` tokens), vectorised over the whole batch (no per-game or per-ply
@@ -403,7 +417,7 @@ def score_many(
     A pipeline: a host thread prepares the next batch (NumPy, into pinned memory) while this
     thread copies the current one (non-blocking), launches its pass and, only then, waits for
     the previous batch's results (one sync per batch, a non-blocking copy to pinned memory)."""
-    groups = plan_batches([branched_length(g) for g in games], batch_tokens)
+    groups = plan_batches(branched_lengths(games).tolist(), batch_tokens)
     cuda = _is_cuda(device)
 
     def prep(group: list[int]) -> Batch:
