@@ -4,6 +4,13 @@ causal pass per legal move), same model, same run. Prints positions per second.
     python benchmarks/play_speed.py --preset baseline --device cuda          # one H200
     python benchmarks/play_speed.py --preset tiny --device cpu --games 200   # a laptop
 
+Comma-separated ``--batch-tokens``, ``--attention``, ``--compile`` and ``--pad-to`` try every
+combination in one process (one JSON line each, as it finishes; then a summary line with the
+fastest). Each variant reports the pipelined rate (``score_many``, what the evaluation runs)
+and a second pass one stage at a time with a sync after each (plan, prepare = host NumPy,
+copy = host to device, mask, forward, post = log-softmax/rank over the legal moves, fetch =
+results to the host), so a GPU run shows where the time goes.
+
 Games: the embedded Lichess sample (legal moves from python-chess, as the token cache stores
 them; that one-time preparation is timed apart). The weights are freshly initialised: the
 speed does not depend on them. Target: >= 100,000 positions/s for ``baseline`` on one H200.
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import sys
 import time
@@ -26,6 +34,7 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.play import scoring  # noqa: E402
 from chesslm.train import model as gpt  # noqa: E402
@@ -54,17 +63,99 @@ def load_games(n: int | None, context: int) -> tuple[list[scoring.GameInput], li
     return inputs, moves_of
 
 
-def batched(net, inputs, args) -> tuple[int, float]:  # noqa: ANN001
-    positions = 0
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+STAGES = ("plan", "prepare", "copy", "mask", "forward", "post", "fetch")
+
+
+def _sync(device: str):  # noqa: ANN202
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def batched(net, inputs, device: str, v: dict) -> tuple[int, float, dict]:  # noqa: ANN001
+    """The pipelined path the evaluation uses (``score_many``): positions, seconds and two
+    sanity figures (variants must agree on them up to BF16 rounding)."""
+    positions, top1, nll = 0, 0, 0.0
+    sync = _sync(device)
     sync()
     start = time.perf_counter()
     for _, _, host in scoring.score_many(
-        net, inputs, batch_tokens=args.batch_tokens, device=args.device, attention=args.attention
-    ):
+        net, inputs, batch_tokens=v["batch_tokens"], device=device, attention=v["attention"],
+        pad_to=v["pad_to"],
+    ):  # fmt: skip
         positions += len(host["rank"])
+        top1 += int((host["rank"] == 0).sum())
+        nll -= float(np.nansum(host["played_logp"]))
     sync()
-    return positions, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    sanity = {"top1": round(top1 / positions, 4), "nll": round(nll / positions, 4)}
+    return positions, seconds, sanity
+
+
+def stages(net, inputs, device: str, v: dict) -> dict[str, float]:  # noqa: ANN001
+    """The same work one stage at a time, synchronising after each: seconds per stage (the
+    pipelined run overlaps ``prepare`` with the device stages; the sum is an upper bound)."""
+    cuda, sync = device == "cuda", _sync(device)
+    out = dict.fromkeys(STAGES, 0.0)
+    sync()
+    t = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal t
+        sync()
+        now = time.perf_counter()
+        out[stage] += now - t
+        t = now
+
+    groups = scoring.plan_batches(scoring.branched_lengths(inputs).tolist(), v["batch_tokens"])
+    lap("plan")
+    for group in groups:
+        batch = scoring.prepare([inputs[i] for i in group], pad_to=v["pad_to"], pin=cuda)
+        lap("prepare")
+        scoring.to_device(batch, device)
+        lap("copy")
+        mask = scoring.mask_for(batch, v["attention"])
+        lap("mask")
+        logits = scoring.logits_at(net, batch, mask)
+        lap("forward")
+        result = scoring.score_logits(batch, logits)
+        lap("post")
+        scoring.finish(group, batch, scoring.start_fetch(result, cuda))
+        lap("fetch")
+    return out
+
+
+VARIANT_KEYS = ("attention", "compile", "batch_tokens", "pad_to")
+
+
+def profile(net, inputs, args, v: dict) -> None:  # noqa: ANN001
+    """The top operators of a few batches (the longest games: the biggest rows)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i].main))
+    groups = scoring.plan_batches(
+        scoring.branched_lengths([inputs[i] for i in order]).tolist(), v["batch_tokens"]
+    )
+    chosen = [inputs[order[i]] for g in groups[: args.profile_batches] for i in g]
+    cuda = args.device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch_profile(activities=activities) as prof:
+        batched(net, chosen, args.device, v)
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(f"profile of {len(chosen)} games, variant {json.dumps(v)}", flush=True)
+    print(prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
+
+
+def _list(kind):  # noqa: ANN001, ANN202
+    return lambda text: [kind(x) for x in text.split(",")]
+
+
+def build_net(preset: str, device: str, compile_blocks: bool) -> gpt.GPT:
+    torch.manual_seed(0)
+    net = gpt.build(preset, device=device).eval()
+    if compile_blocks:
+        for block in net.transformer.h:
+            block.compile(dynamic=True)
+    return net
 
 
 def main() -> None:
@@ -72,62 +163,121 @@ def main() -> None:
     parser.add_argument("--preset", default="baseline")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--games", type=int, default=None, help="sample games (default: all)")
-    parser.add_argument("--batch-tokens", type=int, default=65536)
-    parser.add_argument("--attention", choices=("dense", "flex"), default="dense")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the blocks")
+    parser.add_argument("--batch-tokens", type=_list(int), default=[65536],
+                        help="comma-separated: one variant each")  # fmt: skip
+    parser.add_argument("--attention", type=_list(str), default=["dense"], help="dense,flex")
+    parser.add_argument("--compile", type=_list(str), nargs="?", default=["no"], const=["yes"],
+                        help="no,yes: torch.compile the blocks (dynamic); bare: yes")  # fmt: skip
+    parser.add_argument("--pad-to", type=_list(int), default=[1],
+                        help="pad rows to a multiple of this many tokens")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--oracle-plies", type=int, default=12)
+    parser.add_argument("--budget-s", type=float, default=420.0,
+                        help="start no new variant after this many seconds")  # fmt: skip
+    parser.add_argument("--json", type=Path, help="also write every result here")
+    parser.add_argument("--profile-batches", type=int, default=0,
+                        help="torch.profiler over this many batches of each compile setting's "
+                        "fastest variant: the top kernels by device time")  # fmt: skip
     args = parser.parse_args()
-    torch.manual_seed(0)
+    for a in args.attention:
+        if a not in ("dense", "flex"):
+            parser.error(f"--attention: {a!r} is not dense or flex")
+    for c in args.compile:
+        if c not in ("no", "yes"):
+            parser.error(f"--compile: {c!r} is not no or yes")
+    began = time.perf_counter()
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    net = gpt.build(args.preset, device=args.device).eval()
-    if args.compile:
-        for block in net.transformer.h:
-            block.compile(dynamic=True)
+    block_size = gpt.config_for(args.preset).block_size
     t0 = time.perf_counter()
-    inputs, moves_of = load_games(args.games, net.config.block_size)
+    inputs, moves_of = load_games(args.games, block_size)
     prep = time.perf_counter() - t0
     plies = sum(g.plies for g in inputs)
-    host = time.perf_counter()
-    for group in scoring.plan_batches(
-        [scoring.branched_length(g) for g in inputs], args.batch_tokens
-    ):
-        scoring.build_batch([inputs[i] for i in group], "cpu")
-    host = time.perf_counter() - host
-    batched(net, inputs[: min(len(inputs), 64)], args)  # warm-up (kernels, allocator)
-    runs = [batched(net, inputs, args) for _ in range(args.repeats)]
-    positions, seconds = min(runs, key=lambda r: r[1])
-    assert positions == plies
+    common = {"preset": args.preset, "device": args.device,
+              "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+              "torch": torch.__version__, "games": len(inputs), "positions": plies,
+              "game_preparation_seconds": round(prep, 1)}  # fmt: skip
+    print(json.dumps(common), flush=True)
+    results, skipped = [], []
+    net = None
+    for compile_blocks in args.compile:
+        net = build_net(args.preset, args.device, compile_blocks == "yes")
+        for attention, batch_tokens, pad_to in itertools.product(
+            args.attention, args.batch_tokens, args.pad_to
+        ):
+            v = {"attention": attention, "compile": compile_blocks, "batch_tokens": batch_tokens,
+                 "pad_to": pad_to}  # fmt: skip
+            if attention == "flex" and compile_blocks == "no":
+                # uncompiled flex_attention materialises every score (the model's blocks call
+                # it; only a compiled block fuses it): slower than dense, not worth device time
+                continue
+            if time.perf_counter() - began > args.budget_s:
+                skipped.append(v)
+                continue
+            try:
+                results.append(run_variant(net, inputs, args, v, plies))
+            except Exception as error:  # noqa: BLE001 - one failing variant must not end the run
+                results.append({**v, "error": f"{type(error).__name__}: {error}"[:500]})
+            print(json.dumps(results[-1]), flush=True)
+        group = [r for r in results if r["compile"] == compile_blocks and "error" not in r]
+        if args.profile_batches and group:
+            fastest = max(group, key=lambda r: r["batched_positions_per_s"])
+            profile(net, inputs, args, {k: fastest[k] for k in VARIANT_KEYS})
     # the oracle: one causal pass per legal move, over the first plies of the first game
-    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    sync = _sync(args.device)
     sync()
     t1 = time.perf_counter()
     scoring.oracle_scores(net, moves_of[0][: args.oracle_plies])
     sync()
-    oracle_s = time.perf_counter() - t1
-    n_oracle = min(args.oracle_plies, len(moves_of[0]))
-    print(
-        json.dumps(
-            {
-                "preset": args.preset,
-                "device": args.device,
-                "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-                "attention": args.attention,
-                "compile": args.compile,
-                "batch_tokens": args.batch_tokens,
-                "games": len(inputs),
-                "positions": positions,
-                "batched_seconds": round(seconds, 3),
-                "batched_positions_per_s": round(positions / seconds),
-                "host_batch_building_positions_per_s": round(plies / host),
-                "oracle_positions": n_oracle,
-                "oracle_positions_per_s": round(n_oracle / oracle_s, 2),
-                "speedup": round((positions / seconds) / (n_oracle / oracle_s), 1),
-                "game_preparation_seconds": round(prep, 1),
-            }
-        )  # fmt: skip
-    )
+    oracle_rate = min(args.oracle_plies, len(moves_of[0])) / (time.perf_counter() - t1)
+    ok = [r for r in results if "error" not in r]
+    best = max(ok, key=lambda r: r["batched_positions_per_s"]) if ok else None
+    summary = {
+        **common,
+        "best": best,
+        "oracle_positions_per_s": round(oracle_rate, 2),
+        "speedup": round(best["batched_positions_per_s"] / oracle_rate, 1) if best else None,
+        "target_positions_per_s": 100_000,
+        "skipped_for_budget": skipped,
+        "total_seconds": round(time.perf_counter() - began, 1),
+    }
+    print(json.dumps(summary), flush=True)
+    if args.json:
+        files.write_json_atomic(args.json, {"summary": summary, "variants": results})
+
+
+def run_variant(net, inputs, args, v: dict, plies: int) -> dict:  # noqa: ANN001
+    t0 = time.perf_counter()
+    # warm-up: one whole pass, so that every batch shape is compiled before the timed runs
+    batched(net, inputs, args.device, v)
+    warm_s = time.perf_counter() - t0
+    graphs = _compiled_graphs()
+    runs = [batched(net, inputs, args.device, v) for _ in range(args.repeats)]
+    graphs = _compiled_graphs() - graphs
+    positions, seconds, sanity = min(runs, key=lambda r: r[1])
+    assert positions == plies, (positions, plies)
+    parts = stages(net, inputs, args.device, v)
+    device_s = parts["mask"] + parts["forward"] + parts["post"]
+    return {
+        **v,
+        "batched_seconds": round(seconds, 3),
+        "batched_positions_per_s": round(positions / seconds),
+        "stage_seconds": {k: round(x, 4) for k, x in parts.items()},
+        "stage_share": {k: round(x / sum(parts.values()), 3) for k, x in parts.items()},
+        "stages_positions_per_s": round(positions / sum(parts.values())),
+        # pipelined time over the device stages' time: near 1 = the device sets the pace
+        "pipelined_over_device": round(seconds / device_s, 3) if device_s else None,
+        "warmup_seconds": round(warm_s, 1),
+        "sanity": sanity,
+        # graphs compiled during the timed runs: > 0 means recompiles (shapes) were timed
+        "compiled_graphs_in_timed_runs": graphs,
+    }
+
+
+def _compiled_graphs() -> int:
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
 
 
 if __name__ == "__main__":

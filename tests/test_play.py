@@ -151,6 +151,28 @@ def test_branch_tokens_sit_at_their_prefix_position_and_see_only_it():
     assert torch.equal(mask[:main, :main], torch.ones(main, main, dtype=torch.bool).tril())
 
 
+def test_pipelined_batches_and_padded_rows_score_like_one_batch(net):
+    """score_many (a prepare thread, several batches, rows padded to 64 tokens) yields, batch
+    by batch, the same per-ply results as one unpadded batch of every game."""
+    inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(5),
+              (30, 7, 22, 15, 40), strict=True)]  # fmt: skip
+    lengths = scoring.branched_lengths(inputs)
+    assert lengths.tolist() == [scoring.branched_length(g) for g in inputs]
+    whole = scoring.build_batch(inputs, "cpu")
+    assert whole.idx.size(1) <= lengths.max()
+    ref = scoring.score(net, whole)
+    batches = list(scoring.score_many(net, inputs, batch_tokens=int(lengths.max()) * 2,
+                                      device="cpu", pad_to=64))  # fmt: skip
+    assert len(batches) > 1 and sorted(sum((g for g, _, _ in batches), [])) == list(range(5))
+    for group, batch, host in batches:
+        assert batch.idx.size(1) % 64 == 0
+        for p, (b, ply) in enumerate(zip(batch.ply_game, batch.ply_number, strict=True)):
+            q = np.nonzero((whole.ply_game == group[b]) & (whole.ply_number == ply))[0][0]
+            assert host["rank"][p] == int(ref.rank[q])
+            assert host["n_legal"][p] == int(ref.n_legal[q])
+            assert host["played_logp"][p] == pytest.approx(float(ref.played_logp[q]), abs=1e-5)
+
+
 # ------------------------------------------------------------------------------- Elo fit
 
 
@@ -419,6 +441,27 @@ def test_cuda_dense_and_flex_scores_match_the_oracle():
     for ply, per_move in oracle.items():
         played = float(dense.played_logp[rows[ply]])
         assert played == pytest.approx(per_move[moves[0][ply]], abs=3e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("attention", ["dense", "flex"])
+def test_cuda_pipeline_matches_one_batch(attention):
+    """On the GPU the pipeline (pinned buffers, non-blocking copies, one sync per batch, the
+    next batch prepared in a thread) yields each batch's own results, not a neighbour's."""
+    torch.manual_seed(0)
+    net = gpt.build("tiny", device="cuda").eval()
+    inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(6),
+              (30, 7, 22, 15, 40, 11), strict=True)]  # fmt: skip
+    lengths = scoring.branched_lengths(inputs)
+    batches = list(scoring.score_many(net, inputs, batch_tokens=int(lengths.max()) * 2,
+                                      device="cuda", attention=attention, pad_to=16))  # fmt: skip
+    assert len(batches) > 1
+    for group, batch, host in batches:
+        for b, g in enumerate(group):
+            alone = scoring.score(net, scoring.build_batch([inputs[g]], "cuda"))
+            rows = batch.ply_game == b
+            assert host["n_legal"][rows].tolist() == alone.n_legal.tolist()
+            assert np.allclose(host["played_logp"][rows], alone.played_logp.cpu(), atol=3e-2)
 
 
 def test_move_matching_picks_games_within_the_caches_legality_subset(tmp_path, net):

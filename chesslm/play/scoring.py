@@ -19,6 +19,7 @@ it would see in a plain causal pass over its own prefix, so one forward pass sco
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import chess
@@ -68,14 +69,14 @@ class GameInput:
         return self.codes[first : first + int(self.counts[ply])]
 
 
+DEVICE_ARRAYS = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "key_ply",
+                 "key_src", "played")  # fmt: skip
+
+
 @dataclass
 class Batch:
     """Branched token rows and the index arrays that read the moves' scores off them."""
 
-    idx: torch.Tensor  # (B, T) token ids
-    pos: torch.Tensor  # (B, T) position ids
-    prefix: torch.Tensor  # (B, T) a token attends to the main-line tokens before this index
-    extra: torch.Tensor  # (B, T) and to this one more token (its branch source; -1: none)
     before_rows: np.ndarray  # (P,) flat row of the token before each ply's source
     key_rows: np.ndarray  # (K,) flat row of each (ply, legal source) token
     key_ply: np.ndarray
@@ -90,8 +91,15 @@ class Batch:
     ply_game: np.ndarray  # (P,) game index in the batch
     ply_number: np.ndarray  # (P,) ply index within its game
     max_pos: int = 0  # the largest position id (checked against the context on the host)
-    # the index arrays on the device, copied before the forward pass is launched, so that a
-    # batch prepared on the host while the previous one runs never waits for it
+    shape: tuple[int, int] = (0, 0)  # (B, T)
+    counts: np.ndarray | None = None  # (P,) legal moves per ply
+    packed: torch.Tensor | None = None  # every device array in one host buffer (``layout``)
+    layout: dict[str, tuple[int, int]] | None = None  # name -> (offset, length) in ``packed``
+    # on the device (``to_device``): views of the one copy of ``packed``
+    idx: torch.Tensor | None = None  # (B, T) token ids
+    pos: torch.Tensor | None = None  # (B, T) position ids
+    prefix: torch.Tensor | None = None  # (B, T) a token attends to main-line tokens before this
+    extra: torch.Tensor | None = None  # (B, T) and to this one more token (branch source; -1)
     dev: dict[str, torch.Tensor] | None = None
 
 
@@ -120,9 +128,24 @@ def branched_length(game: GameInput) -> int:
     return len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
 
 
-def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch:
-    """The branched sequences of ``games`` padded into one batch of rows, vectorised over the
-    whole batch (no per-game or per-ply Python loop: the host keeps up with the device)."""
+def branched_lengths(games: Sequence[GameInput]) -> np.ndarray:
+    """``branched_length`` of every game, vectorised over all of them (plans a whole
+    evaluation before its first batch: the device waits for it)."""
+    if not games:
+        return np.zeros(0, dtype=np.int64)
+    counts = np.concatenate([g.counts for g in games]).astype(np.int64)
+    codes = np.concatenate([g.codes for g in games]).astype(np.int64)
+    ply_game = np.repeat(np.arange(len(games)), [g.plies for g in games])
+    move_ply = np.repeat(np.arange(len(counts)), counts)
+    keys = _starts(move_ply * 64 + codes // 320)
+    sources = np.bincount(ply_game[move_ply[keys]], minlength=len(games))
+    return np.array([len(g.main) for g in games], dtype=np.int64) + sources
+
+
+def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -> Batch:
+    """The host half of a batch: the branched sequences of ``games`` padded into rows (to a
+    multiple of ``pad_to`` tokens), vectorised over the whole batch (no per-game or per-ply
+    Python loop), packed into one buffer (``pin``: page-locked, for a non-blocking copy)."""
     B = len(games)
     L = np.array([len(g.main) for g in games], dtype=np.int64)
     n = np.array([g.plies for g in games], dtype=np.int64)
@@ -172,6 +195,7 @@ def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch
     pair_local[bp] = L[pair_game[bp]] + n_src[pair_game[bp]] + rank
 
     T = int((L + n_src + n_pair).max())
+    T = -(-T // pad_to) * pad_to  # fewer distinct shapes (compiled kernels) and aligned rows
     idx = np.full(B * T, tokens.PAD, dtype=np.int64)
     pos = np.zeros(B * T, dtype=np.int64)
     prefix = np.zeros(B * T, dtype=np.int64)  # padding attends to itself only
@@ -207,25 +231,52 @@ def build_batch(games: Sequence[GameInput], device: torch.device | str) -> Batch
         "ply_game": ply_game,
         "ply_number": ply_abs,
     }
-    to = torch.device(device)
-    all_rows = np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]])
-    dev_names = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "key_ply",
-                 "key_src", "played")  # fmt: skip
-    dev = {k: torch.from_numpy(arrays[k]).to(to) for k in dev_names}
-    dev["rows"] = torch.from_numpy(all_rows).to(to)
-
-    def grid(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(a.reshape(B, T)).to(to)
-
+    # everything the device needs in ONE (pinned, on CUDA) host buffer: one non-blocking copy
+    # per batch instead of a dozen synchronous ones from pageable memory
+    parts = {
+        "idx": idx, "pos": pos, "prefix": prefix, "extra": extra,
+        **{k: arrays[k] for k in DEVICE_ARRAYS},
+        "rows": np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]]),
+    }  # fmt: skip
+    total = sum(len(a) for a in parts.values())
+    packed = torch.empty(total, dtype=torch.int64, pin_memory=pin)
+    flat = packed.numpy()
+    layout, at = {}, 0
+    for name, a in parts.items():
+        flat[at : at + len(a)] = a
+        layout[name] = (at, len(a))
+        at += len(a)
     return Batch(
-        idx=grid(idx),
-        pos=grid(pos),
-        prefix=grid(prefix),
-        extra=grid(extra),
         **arrays,
         max_pos=int(pos.max()),
-        dev=dev,
+        shape=(B, T),
+        counts=counts,
+        packed=packed,
+        layout=layout,
     )
+
+
+def to_device(batch: Batch, device: torch.device | str) -> Batch:
+    """Copy a prepared batch's packed buffer to ``device`` (non-blocking from pinned memory)
+    and fill in its device tensors (views of that one copy)."""
+    buf = batch.packed.to(torch.device(device), non_blocking=True)
+    B, T = batch.shape
+    view = {name: buf[at : at + n] for name, (at, n) in batch.layout.items()}
+    batch.idx, batch.pos = view["idx"].view(B, T), view["pos"].view(B, T)
+    batch.prefix, batch.extra = view["prefix"].view(B, T), view["extra"].view(B, T)
+    batch.dev = {k: view[k] for k in (*DEVICE_ARRAYS, "rows")}
+    return batch
+
+
+def build_batch(
+    games: Sequence[GameInput], device: torch.device | str, *, pad_to: int = 1
+) -> Batch:
+    """The branched sequences of ``games`` padded into one batch of rows, on ``device``."""
+    return to_device(prepare(games, pad_to=pad_to, pin=_is_cuda(device)), device)
+
+
+def _is_cuda(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
 
 
 def dense_mask(prefix: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
@@ -269,24 +320,33 @@ class Scores:
     n_legal: torch.Tensor  # (P,)
 
 
+def mask_for(batch: Batch, attention: str):  # noqa: ANN201
+    """The branched rows' attention mask: ``dense`` (a bool tensor) or ``flex`` (BlockMask)."""
+    if attention == "flex":
+        return block_mask(batch.prefix, batch.extra)
+    if attention == "dense":
+        return dense_mask(batch.prefix, batch.extra)
+    raise ValueError(f"attention must be 'dense' or 'flex', not {attention!r}")
+
+
 @torch.no_grad()
-def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
-    """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
-    device = batch.idx.device
-    d = batch.dev
+def logits_at(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
+    """FP32 logits at the rows that score moves (before-source, keys, pairs), in one pass."""
     if batch.max_pos >= net.config.block_size:
         raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
-    mask = (
-        block_mask(batch.prefix, batch.extra)
-        if attention == "flex"
-        else dense_mask(batch.prefix, batch.extra)
-    )
-    with gpt.autocast(device):
+    with gpt.autocast(batch.idx.device):
         x = hidden_states(net, batch, mask)
-        C = x.size(-1)
-        x = x.reshape(-1, C)
-        logits = net.lm_head(net.transformer.ln_f(x[d["rows"]]))
-    logits = logits.float()
+        x = x.reshape(-1, x.size(-1))
+        logits = net.lm_head(net.transformer.ln_f(x[batch.dev["rows"]]))
+    return logits.float()
+
+
+@torch.no_grad()
+def score_logits(batch: Batch, logits: torch.Tensor) -> Scores:
+    """Every legal move's log-probability (legal-renormalised factorisation) from the logits
+    of ``logits_at``; device work only (no host sync)."""
+    device = logits.device
+    d = batch.dev
     P, K = len(batch.before_rows), len(batch.key_rows)
 
     move_ply, move_key, move_pair = d["move_ply"], d["move_key"], d["move_pair"]
@@ -323,6 +383,12 @@ def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     return Scores(logp, played_logp, rank, n_legal)
 
 
+@torch.no_grad()
+def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
+    """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
+    return score_logits(batch, logits_at(net, batch, mask_for(batch, attention)))
+
+
 def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     """Game indices grouped into batches of at most ``batch_tokens`` padded tokens, shortest
     games first (a batch pads to its longest game; a game longer than the budget is alone)."""
@@ -343,29 +409,59 @@ def score_many(
     batch_tokens: int,
     device: torch.device | str,
     attention: str = "dense",
+    pad_to: int = 1,
 ) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
     """Score ``games`` batch by batch: yields (game indices, batch, host results with
-    ``rank``, ``played_logp``, ``n_legal`` per scored ply). The next batch is prepared on the
-    host while the device runs the current one."""
-    groups = plan_batches([branched_length(g) for g in games], batch_tokens)
+    ``rank``, ``played_logp``, ``n_legal`` per scored ply).
+
+    A pipeline: a host thread prepares the next batch (NumPy, into pinned memory) while this
+    thread copies the current one (non-blocking), launches its pass and, only then, waits for
+    the previous batch's results (one sync per batch, a non-blocking copy to pinned memory)."""
+    groups = plan_batches(branched_lengths(games).tolist(), batch_tokens)
+    cuda = _is_cuda(device)
+
+    def prep(group: list[int]) -> Batch:
+        return prepare([games[i] for i in group], pad_to=pad_to, pin=cuda)
+
     pending = None
-    for group in groups:
-        batch = build_batch([games[i] for i in group], device)
-        scores = score(net, batch, attention=attention)
-        if pending is not None:
-            yield _to_host(*pending)
-        pending = (group, batch, scores)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-prepare") as pool:
+        ahead = pool.submit(prep, groups[0]) if groups else None
+        for k, group in enumerate(groups):
+            host_batch = ahead.result()
+            if k + 1 < len(groups):
+                ahead = pool.submit(prep, groups[k + 1])
+            batch = to_device(host_batch, device)
+            fetch = start_fetch(score(net, batch, attention=attention), cuda)
+            if pending is not None:
+                yield finish(*pending)
+            pending = (group, batch, fetch)
     if pending is not None:
-        yield _to_host(*pending)
+        yield finish(*pending)
 
 
-def _to_host(
-    group: list[int], batch: Batch, s: Scores
+def start_fetch(s: Scores, cuda: bool) -> tuple[torch.Tensor, torch.Tensor, object]:
+    """Start copying a batch's results to the host (pinned, non-blocking on CUDA)."""
+    if not cuda:
+        return s.rank, s.played_logp, None
+    rank = torch.empty(s.rank.shape, dtype=s.rank.dtype, pin_memory=True)
+    logp = torch.empty(s.played_logp.shape, dtype=s.played_logp.dtype, pin_memory=True)
+    rank.copy_(s.rank, non_blocking=True)
+    logp.copy_(s.played_logp, non_blocking=True)
+    done = torch.cuda.Event()
+    done.record()
+    return rank, logp, done
+
+
+def finish(
+    group: list[int], batch: Batch, fetch: tuple
 ) -> tuple[list[int], Batch, dict[str, np.ndarray]]:
+    rank, logp, done = fetch
+    if done is not None:
+        done.synchronize()
     host = {
-        "rank": s.rank.cpu().numpy(),
-        "played_logp": s.played_logp.cpu().numpy(),
-        "n_legal": s.n_legal.cpu().numpy(),
+        "rank": rank.numpy(),
+        "played_logp": logp.numpy(),
+        "n_legal": batch.counts.copy(),
     }
     return group, batch, host
 
