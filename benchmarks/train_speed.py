@@ -408,20 +408,21 @@ def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
     device = t.ctx.device
     val = validation.ValidationSet(data, device, legality_games=None)
     games = [val.games[i] for i in range(len(val))]
+    per_batch = validation.games_per_batch(device)
 
     @torch.no_grad()
     def bare() -> None:
         t.net.eval()
-        for first in range(0, len(games), 8):
+        for first in range(0, len(games), per_batch):
             x, _ = batching.collate(
-                games[first : first + 8], device, pad_multiple=t.pad_multiple, max_len=1024
+                games[first : first + per_batch], device, pad_multiple=t.pad_multiple, max_len=1024
             )
             with model.autocast(device):
                 t.net(x)
         t.net.train()
 
     def full() -> None:
-        validation.evaluate(t.net, val, micro=8, pad_multiple=t.pad_multiple)
+        validation.evaluate(t.net, val, micro=per_batch, pad_multiple=t.pad_multiple)
 
     for fn in (bare, full):  # warm-up: inference graphs compile here
         fn()

@@ -581,7 +581,7 @@ class Segment:
             result = validation.evaluate(
                 self.t.net,
                 self.val,
-                micro=8,
+                micro=validation.games_per_batch(self.ctx.device),
                 deadline=self.deadline,
                 pad_multiple=self.t.pad_multiple,
             )
