@@ -17,7 +17,10 @@ same invocation; N workers use N + 2 cores (a reader and the main process beside
 most every core of the machine.
 
 Usage: python benchmarks/convert_throughput.py [--copies 4 | --pgn FILE] [--workers 1,16]
-       [--compare] [--json out.json]
+       [--compare] [--independent 16] [--json out.json]
+
+``--independent N`` measures the machine's own ceiling instead: N one-worker conversions at
+once, each in its own process, against one alone.
 """
 
 from __future__ import annotations
@@ -80,25 +83,62 @@ print(json.dumps({
 """
 
 
-def run_chesslm(path: Path, workers: int, directory: Path) -> dict:
-    """One conversion in a fresh process: seconds, games, peak RSS of main and largest worker."""
-    out = directory / f"ds-{workers}"
+def _start(path: Path, workers: int, out: Path) -> subprocess.Popen:
     # this checkout first, then whatever the caller's path holds (a GPU host's carried wheels)
     path_entries = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
-    result = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-c", _ONE_RUN, str(path), str(out), str(workers)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
-    if result.returncode != 0:
-        raise SystemExit(f"conversion with {workers} worker(s) failed:\n{result.stderr[-3000:]}")
+
+
+def _finish(process: subprocess.Popen, workers: int, out: Path) -> dict:
+    stdout, stderr = process.communicate()
+    if process.returncode != 0:
+        raise SystemExit(f"conversion with {workers} worker(s) failed:\n{stderr[-3000:]}")
     shutil.rmtree(out)
-    info = json.loads(result.stdout.strip().splitlines()[-1])
+    info = json.loads(stdout.strip().splitlines()[-1])
     if workers == 1:
         info["worker_peak_rss_mb"] = 0.0  # no pool: the main process does the work
     return info
+
+
+def run_chesslm(path: Path, workers: int, directory: Path) -> dict:
+    """One conversion in a fresh process: seconds, games, peak RSS of main and largest worker."""
+    out = directory / f"ds-{workers}"
+    return _finish(_start(path, workers, out), workers, out)
+
+
+def independent(path: Path, copies: int, directory: Path) -> dict:
+    """The machine's own ceiling on parallel efficiency: ``copies`` one-worker conversions at
+    once, nothing shared between them, against one alone (same run). Whatever slows each copy
+    (clock speed with every core busy, shared caches, memory bandwidth) slows the workers of
+    one conversion as much."""
+    alone = run_chesslm(path, 1, directory)
+    outs = [directory / f"independent-{k}" for k in range(copies)]
+    started = time.perf_counter()
+    processes = [_start(path, 1, out) for out in outs]
+    infos = [_finish(p, 1, out) for p, out in zip(processes, outs, strict=True)]
+    wall = time.perf_counter() - started
+    games = sum(i["games_read"] for i in infos)
+    one = alone["games_read"] / alone["seconds"]
+    ceiling = games / wall / copies / one
+    print(
+        f"{copies} independent one-worker conversions at once: {games / wall:.0f} games/s in all,"
+        f" {games / wall / copies:.0f} per process; one alone {one:.0f} games/s;"
+        f" ceiling on parallel efficiency {ceiling:.2f}"
+    )
+    return {
+        "copies": copies,
+        "alone": alone,
+        "together": infos,
+        "wall_seconds": wall,
+        "efficiency_ceiling": ceiling,
+    }
 
 
 def time_chesslm(path: Path, workers: int, directory: Path) -> tuple[float, int]:
@@ -174,10 +214,19 @@ def main() -> None:
     parser.add_argument("--workers", help="comma-separated worker counts (default 1,cores)")
     parser.add_argument("--compare", action="store_true", help="python-chess, pgn-extract too")
     parser.add_argument("--python-chess-games", type=int, default=2000)
+    parser.add_argument(
+        "--independent", type=int, help="run this many one-worker conversions at once instead"
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     workers = sorted({int(w) for w in args.workers.split(",")}) if args.workers else [1, cores]
+    if args.pgn is not None and args.independent:
+        with tempfile.TemporaryDirectory(dir=args.pgn.parent) as tmp:
+            result = independent(args.pgn, args.independent, Path(tmp))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return
     if args.pgn is not None and not args.compare:
         with tempfile.TemporaryDirectory(dir=args.pgn.parent) as tmp:
             rows = month_rows(args.pgn, workers, Path(tmp))

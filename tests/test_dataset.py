@@ -263,3 +263,26 @@ def test_many_workers_with_small_chunks_give_the_one_worker_dataset(tmp_path, mo
     monkeypatch.setattr(dataset, "CHUNK_BYTES", 700)
     many = dataset.convert(inputs, tmp_path / "many", SETTINGS, workers=3)
     assert many["files"] == one["files"] and many["skipped"] == one["skipped"]
+
+
+def test_zstd_frames_of_every_kind_are_read_and_any_cut_is_refused(tmp_path):
+    """Frames with and without checksums and sizes, a skippable frame between them: read
+    whole; the same file cut anywhere inside a frame: refused as truncated, naming it."""
+    text = first_games_pgn(30)
+    thirds = [text[: len(text) // 3], text[len(text) // 3 : 2 * len(text) // 3]]
+    thirds.append(text[2 * len(text) // 3 :])
+    frames = [
+        zstandard.ZstdCompressor(write_checksum=True).compress(thirds[0].encode()),
+        (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"skip!",
+        zstandard.ZstdCompressor(write_content_size=False).compress(thirds[1].encode()),
+        b"".join(zstandard.ZstdCompressor().read_to_iter(io.BytesIO(thirds[2].encode()))),
+    ]
+    whole = b"".join(frames)
+    path = tmp_path / "month.pgn.zst"
+    path.write_bytes(whole)
+    assert b"".join(pgn.read_raw_chunks(path, chunk_bytes=4096)).decode() == text
+    for cut in (len(whole) - 1, len(whole) - 4, len(frames[0]) - 2, len(frames[0]) + 7, 6):
+        path.write_bytes(whole[:cut])
+        with pytest.raises(PgnFileError, match="truncated") as error:
+            list(pgn.read_raw_chunks(path))
+        assert str(path) in str(error.value)

@@ -29,40 +29,97 @@ class PgnFileError(ValueError):
     """An input file cannot be read as PGN at all (the message names the file)."""
 
 
-def _raw_blocks(path: Path, digest: Any = None) -> Iterator[bytes]:
-    """Decompressed bytes of a file, block by block; zstd streams of many frames too.
+class _Tee:
+    """A file read through ``read``, each block also fed to ``digest``."""
 
-    ``digest`` (a hashlib object), if given, is fed the file's bytes as they are read.
+    def __init__(self, fh: Any, digest: Any) -> None:
+        self.fh, self.digest = fh, digest
+
+    def read(self, size: int = -1) -> bytes:
+        block = self.fh.read(size)
+        if self.digest is not None:
+            self.digest.update(block)
+        return block
+
+
+def _check_frames(path: Path, fh: Any) -> None:
+    """Every zstd frame of ``fh`` is whole: frame and block headers are walked (RFC 8878),
+    nothing is decompressed (about 3,000 seeks per GB). The fast reader below stops quietly
+    where a file is cut; this check does not.
+
+    :raises PgnFileError: naming the file, if a frame is cut or a header is not zstd's.
     """
-    with open(path, "rb") as fh:
-        if not path.name.endswith(".zst"):
-            while block := fh.read(READ_BLOCK):
-                if digest is not None:
-                    digest.update(block)
-                yield block
-            return
-        decompressor = zstandard.ZstdDecompressor()
-        frame = decompressor.decompressobj()
-        seen_input = False
-        while block := fh.read(READ_BLOCK):
-            if digest is not None:
-                digest.update(block)
-            seen_input = True
-            while block:
-                try:
-                    out = frame.decompress(block)
-                except zstandard.ZstdError as error:
-                    raise PgnFileError(f"{path}: not a valid zstd stream ({error})") from None
-                if out:
-                    yield out
-                if not frame.eof:
-                    break
-                block = frame.unused_data  # the next frame starts here
-                frame = decompressor.decompressobj()
-                if not block:
-                    seen_input = False  # a clean frame boundary at the end is complete
-        if seen_input and not frame.eof:
-            raise PgnFileError(f"{path}: zstd stream is truncated (incomplete last frame)")
+    size, pos = path.stat().st_size, 0
+    cut = PgnFileError(f"{path}: zstd stream is truncated (incomplete last frame)")
+    while pos < size:
+        fh.seek(pos)
+        head = fh.read(8)
+        magic = int.from_bytes(head[:4], "little")
+        if 0x184D2A50 <= magic <= 0x184D2A5F and len(head) == 8:  # a skippable frame
+            pos += 8 + int.from_bytes(head[4:8], "little")
+            continue
+        if magic != 0xFD2FB528:
+            raise (
+                PgnFileError(f"{path}: not a valid zstd stream (no frame magic at byte {pos})")
+                if pos == 0 or len(head) == 8
+                else cut
+            )
+        if len(head) < 5:
+            raise cut
+        descriptor = head[4]
+        single = descriptor >> 5 & 1
+        pos += 5 + (1 - single) + (0, 1, 2, 4)[descriptor & 3] + (single, 2, 4, 8)[descriptor >> 6]
+        while True:
+            fh.seek(pos)
+            block = fh.read(3)
+            if len(block) < 3:
+                raise cut
+            header = int.from_bytes(block, "little")
+            kind = header >> 1 & 3
+            if kind == 3:
+                raise PgnFileError(f"{path}: not a valid zstd stream (bad block at byte {pos})")
+            pos += 3 + (1 if kind == 1 else header >> 3)
+            if header & 1:
+                break
+        pos += 4 * (descriptor >> 2 & 1)  # the content checksum
+    if pos > size:
+        raise cut
+    fh.seek(0)
+
+
+class _Source:
+    """A PGN file's bytes, decompressed if it is ``.zst`` (zstd's stream reader decompresses
+    straight into the caller's buffer: 1.6x the speed of a decompression object that returns
+    new bytes); ``digest`` is fed the file's bytes as they are read."""
+
+    def __init__(self, path: Path, fh: Any, digest: Any) -> None:
+        self.path = path
+        if path.name.endswith(".zst"):
+            _check_frames(path, fh)
+            self.stream = zstandard.ZstdDecompressor().stream_reader(
+                _Tee(fh, digest), read_size=READ_BLOCK, read_across_frames=True
+            )
+        else:
+            self.stream = _Tee(fh, digest)
+        self.pushed = b""  # bytes given back by ``unread``, read again first
+
+    def unread(self, data: bytes) -> None:
+        self.pushed = data + self.pushed
+
+    def readinto(self, view: memoryview) -> int:
+        if self.pushed:
+            n = min(len(view), len(self.pushed))
+            view[:n] = self.pushed[:n]
+            self.pushed = self.pushed[n:]
+            return n
+        try:
+            if isinstance(self.stream, _Tee):
+                block = self.stream.read(len(view))
+                view[: len(block)] = block
+                return len(block)
+            return self.stream.readinto(view)
+        except zstandard.ZstdError as error:
+            raise PgnFileError(f"{self.path}: not a valid zstd stream ({error})") from None
 
 
 def read_chunks(
@@ -131,39 +188,57 @@ def read_chunks_into(
     path = Path(path)
     if not path.is_file():
         raise PgnFileError(f"{path}: no such file")
+    with open(path, "rb") as fh:
+        yield from _cut(_Source(path, fh, digest), buffers, take, release, chunk_bytes)
+
+
+def _cut(
+    source: _Source,
+    buffers: Buffers,
+    take: Callable[[], int],
+    release: Callable[[int], None],
+    chunk_bytes: int,
+) -> Iterator[tuple[int, int] | bytes]:
     mm, size = buffers.mm, buffers.size
     index, fill = take(), 0
     spill: bytearray | None = None  # a chunk that outgrew its buffer (no game start in it)
     first = True
-    for block in _raw_blocks(path, digest):
-        if first:
-            block = block.removeprefix(b"\xef\xbb\xbf")  # UTF-8 byte order mark
+    while True:
+        if spill is not None:  # the buffer's content so far is part of one long game
+            block = bytearray(READ_BLOCK)
+            n = source.readinto(memoryview(block))
+            if n == 0:
+                break
+            seen = len(spill)
+            spill += memoryview(block)[:n]
+            cut = _first_game_start(spill, max(0, seen - 2))
+            if cut < 0:
+                continue  # all of this block belongs to the long game
+            yield bytes(spill[:cut])
+            source.unread(bytes(spill[cut:]))  # the games after it: read as usual
+            spill = None
+            continue
+        base = index * size
+        # up to chunk_bytes; past it only while no game start has been found
+        n = source.readinto(buffers.view(index, chunk_bytes if fill < chunk_bytes else size)[fill:])
+        if n == 0:
+            break
+        fill += n
+        if first and fill >= 3:
             first = False
-        data = memoryview(block)
-        while data:
-            if spill is not None:  # the buffer's content so far is part of one long game
-                seen = len(spill)
-                spill += data
-                cut = _first_game_start(spill, max(0, seen - 2))
-                if cut < 0:
-                    break  # all of this block belongs to the long game
-                yield bytes(spill[:cut])
-                data, spill = memoryview(bytes(spill[cut:])), None  # the rest: as usual
-                continue
-            base = index * size
-            n = min(len(data), size - fill)
-            mm[base + fill : base + fill + n] = data[:n]
-            fill, data = fill + n, data[n:]
-            if fill < chunk_bytes and fill < size:
-                continue
-            cut = _last_game_start(mm, base, base + fill)
-            if cut > base:
-                yield index, cut - base
-                tail = mm[cut : base + fill]
-                index, fill = take(), len(tail)
-                buffers.view(index, fill)[:] = tail
-            elif fill == size:  # no game starts in a whole buffer: keep it in memory instead
-                spill, fill = bytearray(mm[base : base + fill]), 0
+            if mm[base : base + 3] == b"\xef\xbb\xbf":  # UTF-8 byte order mark
+                mm.move(base, base + 3, fill - 3)
+                fill -= 3
+        if fill < chunk_bytes and fill < size:
+            continue
+        cut = _last_game_start(mm, base, base + fill)
+        if cut > base:
+            yield index, cut - base
+            tail = mm[cut : base + fill]
+            index, fill = take(), len(tail)
+            buffers.view(index, fill)[:] = tail
+        elif fill == size:  # no game starts in a whole buffer: keep it in memory instead
+            spill, fill = bytearray(mm[base : base + fill]), 0
     base = index * size
     if spill is not None and spill.strip():
         yield bytes(spill)
