@@ -195,12 +195,13 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         packing=packed,
         cuda_graphs=None if path in ("graphs", "graphs-single", "packed") else False,
     )
-    overlap = cuda_graphs.OVERLAP
-    cuda_graphs.OVERLAP = path != "graphs-single"  # read once, when the Trainer is built
+    before = cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB
+    # read once, when the Trainer is built
+    cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = path != "graphs-single", a.bucket_mb
     try:
         return trainer.Trainer(settings, ctx, data, run_dir=a.out)
     finally:
-        cuda_graphs.OVERLAP = overlap
+        cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = before
 
 
 def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> dict[str, float]:
@@ -356,6 +357,7 @@ def time_path(
         "warmup_updates": len(warm_groups),
         "graphs_compiled_while_timed": unique_graphs() - graphs,
         "cuda_graphs_captured": t.graphs.graphs if t.graphs is not None else 0,
+        "gradient_bucket_mb": a.bucket_mb,
         "gradient_buckets": len(t.graphs.buckets)
         if t.graphs is not None and t.graphs.buckets is not None
         else None,
@@ -478,6 +480,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ref-steps", type=int, default=10, help="timed updates (reference)")
     p.add_argument("--warmup", type=int, default=3, help="untimed updates before timing")
     p.add_argument("--compile", choices=compilation.CHOICES, default="auto")
+    p.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=cuda_graphs.BUCKET_MB,
+        help="graphs path, several GPUs: gradient all-reduce bucket size",
+    )
     p.add_argument("--compile-cache", help="inductor/triton cache dir (default: OUT/compile-cache)")
     p.add_argument("--cache", help="token cache directory (default: synthetic games)")
     p.add_argument("--games", type=int, default=20000, help="synthetic training games")

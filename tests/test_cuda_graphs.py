@@ -137,6 +137,41 @@ def test_buckets_tile_the_flat_buffer_from_its_end() -> None:
     assert sum(b.sizes) == len(names)
 
 
+@pytest.mark.parametrize("row_tokens", [None, 32], ids=["games", "packed"])
+def test_shape_of_a_part_is_the_shape_it_collates_to(row_tokens: int | None) -> None:
+    """Every rank captures the reducing graphs of all ranks' last shapes, computed on the
+    host from the game lengths: they must be the shapes ``collate`` makes (an empty part is
+    a rank with no game: rows of padding)."""
+    games = games_fixture()  # 5, 14, 8, 23 and 11 tokens: lengths padded to 8 differ
+    net = model.build("tiny")
+    g = cuda_graphs.MicrobatchGraphs(
+        net, device=torch.device("cpu"), pad_multiple=8, max_len=1024, row_tokens=row_tokens
+    )
+    if row_tokens is None:
+        group = [[0, 1, 2, 3], [3, 4], [4]]
+    else:
+        group = [[[0, 1], [2], [3, 4]], [[4]]]
+    seen = set()
+    for batch in group:
+        for rank in (0, 1):
+            core = batching.GroupPass(
+                games,
+                [batch],
+                micro=2,
+                rank=rank,
+                device="cpu",
+                pad_multiple=8,
+                max_len=1024,
+                row_tokens=row_tokens,
+                rows=2,
+            )
+            part = batch[rank * 2 : (rank + 1) * 2]
+            (collated,) = list(core)
+            assert g.shape_of(core, part) == tuple(collated.x.shape), (batch, rank)
+            seen.add(tuple(collated.x.shape))
+    assert len(seen) == (1 if row_tokens else 3)  # (2, 8), (2, 16), (2, 24)
+
+
 def _update_with(rank: int, overlap: bool) -> dict[str, Any]:
     """One update (three microbatches; in the last one rank 1 has no game, a padding row),
     then a step of AdamW; small buckets (the tiny model's 0.7 MB in about 13)."""

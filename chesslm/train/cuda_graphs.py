@@ -227,7 +227,8 @@ class MicrobatchGraphs:
     shape (``rows`` is the microbatch size: the probe uses two). With ``row_tokens`` the
     microbatches are packed rows (lists of games) of that many tokens. ``overlap`` (several
     ranks only): the last microbatch's gradients are all-reduced in buckets of about
-    ``bucket_mb`` during its backward (``Buckets``), else once after it."""
+    ``bucket_mb`` (default ``BUCKET_MB``) during its backward (``Buckets``), else once after
+    it."""
 
     def __init__(
         self,
@@ -238,7 +239,7 @@ class MicrobatchGraphs:
         max_len: int,
         row_tokens: int | None = None,
         overlap: bool = False,
-        bucket_mb: float = BUCKET_MB,
+        bucket_mb: float | None = None,
     ) -> None:
         self.net = net
         self.device = device
@@ -255,7 +256,7 @@ class MicrobatchGraphs:
             for p in self.grads.params:
                 dist.broadcast(p.data, src=0)
             if overlap:
-                self.buckets = Buckets(self.grads, int(bucket_mb * 2**20))
+                self.buckets = Buckets(self.grads, int((bucket_mb or BUCKET_MB) * 2**20))
                 self.buckets.rehearse()
 
     @property
