@@ -8,7 +8,12 @@ One run on one device (or under torchrun, DDP) times, on the same data:
   same batches and mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal
   flash attention, fused AdamW, one read-back per update;
 * ``graphs``    the same with every microbatch shape replayed as a CUDA graph
-  (``chesslm.train.cuda_graphs``): the pipeline's default on CUDA;
+  (``chesslm.train.cuda_graphs``): the pipeline's default on CUDA; with several GPUs the
+  last microbatch's gradients are all-reduced in buckets during its backward (each block
+  compiled on its own so that its gradients complete early);
+* ``graphs-single`` the same with the earlier reduction: one all-reduce of the whole flat
+  gradient buffer after the last microbatch, the whole forward compiled (GPU only; on one
+  GPU it is ``graphs``);
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
   rows, positions restarting at each game, a FlexAttention document mask (CUDA), replayed
   as a CUDA graph on CUDA (the pipeline's setting);
@@ -55,6 +60,7 @@ from chesslm.data.cache import N_MOVE_CODES, table_starts  # noqa: E402
 from chesslm.train import (  # noqa: E402
     batching,
     compilation,
+    cuda_graphs,
     distributed,
     model,
     trainer,
@@ -64,7 +70,8 @@ from chesslm.train.settings import RunSettings  # noqa: E402
 
 IMPORTS_DONE = time.time()
 
-PATHS = ("reference", "compiled", "graphs", "packed-compiled", "packed")
+PATHS = ("reference", "compiled", "graphs", "graphs-single", "packed-compiled", "packed")
+GPU_ONLY = ("graphs", "graphs-single", "packed-compiled")
 
 
 def is_packed(path: str) -> bool:
@@ -186,9 +193,15 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         seed=a.seed,
         compile=False if path == "reference" else compilation.resolve(a.compile, ctx.device.type),
         packing=packed,
-        cuda_graphs=None if path in ("graphs", "packed") else False,
+        cuda_graphs=None if path in ("graphs", "graphs-single", "packed") else False,
     )
-    return trainer.Trainer(settings, ctx, data, run_dir=a.out)
+    before = cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB
+    # read once, when the Trainer is built
+    cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = path != "graphs-single", a.bucket_mb
+    try:
+        return trainer.Trainer(settings, ctx, data, run_dir=a.out)
+    finally:
+        cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = before
 
 
 def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> dict[str, float]:
@@ -299,13 +312,18 @@ def time_path(
     # one-time cost of a new shape (graph, kernel specialisation, allocation) is timed
     warm_groups = list(plan[: a.warmup])
     if not packed:  # the reference too, for its allocator: a fair comparison
-        # every microbatch shape of the timed and profiled updates (each rank's share), so
-        # no compilation or CUDA-graph capture is timed
-        seen: set[tuple[int, int]] = set()
+        # every microbatch shape of the timed and profiled updates (each rank's share; a
+        # group's last microbatch has its own graphs when it reduces in buckets), so no
+        # compilation or CUDA-graph capture is timed
+        seen: set[tuple[int, int, bool]] = set()
         for group in plan[a.warmup :]:
             shapes = {
-                (r, batching.padded_length(max(len(games[i]) for i in part) - 1, 64, 1024))
-                for batch in group
+                (
+                    r,
+                    batching.padded_length(max(len(games[i]) for i in part) - 1, 64, 1024),
+                    k == len(group) - 1,
+                )
+                for k, batch in enumerate(group)
                 for r in range(ctx.world)
                 if len(part := batch[r * micro : (r + 1) * micro])
             }
@@ -339,6 +357,10 @@ def time_path(
         "warmup_updates": len(warm_groups),
         "graphs_compiled_while_timed": unique_graphs() - graphs,
         "cuda_graphs_captured": t.graphs.graphs if t.graphs is not None else 0,
+        "gradient_bucket_mb": a.bucket_mb,
+        "gradient_buckets": len(t.graphs.buckets)
+        if t.graphs is not None and t.graphs.buckets is not None
+        else None,
         "useful_targets_per_second": totals["valid_targets"] / seconds,
         "useful_targets_per_second_per_gpu": totals["valid_targets"] / seconds / world,
         "padded_tokens_per_second": totals["padded_tokens"] / seconds,
@@ -459,6 +481,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ref-steps", type=int, default=10, help="timed updates (reference)")
     p.add_argument("--warmup", type=int, default=3, help="untimed updates before timing")
     p.add_argument("--compile", choices=compilation.CHOICES, default="auto")
+    p.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=cuda_graphs.BUCKET_MB,
+        help="graphs path, several GPUs: gradient all-reduce bucket size",
+    )
     p.add_argument("--compile-cache", help="inductor/triton cache dir (default: OUT/compile-cache)")
     p.add_argument("--cache", help="token cache directory (default: synthetic games)")
     p.add_argument("--games", type=int, default=20000, help="synthetic training games")
@@ -495,7 +523,7 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
         data = open_data(a, model.config_for(a.model).block_size)
         results = []
         for path in a.paths.split(","):
-            if path in ("graphs", "packed-compiled") and a.device != "cuda":
+            if path in GPU_ONLY and a.device != "cuda":
                 print(f"{path}: skipped (needs a GPU)", flush=True)
                 continue
             r = time_path(a, ctx, data, path, peak)
@@ -523,7 +551,7 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
 
 def table(records: list[dict[str, Any]]) -> str:
     head = (
-        f"{'path':<10} {'gpus':>4} {'targets/s/gpu':>14} {'x ref':>6} {'padded tok/s':>13}"
+        f"{'path':<15} {'gpus':>4} {'targets/s/gpu':>14} {'x ref':>6} {'padded tok/s':>13}"
         f" {'pad%':>5} {'MFU%':>5} {'peak GiB':>8} {'warm-up s':>9}"
     )
     lines = [head, "-" * len(head)]
@@ -532,7 +560,7 @@ def table(records: list[dict[str, Any]]) -> str:
             per_gpu = r["useful_targets_per_second_per_gpu"]
             speedup = r.get("speedup_vs_reference") or 0
             lines.append(
-                f"{r['path']:<10} {r['world_size']:>4} {per_gpu:>14,.0f}"
+                f"{r['path']:<15} {r['world_size']:>4} {per_gpu:>14,.0f}"
                 f" {speedup:>6.1f} {r['padded_tokens_per_second']:>13,.0f}"
                 f" {100 * r['padding_fraction']:>5.1f} {100 * (r['mfu'] or 0):>5.1f}"
                 f" {r['peak_allocated_gib'] or 0:>8.1f} {r['warmup_seconds']:>9.1f}"

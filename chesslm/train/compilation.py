@@ -58,15 +58,20 @@ def cache_env(directory: Path | str) -> dict[str, str]:
     return {key: os.environ[key] for key in wanted}
 
 
-def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None = None) -> None:
+def compile_model(
+    net: torch.nn.Module, *, static_shapes: bool, mode: str | None = None, scope: str | None = None
+) -> None:
     """Compile the model's forward in place (state_dict keys stay the same).
 
-    ``CHESSLM_COMPILE_SCOPE=blocks`` compiles each transformer block instead (regional
-    compilation): the blocks share one compiled graph, so it compiles faster (H200, before
-    floats were specialised: cold 65 -> 33 s, warm 34 -> 21 s to the first update; the whole
-    forward now starts in 35 s cold, 10-11 s warm), but the eager code between blocks slows
-    validation (1.9x a bare forward, over the 1.5x goal) and the packed path (576k -> 358k
-    targets/s); see BENCHMARKS.md. Hence the whole forward by default.
+    ``scope="blocks"`` (or ``CHESSLM_COMPILE_SCOPE=blocks``) compiles each transformer block
+    instead: each block then has its own backward, so its gradients are complete as soon as
+    it is done (several GPUs overlap their all-reduce with the rest of the backward this way,
+    ``cuda_graphs.Buckets``). Regional compilation: the blocks share one compiled graph, so
+    it compiles faster (H200, before floats were specialised: cold 65 -> 33 s, warm 34 -> 21
+    s to the first update; the whole forward now starts in 35 s cold, 10-11 s warm), but the
+    eager code between blocks slows validation (1.9x a bare forward, over the 1.5x goal) and
+    the uncaptured packed path (576k -> 358k targets/s); the captured default path kept its
+    speed (331k -> 326k); see BENCHMARKS.md. Hence the whole forward on one GPU.
 
     Padded game batches vary in length, so their length dimension is compiled dynamic (one
     graph for every bucket); packed rows have one fixed shape and compile static.
@@ -80,7 +85,7 @@ def compile_model(net: torch.nn.Module, *, static_shapes: bool, mode: str | None
     mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
     options = {"dynamic": False if static_shapes else True}
     options["mode"] = None if mode == "default" else mode
-    if os.environ.get("CHESSLM_COMPILE_SCOPE", "model") == "model":
+    if (scope or os.environ.get("CHESSLM_COMPILE_SCOPE", "model")) == "model":
         net.compile(**options)
         return
     for block in net.transformer.h:

@@ -15,11 +15,25 @@ How (the default path's batches and mathematics, unchanged):
 * the parameters' gradients are views of one flat FP32 buffer that is never freed, so autograd
   accumulates microbatches into it in place, inside the graph too; zeroing, clipping (one norm
   over the flat buffer) and the all-reduce across ranks are one kernel each;
-* a bucket's graph is captured the first time the bucket appears: warm-up runs on a side
+* a shape's graph is captured the first time the shape appears: warm-up runs on a side
   stream (they compile the model), the gradients accumulated so far are saved and restored
   around them, and all graphs share one memory pool (only their loss output stays alive);
-* several ranks: no DDP (its hooks cannot be captured); the flat gradient buffer is
-  all-reduced once per update, after the last microbatch.
+* several ranks: no DDP (its hooks cannot be captured). By default (``OVERLAP``) the last
+  microbatch of an update reduces its gradients while its backward runs (``Buckets``): the
+  flat buffer is cut into contiguous slices of about ``BUCKET_MB``, and each slice's
+  all-reduce is launched (async) as soon as the post-accumulate-grad hooks of all its
+  parameters have fired; all are waited for before the clip and the optimizer step. Earlier
+  microbatches communicate nothing. On CUDA that microbatch shape has a second graph with the
+  NCCL all-reduces captured in it (NCCL's stream joins the capture through the event it
+  waits on, and ``wait()`` joins it back), so the graphs stay. Every rank captures the
+  reducing graphs of the last microbatch shapes of all ranks (each rank sees the whole global
+  batch on the host), together and in one order, so that no rank records collectives while
+  another runs them; the warm-ups before a capture do not communicate. Overlap needs each
+  block's gradients to be final before the next block's backward: the trainer then compiles
+  block by block (``compilation.compile_model``). ``OVERLAP = False`` restores one
+  all-reduce of the whole buffer after the last microbatch (``train_speed.py``'s
+  ``graphs-single`` path compares both). For 2 ranks both give the same bits: each element
+  is the sum of the same two numbers.
 
 Not ``torch.compile(mode="reduce-overhead")``: its CUDA-graph trees give wrong gradients when
 microbatches accumulate (pytorch/pytorch#169545). On the CPU the same code runs without
@@ -29,6 +43,7 @@ checks the captured graphs against the uncaptured path on a GPU.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -38,6 +53,12 @@ from chesslm.train import batching, distributed
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
+#: several ranks: reduce the last microbatch's gradients in buckets during its backward
+#: (False: one all-reduce of the flat buffer after it, the earlier path)
+OVERLAP = True
+#: target size of one bucket (DDP's default): small enough that the last one, launched when
+#: the backward ends, is short; large enough that each all-reduce runs near full bandwidth
+BUCKET_MB = 25
 
 
 def resolve(
@@ -86,9 +107,86 @@ class FlatGradients:
         return norm
 
 
+class Buckets:
+    """The flat gradient buffer as contiguous slices all-reduced (summed) while the backward
+    pass still runs.
+
+    The buffer holds the parameters in ``net.parameters()`` order (embeddings, blocks 0..n-1,
+    final norm), and the backward finishes them in about the reverse order, so the slices are
+    cut from the end of the buffer: bucket 0 (final norm and last blocks) is ready first, the
+    last bucket (first blocks, embeddings and the tied head, whose gradient is complete only
+    after the embedding's backward) last. No re-layout is needed: consecutive blocks are
+    contiguous either way. A bucket is launched when every parameter in it has accumulated
+    its gradient (post-accumulate-grad hooks), and only after every bucket before it, so all
+    ranks issue the same collectives in the same order whatever order the hooks fire in.
+    The hooks do nothing unless ``arm()`` was called (the last microbatch of an update).
+    """
+
+    def __init__(self, grads: FlatGradients, bucket_bytes: int) -> None:
+        starts, at = [], 0
+        for p in grads.params:
+            starts.append(at)
+            at += p.numel()
+        self.bucket_of: list[int] = [0] * len(grads.params)
+        spans: list[tuple[int, int]] = []
+        end = at
+        for i in reversed(range(len(grads.params))):
+            self.bucket_of[i] = len(spans)
+            if (end - starts[i]) * grads.buffer.element_size() >= bucket_bytes or i == 0:
+                spans.append((starts[i], end))
+                end = starts[i]
+        self.spans = spans
+        self.views = [grads.buffer[lo:hi] for lo, hi in spans]
+        self.sizes = [self.bucket_of.count(b) for b in range(len(spans))]
+        self.armed = False
+        self.pending: list[int] = []
+        self.launched = 0
+        self.works: list[Any] = []
+        for i, p in enumerate(grads.params):
+            p.register_post_accumulate_grad_hook(functools.partial(self._accumulated, i))
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def arm(self) -> None:
+        self.pending = list(self.sizes)
+        self.launched = 0
+        self.works = []
+        self.armed = True
+
+    def _accumulated(self, index: int, _param: torch.Tensor) -> None:
+        if not self.armed:
+            return
+        self.pending[self.bucket_of[index]] -= 1
+        while self.launched < len(self.views) and self.pending[self.launched] == 0:
+            self._launch()
+
+    def _launch(self) -> None:
+        view = self.views[self.launched]
+        self.works.append(dist.all_reduce(view, op=dist.ReduceOp.SUM, async_op=True))
+        self.launched += 1
+
+    def finish(self) -> None:
+        """After the backward: launch what is left (a parameter without a gradient never
+        fires its hook), then wait for every bucket (on CUDA the current stream waits)."""
+        self.armed = False
+        while self.launched < len(self.views):
+            self._launch()
+        for work in self.works:
+            work.wait()
+        self.works = []
+
+    def rehearse(self) -> None:
+        """Every bucket's all-reduce once, eagerly and on every rank together (the buffer
+        holds zeros), so that NCCL has connected for these sizes before any capture."""
+        for view in self.views:
+            dist.all_reduce(view, op=dist.ReduceOp.SUM)
+
+
 class Static:
     """One shape's static buffers: inputs, targets, packed rows' positions, document ids
-    and mask, the summed loss the graph writes, and the graph (None on the CPU)."""
+    and mask; per graph (``False``: plain, ``True``: with the bucketed all-reduce) the
+    summed loss it writes; the graphs (none on the CPU)."""
 
     def __init__(self, rows: int, T: int, device: torch.device, packed: bool) -> None:
         self.x = torch.zeros((rows, T), dtype=torch.long, device=device)
@@ -100,8 +198,8 @@ class Static:
             # the mask reads this buffer; its tensors are refreshed in place (refresh_mask)
             pos = torch.zeros((rows, T), dtype=torch.long, device=device)
             self.forward = {"pos": pos, "mask": batching.document_mask(self.doc)}
-        self.loss = torch.zeros((), device=device)
-        self.graph: torch.cuda.CUDAGraph | None = None
+        self.loss: dict[bool, torch.Tensor] = {}
+        self.graph: dict[bool, torch.cuda.CUDAGraph] = {}
 
     def load(self, x: torch.Tensor, y: torch.Tensor, pos: Any = None, doc: Any = None) -> None:
         self.x.copy_(x)
@@ -127,7 +225,10 @@ class Static:
 class MicrobatchGraphs:
     """Forward + summed loss + scaled backward of ``(rows, T)`` microbatches, one graph per
     shape (``rows`` is the microbatch size: the probe uses two). With ``row_tokens`` the
-    microbatches are packed rows (lists of games) of that many tokens."""
+    microbatches are packed rows (lists of games) of that many tokens. ``overlap`` (several
+    ranks only): the last microbatch's gradients are all-reduced in buckets of about
+    ``bucket_mb`` (default ``BUCKET_MB``) during its backward (``Buckets``), else once after
+    it."""
 
     def __init__(
         self,
@@ -137,6 +238,8 @@ class MicrobatchGraphs:
         pad_multiple: int,
         max_len: int,
         row_tokens: int | None = None,
+        overlap: bool = False,
+        bucket_mb: float | None = None,
     ) -> None:
         self.net = net
         self.device = device
@@ -148,26 +251,38 @@ class MicrobatchGraphs:
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
         self.shapes: dict[tuple[int, int], Static] = {}
+        self.buckets: Buckets | None = None
         if distributed.active():  # the replicas start equal (DDP would broadcast too)
             for p in self.grads.params:
                 dist.broadcast(p.data, src=0)
+            if overlap:
+                self.buckets = Buckets(self.grads, int((bucket_mb or BUCKET_MB) * 2**20))
+                self.buckets.rehearse()
 
     @property
     def graphs(self) -> int:
-        return sum(1 for s in self.shapes.values() if s.graph is not None)
+        return sum(len(s.graph) for s in self.shapes.values())
 
-    def _run(self, s: Static) -> torch.Tensor:
+    def _run(self, s: Static, reduce: bool = False) -> torch.Tensor:
         loss = batching.loss_sum(
             self.net, s.x, s.y, self.device, autocast_cache=not self.capture, **s.forward
         )
+        if reduce:
+            self.buckets.arm()
         (loss * self.scale).backward()
+        if reduce:
+            self.buckets.finish()
         return loss.detach()
 
-    def _add(self, shape: tuple[int, int]) -> Static:
-        s = Static(*shape, self.device, packed=self.row_tokens is not None)
-        self.shapes[shape] = s
-        if not self.capture:
-            return s
+    def _static(self, shape: tuple[int, int]) -> Static:
+        s = self.shapes.get(shape)
+        if s is None:
+            s = self.shapes[shape] = Static(*shape, self.device, packed=self.row_tokens is not None)
+        return s
+
+    def _capture(self, s: Static, reduce: bool) -> None:
+        """Warm up and capture one of a shape's graphs. The warm-ups run without
+        communication; a capture records its all-reduces without running them."""
         saved = self.grads.buffer.clone()  # warm-up and capture must not change the gradients
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
@@ -175,30 +290,53 @@ class MicrobatchGraphs:
             for _ in range(WARMUP_RUNS):
                 self._run(s)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        s.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(s.graph, pool=self.pool):
-            s.loss = self._run(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            s.loss[reduce] = self._run(s, reduce)
+        s.graph[reduce] = graph
         self.grads.buffer.copy_(saved)
-        return s
 
-    def microbatch(self, batch: batching.Microbatch) -> torch.Tensor:
-        """Run one collated microbatch (accumulating gradients) through its shape's graph;
+    def shape_of(self, core: batching.GroupPass, part: list[Any]) -> tuple[int, int]:
+        """The static shape a part (one rank's share of a global batch) is collated to."""
+        if self.row_tokens is not None:
+            return (core.micro, self.row_tokens)
+        longest = max((len(core.games[i]) for i in part), default=2) - 1
+        return (core.micro, batching.padded_length(longest, self.pad_multiple, self.max_len))
+
+    def _capture_reduce_graphs(self, core: batching.GroupPass, last: list[Any]) -> None:
+        """Capture the reducing graphs of the last microbatch's shape of every rank (all
+        ranks see the whole global batch on the host), in one order on all ranks: a rank
+        never captures its collectives while another runs them."""
+        micro, world = core.micro, dist.get_world_size()
+        shapes = {self.shape_of(core, last[r * micro : (r + 1) * micro]) for r in range(world)}
+        for shape in sorted(shapes):
+            s = self._static(shape)
+            if True not in s.graph:
+                self._capture(s, reduce=True)
+
+    def microbatch(self, batch: batching.Microbatch, reduce: bool = False) -> torch.Tensor:
+        """Run one collated microbatch (accumulating gradients) through its shape's graph
+        (``reduce``: the one that all-reduces the gradients in buckets as they complete);
         returns its summed loss."""
-        shape = (batch.x.size(0), batch.x.size(1))
-        s = self.shapes.get(shape) or self._add(shape)
+        s = self._static((batch.x.size(0), batch.x.size(1)))
+        if self.capture and reduce not in s.graph:
+            if reduce:  # captured beforehand on every rank together (_capture_reduce_graphs)
+                raise RuntimeError(f"no reducing graph for shape {tuple(batch.x.shape)}")
+            self._capture(s, reduce)
         s.load(batch.x, batch.y, batch.pos, batch.doc)
-        if s.graph is None:
-            return self._run(s)
-        s.graph.replay()
-        return s.loss
+        if not self.capture:
+            return self._run(s, reduce)
+        s.graph[reduce].replay()
+        return s.loss[reduce]
 
     def backward_group(
         self, games: Any, group: list[list[Any]], *, micro: int, rank: int
     ) -> torch.Tensor:
         """``batching.backward_group`` for this path, through the same core
         (``batching.GroupPass``: microbatches, loss scale, statistics), with every microbatch
-        padded to ``micro`` rows; the gradients are summed over ranks (one all-reduce at the
-        end), not averaged. Returns (loss_sum, valid_targets, padded_tokens) over all ranks."""
+        padded to ``micro`` rows; the gradients are summed over ranks (during the last
+        microbatch's backward, or in one all-reduce at the end), not averaged. Returns
+        (loss_sum, valid_targets, padded_tokens) over all ranks."""
         core = batching.GroupPass(
             games,
             group,
@@ -212,8 +350,11 @@ class MicrobatchGraphs:
         )
         self.grads.zero()
         self.scale.fill_(core.scale)
-        for batch in core:
-            core.add(self.microbatch(batch), batch)
-        if distributed.active():
+        if self.buckets is not None and self.capture:
+            self._capture_reduce_graphs(core, group[-1])
+        for k, batch in enumerate(core):
+            reduce = self.buckets is not None and k == len(core) - 1
+            core.add(self.microbatch(batch, reduce), batch)
+        if distributed.active() and self.buckets is None:
             dist.all_reduce(self.grads.buffer)
         return core.result(as_tensor=True)

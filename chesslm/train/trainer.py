@@ -65,20 +65,28 @@ class Trainer:
         # padded lengths bucketed to multiples of 64 for the compiler; none when eager
         self.pad_multiple = 64 if self.compiled else 1
         self.row_tokens = self.net.config.block_size if self.packing else None
+        graphs = cuda_graphs.resolve(
+            s.cuda_graphs, s.device, packing=self.packing, compiled=self.compiled
+        )
+        # several ranks, padded games: the gradients are all-reduced during the backward,
+        # bucket by bucket, which needs the blocks' gradients to complete one block at a time:
+        # a whole-forward compile yields all of them at the end of one backward kernel chain
+        self.overlap = graphs and distributed.active() and cuda_graphs.OVERLAP and not self.packing
         if self.compiled:
             compilation.cache_env(Path(run_dir) / "train" / "compile-cache")
-            compilation.compile_model(self.net, static_shapes=self.packing)
+            compilation.compile_model(
+                self.net, static_shapes=self.packing, scope="blocks" if self.overlap else None
+            )
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
-        if cuda_graphs.resolve(
-            s.cuda_graphs, s.device, packing=self.packing, compiled=self.compiled
-        ):
+        if graphs:
             self.graphs = cuda_graphs.MicrobatchGraphs(
                 self.net,
                 device=ctx.device,
                 pad_multiple=self.pad_multiple,
                 max_len=self.net.config.block_size,
                 row_tokens=self.row_tokens,
+                overlap=self.overlap,
             )
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
