@@ -1,67 +1,63 @@
 #!/usr/bin/env bash
-# Issues 14-16 on one GPU host, as a background job the device tool polls:
-#   1. conversion scaling, CPU only and nothing else running: generated months of 100k and
-#      1M games with 1 to 16 workers, 10M games with 14 and 16 workers;
-#   2. the GPU tests of the background checkpoint saver and of move-matching, the saver's
-#      benchmark, and the move-matching variants (play_speed.py);
-#   3. the 1M-game month through the pipeline: convert -> verify -> token cache -> probe ->
-#      segment 0 of month_pilot (benchmarks/month.yaml + month-1m.yaml), then train_speed.py's
-#      default path on the same token cache (the segment's reference, same run).
-# Usage: setsid bash benchmarks/gpu_scale_speed.sh > results/device2/driver.log 2>&1 &
-# Progress: results/device2/progress.log, one line a step with unix times.
+# Issues 14-16 on one GPU host (nvidia-h200-x2: 2 GPUs, 32 cores), as a background job the
+# device tool polls; each step has a hard time limit, most important first:
+#   1. conversion scaling, CPU only and nothing else running: generated months of 1M games
+#      (1, 16 and 30 workers) and 10M games (16 workers); the machine's own ceiling
+#      (16 independent one-worker conversions of 100k games at once, against one alone);
+#   2. move-matching speed variants (play_speed.py) on one GPU;
+#   3. the GPU tests of the background saver, move-matching and the CUDA graphs (the 2-GPU
+#      bucketed all-reduce against the single one);
+#   4. the user's pilot on the embedded sample with every GPU (snakemake results/pilot/
+#      results.json, then its summary.md with the wall-time split; a short play evaluation,
+#      benchmarks/pilot-quick-play.yaml); the bucketed all-reduce only if step 3 passed;
+#   5. train_speed.py's default path on 1 and 2 GPUs, bucketed and single all-reduce.
+# Usage: setsid bash benchmarks/gpu_scale_speed.sh > results/device3/driver.log 2>&1 &
+# Progress: $OUT/progress.log, one line a step with unix times.
 set -uo pipefail
-export OUT=results/device2
+export OUT=${OUT_DIR:-results/device3}
 . benchmarks/device-env.sh
 export PATH=$PATH:/tmp/sf/usr/games PYTHONUNBUFFERED=1
 CORES=$(nproc)
 D=/tmp/scale
-mkdir -p "$D" results/month
+[ -d .debs ] && dpkg -x .debs/stockfish_*.deb /tmp/sf  # Debian's stockfish, carried
+mkdir -p "$D"
 mark() { echo "[$(date +%s)] $*" | tee -a "$OUT/progress.log"; }
 gen() { python3 benchmarks/month_pgn.py --games "$1" --out "$2" --seed "$3" --workers "$CORES" > /dev/null 2>&1; }
-scale() {  # input, workers, name
-  timeout -k 5 "${4:-400}" python3 benchmarks/convert_throughput.py --pgn "$1" --workers "$2" \
-    --json "$OUT/convert-$3.json" > "$OUT/convert-$3.log" 2>&1
-  tr '\n' '|' < "$OUT/convert-$3.log"
+bench() {  # name, time limit, arguments of convert_throughput.py
+  local name=$1 limit=$2; shift 2
+  timeout -k 5 "$limit" python3 benchmarks/convert_throughput.py "$@" --json "$OUT/convert-$name.json" \
+    > "$OUT/convert-$name.log" 2>&1
+  tr '\n' '|' < "$OUT/convert-$name.log"
 }
-measured() {  # wall time and peak RSS of the largest process of a command
-  python3 - "$@" <<'PY'
-import resource, subprocess, sys, time
-t = time.time(); rc = subprocess.call(sys.argv[1:])
-print(f"wall_s={time.time() - t:.1f} peak_rss_mib={resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} rc={rc}")
-PY
-}
-mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
+mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader | tr '\n' ' '); torch $(python3 -c 'import torch; print(torch.__version__)')"
 if [ -z "${SKIP_SCALE:-}" ]; then
-  gen 100000 "$D/m100k.pgn.zst" 1 && mark "100k: $(scale "$D/m100k.pgn.zst" 1,14,16 100k)"
-  gen 1000000 "$D/m1m.pgn.zst" 2 && mark "1M: $(scale "$D/m1m.pgn.zst" 1,8,12,14,16 1m)"
-  gen 10000000 "$D/m10m.pgn.zst" 3 && mark "10M: $(scale "$D/m10m.pgn.zst" 14,16 10m)"
+  gen 100000 "$D/m100k.pgn.zst" 1; gen 1000000 "$D/m1m.pgn.zst" 2; gen 10000000 "$D/m10m.pgn.zst" 3
+  mark "generated: $(ls -la $D | tr '\n' '|')"
+  mark "1M: $(bench 1m 150 --pgn "$D/m1m.pgn.zst" --workers 1,16,30)"
+  mark "10M: $(bench 10m 100 --pgn "$D/m10m.pgn.zst" --workers 16)"
+  mark "ceiling: $(bench independent 60 --pgn "$D/m100k.pgn.zst" --independent 16)"
   rm -f "$D/m10m.pgn.zst"
 fi
-timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider tests/test_saver.py tests/test_play.py \
-  -k cuda > "$OUT/gpu-tests.log" 2>&1
-mark "gpu tests rc=$?: $(tail -1 "$OUT/gpu-tests.log")"
-timeout -k 5 120 python3 benchmarks/checkpoint_save.py --model baseline --device cuda --saves 3 \
-  --dir /tmp/ckpt --json "$OUT/checkpoint-save.json" > "$OUT/checkpoint-save.log" 2>&1
-mark "checkpoint_save rc=$?: $(tail -3 "$OUT/checkpoint-save.log" | tr '\n' '|')"
-timeout -k 5 "${PLAY_S:-240}" python3 benchmarks/play_speed.py --preset baseline --device cuda \
+timeout -k 5 "${PLAY_S:-140}" python3 benchmarks/play_speed.py --preset baseline --device cuda \
   --batch-tokens "${PLAY_TOKENS:-65536,131072}" --attention dense,flex --compile no,yes \
-  --repeats 2 --profile-batches 2 --budget-s "${PLAY_BUDGET_S:-170}" \
+  --repeats 2 --budget-s "${PLAY_BUDGET_S:-80}" \
   --json "$OUT/play-speed.json" > "$OUT/play-speed.log" 2>&1
-mark "play_speed rc=$?: $(grep -v -i warn "$OUT/play-speed.log" | tail -2 | tr '\n' '|')"
-[ -f "$D/m1m.pgn.zst" ] || gen 1000000 "$D/m1m.pgn.zst" 2
-cp "$D/m1m.pgn.zst" results/month/month.pgn.zst
-CONFIG=(--configfile config/config.yaml benchmarks/month.yaml benchmarks/month-1m.yaml)
-for target in results/datasets/month/manifest.json results/datasets/month/integrity-receipt.json \
-    results/datasets/month/token-cache/cache.json results/month_pilot/probe-results.json \
-    results/month_pilot/segments/0.json; do
-  log="$OUT/smk-$(basename "$target").log"
-  mark "$target: $(measured timeout -k 10 "${STAGE_S:-400}" python3 -m snakemake "$target" --cores "$CORES" "${CONFIG[@]}" > "$log" 2>&1; tail -1 "$log")"
-done
-cp results/month_pilot/segments/*.json results/datasets/month/manifest.json "$OUT/" 2>/dev/null
-cp results/month_pilot/train/events.jsonl "$OUT/" 2>/dev/null
-timeout -k 10 "${SPEED_S:-200}" python3 benchmarks/train_speed.py --workers 1 --paths graphs \
-  --profile 0 --cache results/datasets/month/token-cache \
-  --compile-cache results/month_pilot/train/compile-cache --out /tmp/chesslm-speed \
-  --json "$OUT/train-speed-month.json" > "$OUT/train-speed-month.log" 2>&1
-mark "train_speed graphs on the month rc=$?: $(grep -v -i warn "$OUT/train-speed-month.log" | tail -4 | tr '\n' '|')"
+mark "play_speed rc=$?: $(grep -v -i warn "$OUT/play-speed.log" | tail -3 | tr '\n' '|')"
+timeout -k 5 "${TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
+  tests/test_cuda_graphs.py tests/test_play.py -k "cuda or gpu" > "$OUT/gpu-tests.log" 2>&1
+tests=$?
+mark "gpu tests rc=$tests: $(grep -E "passed|failed|FAILED|Error" "$OUT/gpu-tests.log" | tail -6 | tr '\n' '|')"
+[ "$tests" = 0 ] || export CHESSLM_GRAD_OVERLAP=0
+timeout -k 10 "${PILOT_S:-280}" python3 -m snakemake results/pilot/results.json \
+  results/pilot/report/summary.md --cores "$CORES" \
+  --configfile config/config.yaml benchmarks/pilot-quick-play.yaml > "$OUT/pilot.log" 2>&1
+mark "pilot rc=$? (overlap ${CHESSLM_GRAD_OVERLAP:-1}): $(tail -2 "$OUT/pilot.log" | tr '\n' '|')"
+cp results/pilot/segments/*.json results/pilot/report/summary.md results/pilot/train/events.jsonl \
+  "$OUT/" 2>/dev/null
+unset CHESSLM_GRAD_OVERLAP
+timeout -k 10 "${SPEED_S:-200}" python3 benchmarks/train_speed.py --workers 1,2 \
+  --paths graphs,graphs-single --profile 0 --cache results/datasets/sample/token-cache \
+  --compile-cache /tmp/cc --out /tmp/chesslm-speed --json "$OUT/train-speed.json" \
+  > "$OUT/train-speed.log" 2>&1
+mark "train_speed rc=$?: $(grep -v -i warn "$OUT/train-speed.log" | tail -8 | tr '\n' '|')"
 mark done

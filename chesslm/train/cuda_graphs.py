@@ -44,6 +44,7 @@ checks the captured graphs against the uncaptured path on a GPU.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import torch
@@ -54,8 +55,9 @@ from chesslm.train import batching, distributed
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
 #: several ranks: reduce the last microbatch's gradients in buckets during its backward
-#: (False: one all-reduce of the flat buffer after it, the earlier path)
-OVERLAP = True
+#: (False, or CHESSLM_GRAD_OVERLAP=0: one all-reduce of the flat buffer after it, the earlier
+#: path; for 2 ranks both give the same bits, so a run may switch between segments)
+OVERLAP = os.environ.get("CHESSLM_GRAD_OVERLAP", "1") != "0"
 #: target size of one bucket (DDP's default): small enough that the last one, launched when
 #: the backward ends, is short; large enough that each all-reduce runs near full bandwidth
 BUCKET_MB = 25
