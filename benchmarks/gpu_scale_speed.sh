@@ -56,7 +56,7 @@ cp results/pilot/segments/*.json results/pilot/report/summary.md results/pilot/t
   "$OUT/" 2>/dev/null
 unset CHESSLM_GRAD_OVERLAP
 timeout -k 10 "${SPEED_S:-200}" python3 benchmarks/train_speed.py --workers 1,2 \
-  --paths graphs,graphs-single --profile 0 --cache results/datasets/sample/token-cache \
+  --paths graphs,graphs-overlap --profile 0 --cache results/datasets/sample/token-cache \
   --compile-cache /tmp/cc --out /tmp/chesslm-speed --json "$OUT/train-speed.json" \
   > "$OUT/train-speed.log" 2>&1
 mark "train_speed rc=$?: $(grep -v -i warn "$OUT/train-speed.log" | tail -8 | tr '\n' '|')"

@@ -8,12 +8,11 @@ One run on one device (or under torchrun, DDP) times, on the same data:
   same batches and mathematics, compiled (CUDA), lengths bucketed to multiples of 64, causal
   flash attention, fused AdamW, one read-back per update;
 * ``graphs``    the same with every microbatch shape replayed as a CUDA graph
-  (``chesslm.train.cuda_graphs``): the pipeline's default on CUDA; with several GPUs the
-  last microbatch's gradients are all-reduced in buckets during its backward (each block
-  compiled on its own so that its gradients complete early);
-* ``graphs-single`` the same with the earlier reduction: one all-reduce of the whole flat
-  gradient buffer after the last microbatch, the whole forward compiled (GPU only; on one
-  GPU it is ``graphs``);
+  (``chesslm.train.cuda_graphs``): the pipeline's default on CUDA; with several GPUs one
+  all-reduce of the whole flat gradient buffer after the last microbatch;
+* ``graphs-overlap`` the same with the opt-in reduction (``CHESSLM_GRAD_OVERLAP=1``): the last
+  microbatch's gradients all-reduced in buckets during its backward, each block compiled on
+  its own so that its gradients complete early (GPU only; on one GPU it is ``graphs``);
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
   rows, positions restarting at each game, a FlexAttention document mask (CUDA), replayed
   as a CUDA graph on CUDA (the pipeline's setting);
@@ -70,8 +69,8 @@ from chesslm.train.settings import RunSettings  # noqa: E402
 
 IMPORTS_DONE = time.time()
 
-PATHS = ("reference", "compiled", "graphs", "graphs-single", "packed-compiled", "packed")
-GPU_ONLY = ("graphs", "graphs-single", "packed-compiled")
+PATHS = ("reference", "compiled", "graphs", "graphs-overlap", "packed-compiled", "packed")
+GPU_ONLY = ("graphs", "graphs-overlap", "packed-compiled")
 
 
 def is_packed(path: str) -> bool:
@@ -193,11 +192,11 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         seed=a.seed,
         compile=False if path == "reference" else compilation.resolve(a.compile, ctx.device.type),
         packing=packed,
-        cuda_graphs=None if path in ("graphs", "graphs-single", "packed") else False,
+        cuda_graphs=None if path in ("graphs", "graphs-overlap", "packed") else False,
     )
     before = cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB
     # read once, when the Trainer is built
-    cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = path != "graphs-single", a.bucket_mb
+    cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB = path == "graphs-overlap", a.bucket_mb
     try:
         return trainer.Trainer(settings, ctx, data, run_dir=a.out)
     finally:

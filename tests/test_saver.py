@@ -163,3 +163,22 @@ def test_a_cuda_snapshot_equals_the_state_and_reuses_its_pinned_buffers(tmp_path
     loaded = checkpoint.load(tmp_path / "last.pt")
     for name, tensor in payload["model"].items():
         assert torch.equal(loaded["model"][name], tensor), name
+
+
+def test_best_is_a_link_to_that_last_and_keeps_it_when_last_moves_on(tmp_path: Path) -> None:
+    """best.pt costs no second write, and a later last.pt (a new file by rename) leaves it
+    as it was; the saver reports no save in flight once the writer is done."""
+    saver = Saver()
+    first = small_payload()
+    saver.submit(tmp_path / "last.pt", first, best=tmp_path / "best.pt")
+    saver.wait()
+    assert not saver.busy()
+    assert (tmp_path / "best.pt").stat().st_ino == (tmp_path / "last.pt").stat().st_ino
+    later = small_payload()
+    later["cursor"]["step"] = 9
+    saver.submit(tmp_path / "last.pt", later)
+    saver.close()
+    checkpoint.verify(tmp_path / "best.pt")
+    assert checkpoint.load(tmp_path / "best.pt")["cursor"]["step"] == first["cursor"]["step"]
+    assert checkpoint.load(tmp_path / "last.pt")["cursor"]["step"] == 9
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.pt", "last.pt"]

@@ -197,7 +197,7 @@ def test_benchmark_smoke_on_cpu(tmp_path: Path) -> None:
     assert code == 0
     record = json.loads(out.read_text())
     paths = {r["path"]: r for r in record["results"]}
-    assert set(paths) == {"reference", "compiled", "packed"}  # graphs, graphs-single: GPU only
+    assert set(paths) == {"reference", "compiled", "packed"}  # graphs, graphs-overlap: GPU only
     assert paths["packed"]["padding_fraction"] < paths["compiled"]["padding_fraction"]
     assert paths["compiled"]["validation"]["ratio"] > 0
     assert paths["compiled"]["profile"]["updates"] == 1

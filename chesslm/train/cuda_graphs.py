@@ -18,7 +18,7 @@ How (the default path's batches and mathematics, unchanged):
 * a shape's graph is captured the first time the shape appears: warm-up runs on a side
   stream (they compile the model), the gradients accumulated so far are saved and restored
   around them, and all graphs share one memory pool (only their loss output stays alive);
-* several ranks: no DDP (its hooks cannot be captured). By default (``OVERLAP``) the last
+* several ranks: no DDP (its hooks cannot be captured). With ``OVERLAP`` (opt-in) the last
   microbatch of an update reduces its gradients while its backward runs (``Buckets``): the
   flat buffer is cut into contiguous slices of about ``BUCKET_MB``, and each slice's
   all-reduce is launched (async) as soon as the post-accumulate-grad hooks of all its
@@ -30,9 +30,9 @@ How (the default path's batches and mathematics, unchanged):
   batch on the host), together and in one order, so that no rank records collectives while
   another runs them; the warm-ups before a capture do not communicate. Overlap needs each
   block's gradients to be final before the next block's backward: the trainer then compiles
-  block by block (``compilation.compile_model``). ``OVERLAP = False`` restores one
-  all-reduce of the whole buffer after the last microbatch (``train_speed.py``'s
-  ``graphs-single`` path compares both). For 2 ranks both give the same bits: each element
+  block by block (``compilation.compile_model``). Without it (the default), one all-reduce
+  of the whole buffer after the last microbatch (``train_speed.py``'s ``graphs`` path;
+  ``graphs-overlap`` is the bucketed one). For 2 ranks both give the same bits: each element
   is the sum of the same two numbers.
 
 Not ``torch.compile(mode="reduce-overhead")``: its CUDA-graph trees give wrong gradients when
@@ -54,10 +54,11 @@ from chesslm.train import batching, distributed
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
-#: several ranks: reduce the last microbatch's gradients in buckets during its backward
-#: (False, or CHESSLM_GRAD_OVERLAP=0: one all-reduce of the flat buffer after it, the earlier
-#: path; for 2 ranks both give the same bits, so a run may switch between segments)
-OVERLAP = os.environ.get("CHESSLM_GRAD_OVERLAP", "1") != "0"
+#: several ranks, CHESSLM_GRAD_OVERLAP=1: reduce the last microbatch's gradients in buckets
+#: during its backward; by default one all-reduce of the flat buffer after it. Off by default:
+#: on 2 H200s it gained 3 % (BENCHMARKS.md), and the user's pilot has not run with it yet.
+#: For 2 ranks both give the same bits, so a run may switch between segments.
+OVERLAP = os.environ.get("CHESSLM_GRAD_OVERLAP", "0") == "1"
 #: target size of one bucket (DDP's default): small enough that the last one, launched when
 #: the backward ends, is short; large enough that each all-reduce runs near full bandwidth
 BUCKET_MB = 25

@@ -3,9 +3,9 @@
 The training thread only copies the payload's tensors to the host (``Snapshot``; on CUDA into
 pinned buffers kept from one save to the next, with non-blocking copies and one event sync; on
 the CPU a plain clone) and hands the copy to ONE writer thread, which runs ``checkpoint.save``
-(the same format and the same atomic writer as a synchronous save) and then copies ``last.pt``
-to ``best.pt`` on improvement. So a kill at any moment still leaves a verified ``last.pt``: the
-one before, or the new one.
+(the same format and the same atomic writer as a synchronous save) and then links ``best.pt``
+to that ``last.pt`` on improvement (a hard link: no second gigabyte to write). So a kill at
+any moment still leaves a verified ``last.pt``: the one before, or the new one.
 
 At most one save is in flight: ``submit`` first waits for the previous one (so one snapshot of
 memory, and the pinned buffers are free again). ``wait`` blocks until the save in flight is on
@@ -110,6 +110,10 @@ class Saver:
         self.wait()
         self.in_flight = self.writer.submit(write, path, self.snapshot.take(payload), best)
 
+    def busy(self) -> bool:
+        """Whether a save is still being written."""
+        return self.in_flight is not None and not self.in_flight.done()
+
     def wait(self) -> str | None:
         """Block until the save in flight is on disk; the sha256 of the last file saved.
 
@@ -137,5 +141,5 @@ def write(path: Path, payload: dict[str, Any], best: Path | None) -> str:
     """The writer thread's job: ``path``, then ``best`` from it; returns ``path``'s sha256."""
     sha = checkpoint.save(path, payload)
     if best is not None:
-        files.copy_atomic(path, best)
+        files.link_atomic(path, best)
     return sha

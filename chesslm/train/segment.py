@@ -614,15 +614,19 @@ class Segment:
             bad_checks=state.bad_checks,
             **entry,
         )
-        self.save(improved)
+        self.save(improved, when_idle=True)
 
-    def save(self, improved: bool) -> None:
+    def save(self, improved: bool, *, when_idle: bool = False) -> None:
         """last.pt (and best.pt on improvement), atomically, with every rank's RNG state, in
         the background (chesslm.train.saver). Only what blocks this thread counts as
-        checkpointing: the wait for the previous save, the RNG gather and the snapshot."""
+        checkpointing: the wait for the previous save, the RNG gather and the snapshot.
+
+        ``when_idle``: skip it if the previous save is still being written and this one is no
+        improvement (checks more frequent than a save takes must not stall training; last.pt
+        stays a verified, older cursor, and the segment's final save is never skipped)."""
         started = time.perf_counter()
         try:
-            self._save(improved)
+            self._save(improved, when_idle=when_idle)
         finally:
             self.wall["checkpointing"] += time.perf_counter() - started
 
@@ -635,9 +639,14 @@ class Segment:
         finally:
             self.wall["checkpointing"] += time.perf_counter() - started
 
-    def _save(self, improved: bool) -> None:
+    def _save(self, improved: bool, *, when_idle: bool) -> None:
         rngs = distributed.all_gather_object(checkpoint.rng_state(self.ctx.device))
-        if self.ctx.is_main:
+        skip = self.ctx.is_main and when_idle and not improved and self.saver.busy()
+        if skip:
+            logger.info(
+                "step %d: no checkpoint, the last one is still being written", self.state.step
+            )
+        if self.ctx.is_main and not skip:
             lineage = {"segment": self.args.segment, "parent_sha256": self.parent_sha}
             payload = checkpoint.payload(
                 model=self.t.net,
