@@ -57,7 +57,7 @@ CHOICES = ("auto", "on", "off")
 #: several ranks, CHESSLM_GRAD_OVERLAP=1: reduce the last microbatch's gradients in buckets
 #: during its backward; by default one all-reduce of the flat buffer after it. Off by default:
 #: on 2 H200s it gained 3 % (BENCHMARKS.md), and the user's pilot has not run with it yet.
-#: For 2 ranks both give the same bits, so a run may switch between segments.
+#: It enters the run's identity: its block-by-block compile changes the numerics.
 OVERLAP = os.environ.get("CHESSLM_GRAD_OVERLAP", "0") == "1"
 #: target size of one bucket (DDP's default): small enough that the last one, launched when
 #: the backward ends, is short; large enough that each all-reduce runs near full bandwidth

@@ -123,6 +123,8 @@ class Trainer:
         self.identity["compile"] = self.compiled
         self.identity["packing"] = self.packing
         self.identity["cuda_graphs"] = self.graphs is not None
+        # bucketed reduction compiles block by block: other numerics, so another run identity
+        self.identity["gradient_overlap"] = self.overlap
 
     def plan(self, epoch: int) -> batching.Chunked:
         """The groups of an epoch (a group: ``accum`` global batches of game indices)."""
