@@ -11,7 +11,11 @@ import sys
 from pathlib import Path
 
 import chess.pgn
+import torch
 import zstandard
+
+from chesslm.train import checkpoint, model, optim
+from chesslm.train.state import TrainState
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
@@ -51,3 +55,26 @@ def snakemake(
             f"{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
         )
     return result
+
+
+def small_payload(*, stepped: bool = False) -> dict:
+    """A checkpoint payload of the tiny model (tied embedding and head); ``stepped``: after
+    one AdamW update on random gradients, so the optimizer has state to save too."""
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    opt = optim.optimizer(net, 1e-3, device=torch.device("cpu"))
+    sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
+    if stepped:
+        for p in net.parameters():
+            p.grad = torch.randn_like(p)
+        opt.step()
+        sched.step()
+    return checkpoint.payload(
+        model=net,
+        optimizer=opt,
+        scheduler=sched,
+        state=TrainState(next_group=3, step=3),
+        rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
+        identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
+        lineage={"segment": 0, "parent_sha256": None},
+    )

@@ -7,25 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm.train import checkpoint, model, optim
+from chesslm.train import checkpoint, model
 from chesslm.train.settings import RunSettings
-from chesslm.train.state import TrainState
+from tests import helpers
 
 
 def small_payload() -> dict:
-    torch.manual_seed(0)
-    net = model.build("tiny")
-    opt = optim.optimizer(net, 1e-3, device=torch.device("cpu"))
-    sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
-    return checkpoint.payload(
-        model=net,
-        optimizer=opt,
-        scheduler=sched,
-        state=TrainState(next_group=3, step=3),
-        rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
-        identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
-        lineage={"segment": 0, "parent_sha256": None},
-    )
+    return helpers.small_payload(stepped=False)
 
 
 def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:

@@ -10,30 +10,13 @@ import pytest
 import torch
 
 from chesslm.files import DiskFullError, sha256_file
-from chesslm.train import checkpoint, model, optim
+from chesslm.train import checkpoint
 from chesslm.train.saver import Saver, Snapshot
-from chesslm.train.state import TrainState
+from tests import helpers
 
 
 def small_payload() -> dict:
-    """The tiny model (tied embedding and head) after one AdamW update."""
-    torch.manual_seed(0)
-    net = model.build("tiny")
-    opt = optim.optimizer(net, 1e-3, device=torch.device("cpu"))
-    sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
-    for p in net.parameters():
-        p.grad = torch.randn_like(p)
-    opt.step()
-    sched.step()
-    return checkpoint.payload(
-        model=net,
-        optimizer=opt,
-        scheduler=sched,
-        state=TrainState(next_group=3, step=3),
-        rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
-        identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
-        lineage={"segment": 0, "parent_sha256": None},
-    )
+    return helpers.small_payload(stepped=True)
 
 
 def train_on(payload: dict) -> None:
