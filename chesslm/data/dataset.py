@@ -3,17 +3,17 @@
 Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy``, the metadata columns
 ``NNNNN.meta.COLUMN.npy`` beside them (chesslm.data.metadata), and ``manifest.json``.
 
-Pipeline of one conversion: ``pgn.read_chunks`` streams each input in chunks of whole
-games; worker processes parse a chunk with the native PGN reader
-(``rust_pgn_reader_python_binding``, checked against python-chess in the tests), read each
-game's metadata, drop what cannot be used or what the filters reject (counted by reason),
-tokenise the rest and compute ids, duplicate keys and splits, all as NumPy arrays; a reader
-process decompresses and cuts the chunks. The main process keeps input order and appends each
-chunk's games to its split's open shard files (vectorised slicing; no split buffers more than
-the chunk in hand). Duplicate ids are found last, from 64-bit keys in bucket files on disk
-(``Duplicates``), and only shards holding a later copy are rewritten. The manifest is written
-last; shards are assembled in a temporary directory first, so a dataset directory with a
-manifest is complete.
+Pipeline of one conversion: a reader process decompresses each input and cuts it into
+chunks of whole games, written into buffers shared with the workers (``pgn.read_chunks_into``);
+worker processes parse a chunk with the native PGN reader (``rust_pgn_reader_python_binding``,
+checked against python-chess in the tests), read each game's metadata, drop what cannot be
+used or what the filters reject (counted by reason), tokenise the rest and compute ids,
+duplicate keys and splits, all as NumPy arrays, and spool the chunk's games split by split to
+one file. The main process keeps input order and appends each chunk's games to its split's open
+shard files (no split buffers more than the chunk in hand). Duplicate ids are found last, from
+64-bit keys in bucket files on disk (``Duplicates``), and only shards holding a later copy are
+rewritten. The manifest is written last; shards are assembled in a temporary directory first,
+so a dataset directory with a manifest is complete. With one worker, one process does it all.
 """
 
 from __future__ import annotations
