@@ -68,9 +68,9 @@ class Trainer:
         graphs = cuda_graphs.resolve(
             s.cuda_graphs, s.device, packing=self.packing, compiled=self.compiled
         )
-        # several ranks, padded games: the gradients are all-reduced during the backward,
-        # bucket by bucket, which needs the blocks' gradients to complete one block at a time:
-        # a whole-forward compile yields all of them at the end of one backward kernel chain
+        # opt-in (CHESSLM_GRAD_OVERLAP=1), several ranks, padded games: the gradients are
+        # all-reduced during the backward, bucket by bucket, which needs the blocks' gradients
+        # to complete one block at a time: a whole-forward compile yields them all at the end
         self.overlap = graphs and distributed.active() and cuda_graphs.OVERLAP and not self.packing
         if self.compiled:
             compilation.cache_env(Path(run_dir) / "train" / "compile-cache")
