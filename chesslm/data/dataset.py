@@ -477,7 +477,7 @@ class Duplicates:
     """
 
     BUCKETS = 256
-    FLUSH = 1 << 20  # 16 MiB of pairs
+    FLUSH = 1 << 16  # 1 MiB of pairs: what a flush holds stays small next to the rest
     PAIR = np.dtype([("key", "<u8"), ("number", "<i8")])
 
     def __init__(self, directory: Path, *, threads: int = 1) -> None:
