@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -263,6 +264,8 @@ def test_many_workers_with_small_chunks_give_the_one_worker_dataset(tmp_path, mo
     monkeypatch.setattr(dataset, "CHUNK_BYTES", 700)
     many = dataset.convert(inputs, tmp_path / "many", SETTINGS, workers=3)
     assert many["files"] == one["files"] and many["skipped"] == one["skipped"]
+    digests = [hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs]
+    assert [i["sha256"] for i in many["inputs"]] == digests  # hashed as read, buffers reused
 
 
 def test_zstd_frames_of_every_kind_are_read_and_any_cut_is_refused(tmp_path):

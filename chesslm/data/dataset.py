@@ -646,12 +646,12 @@ def _worker(
         seq, chunk = task
         try:
             if isinstance(chunk, bytes):
-                parts = _parse_raw(chunk, settings)
+                text = pgn.decode_chunk(chunk)
             else:
                 index, length = chunk
                 text = pgn.decode_chunk(buffers.view(index, length))
                 free.put(index)  # the text is this process's own copy now
-                parts = _by_split(parse_chunk(text, settings))
+            parts = _by_split(parse_chunk(text, settings))
             path = spool / f"{seq:09d}.chunk"
             results.put(("chunk", seq, path, _spool(path, parts), parts[0].skipped))
         except gamearrays.WriteError as error:

@@ -1,10 +1,11 @@
 """Reading PGN streams: `.pgn` or `.pgn.zst`, in chunks of whole games, never the whole file.
 
-``read_chunks`` yields text chunks that each hold whole games; ``split_games`` cuts a chunk
-into one string per game. Both are forgiving where PGN is (CRLF, a BOM, latin-1 bytes in
-headers, garbage between games: the parser counts what it cannot read), and strict where
-the file itself is broken (not zstd, a truncated stream): those raise ``PgnFileError``
-with one line naming the file.
+``read_raw_chunks`` (one process) and ``read_chunks_into`` (buffers shared with worker
+processes) yield chunks that each hold whole games; ``decode_chunk`` makes one text and
+``split_games`` cuts it into one string per game. They are forgiving where PGN is (CRLF, a
+BOM, latin-1 bytes in headers, garbage between games: the parser counts what it cannot
+read), and strict where the file itself is broken (not zstd, a truncated stream): those
+raise ``PgnFileError`` with one line naming the file.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class PgnFileError(ValueError):
 
 
 class _Tee:
-    """A file read through ``read``, each block also fed to ``digest``."""
+    """A file read through ``read`` or ``readinto``, what is read also fed to ``digest``."""
 
     def __init__(self, fh: Any, digest: Any) -> None:
         self.fh, self.digest = fh, digest
@@ -40,6 +41,12 @@ class _Tee:
         if self.digest is not None:
             self.digest.update(block)
         return block
+
+    def readinto(self, view: memoryview) -> int:
+        n = self.fh.readinto(view)
+        if self.digest is not None:
+            self.digest.update(bytes(view[:n]))  # a copy: the caller reuses its buffer
+        return n
 
 
 def _check_frames(path: Path, fh: Any) -> None:
@@ -113,24 +120,9 @@ class _Source:
             self.pushed = self.pushed[n:]
             return n
         try:
-            if isinstance(self.stream, _Tee):
-                block = self.stream.read(len(view))
-                view[: len(block)] = block
-                return len(block)
             return self.stream.readinto(view)
         except zstandard.ZstdError as error:
             raise PgnFileError(f"{self.path}: not a valid zstd stream ({error})") from None
-
-
-def read_chunks(
-    path: Path | str, *, chunk_bytes: int = 4 << 20, digest: Any = None
-) -> Iterator[str]:
-    """Text of whole games, about ``chunk_bytes`` at a time, with CRLF turned into LF.
-
-    :raises PgnFileError: if the file is missing, not zstd, or truncated.
-    """
-    for chunk in read_raw_chunks(path, chunk_bytes=chunk_bytes, digest=digest):
-        yield decode_chunk(chunk)
 
 
 def read_raw_chunks(
@@ -248,20 +240,26 @@ def _cut(
         release(index)
 
 
+def _ends_tag_line(data: Any, i: int) -> bool:
+    """Whether the line ending at the newline ``data[i]`` is a tag line (ends with "]", CRLF
+    or LF): a "[" after it opens another tag of the same game, not a new game."""
+    return data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"
+
+
 def _first_game_start(data: Any, start: int) -> int:
     """Offset of the first game start in ``data`` after ``start``, or -1 (as below)."""
     i = data.find(b"\n[", start)
-    while i > 0 and (data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"):
+    while i > 0 and _ends_tag_line(data, i):
         i = data.find(b"\n[", i + 1)
     return i + 1 if i > 0 else -1
 
 
 def _last_game_start(data: Any, start: int = 0, end: int | None = None) -> int:
     """Offset of the last game start in ``data[start:end]`` (a line opening with ``[`` after
-    a line that is not a tag line, CRLF or LF), or -1. ``data`` is bytes or an mmap."""
+    a line that is not a tag line), or -1. ``data`` is bytes, a bytearray or an mmap."""
     end = len(data) if end is None else end
     i = data.rfind(b"\n[", start, end)
-    while i > start and (data[i - 1 : i] == b"]" or data[i - 2 : i] == b"]\r"):
+    while i > start and _ends_tag_line(data, i):
         i = data.rfind(b"\n[", start, i)
     return i + 1 if i > start else -1
 

@@ -102,7 +102,7 @@ class Saver:
         self.last_sha: str | None = None  # of the last save that reached the disk
 
     def submit(self, path: Path, payload: dict[str, Any], *, best: Path | None = None) -> None:
-        """Save ``payload`` to ``path`` (and copy it to ``best``) in the background, once the
+        """Save ``payload`` to ``path`` (and link ``best`` to it) in the background, once the
         previous save is done.
 
         :raises OSError: (or any error) of the previous save, as ``wait`` does.
