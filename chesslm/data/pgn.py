@@ -96,8 +96,8 @@ def _check_frames(path: Path, fh: Any) -> None:
 
 class _Source:
     """A PGN file's bytes, decompressed if it is ``.zst`` (zstd's stream reader decompresses
-    straight into the caller's buffer: 1.6x the speed of a decompression object that returns
-    new bytes); ``digest`` is fed the file's bytes as they are read."""
+    straight into the caller's buffer, where a decompression object returns new bytes to copy
+    again); ``digest`` is fed the file's bytes as they are read."""
 
     def __init__(self, path: Path, fh: Any, digest: Any) -> None:
         self.path = path
