@@ -255,6 +255,7 @@ def test_probe_writes_passed_results(tiny_cache: Path, tmp_path: Path) -> None:
     assert probe["status"] == "passed"
     assert [r["microbatch_per_gpu"] for r in probe["results"]] == [2, 8]
     assert all(len(r["step_seconds"]) == 2 and len(r["memory"]) == 2 for r in probe["results"])
+    assert probe["validation_warm_up_seconds"] > 0  # segment 0's inference graph, warmed
 
 
 def test_more_gpus_than_exist_fails_in_one_line(tiny_cache: Path, tmp_path: Path) -> None:

@@ -236,3 +236,36 @@ def test_changing_packing_under_an_existing_run_is_refused(tiny_cache: Path, tmp
     assert again.returncode != 0
     assert "changed: packing" in again.stderr, again.stderr[-3000:]
     shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_the_probes_warm_up_compiles_the_graph_validation_uses(tiny_cache, tmp_path, monkeypatch):
+    """Segment 0 validates before its first update: the probe's one validation forward must
+    leave exactly the inference graph that ``evaluate`` then loads from the compile cache."""
+    from torch._dynamo.utils import counters
+
+    from chesslm.data.cache import TokenCache
+    from chesslm.train import validation
+
+    for key, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        monkeypatch.setenv(key, str(tmp_path / sub))
+    compilation.cache_env(tmp_path)
+    cache, cpu = TokenCache(tiny_cache), torch.device("cpu")
+
+    def compiled() -> torch.nn.Module:
+        net = model.build("tiny")
+        compilation.compile_model(net, static_shapes=False)
+        return net
+
+    try:
+        torch._dynamo.reset()
+        counters.clear()
+        validation.warm_up(compiled(), cache.validation, cpu, micro=8, pad_multiple=64)
+        assert counters["inductor"]["fxgraph_cache_miss"] == 1  # compiled, and cached
+        torch._dynamo.reset()  # as in a new process: only the cache on disk is left
+        counters.clear()
+        data = validation.ValidationSet(cache, cpu, legality_games=None)
+        validation.evaluate(compiled(), data, micro=8, pad_multiple=64)
+        assert counters["inductor"]["fxgraph_cache_hit"] >= 1
+        assert counters["inductor"]["fxgraph_cache_miss"] == 0
+    finally:
+        torch._dynamo.reset()

@@ -1,5 +1,9 @@
 """The probe: step times and memory for microbatches 2 and 8 of the longest training game,
-run under torchrun before any training segment (``python -m chesslm.train.segment probe``)."""
+run under torchrun before any training segment (``python -m chesslm.train.segment probe``).
+
+It also warms the run's compile cache for segment 0: its updates compile the training graph
+and one validation forward compiles the inference graph (``validation.warm_up``), so the
+first segment loads both instead of compiling them."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import torch
 
 from chesslm.files import write_json_atomic
 from chesslm.report.events import EventLog
-from chesslm.train import distributed
+from chesslm.train import distributed, validation
 from chesslm.train.settings import RunSettings
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
@@ -67,6 +71,15 @@ def probe(
                     "memory": distributed.all_gather_object(memory_record(ctx)),
                 }
             )
+        warm_up_seconds = None
+        if ctx.is_main:  # only rank 0 validates
+            warm_up_seconds = validation.warm_up(
+                trainer.net,
+                cache.validation,
+                ctx.device,
+                micro=validation.games_per_batch(ctx.device),
+                pad_multiple=trainer.pad_multiple,
+            )
         if ctx.is_main:
             result = {
                 "status": "passed",
@@ -77,6 +90,8 @@ def probe(
                 "world_size": ctx.world,
                 "results": results,
                 "gpu_work_wall_seconds": time.perf_counter() - start,
+                # one validation forward: segment 0 then finds its inference graph compiled
+                "validation_warm_up_seconds": warm_up_seconds,
                 "scope": "six optimizer steps total, one warmup per shape; repeated longest"
                 " training game; discarded weights; not production throughput",
                 "test_evaluated": False,

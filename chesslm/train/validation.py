@@ -164,6 +164,41 @@ def evaluate(
     }
 
 
+@torch.no_grad()
+def warm_up(
+    net: torch.nn.Module, games: Any, device: torch.device, *, micro: int, pad_multiple: int = 1
+) -> float:
+    """One validation forward of the first ``micro`` games, exactly as ``evaluate`` runs it;
+    returns its seconds. The probe calls it so that a compiled model's inference graph is
+    compiled (into the run's compile cache) before segment 0's first validation needs it."""
+    start = time.perf_counter()
+    was_training = net.training
+    net.eval()
+    try:
+        logits, _ = _forward(
+            net, [games[i] for i in range(min(micro, len(games)))], device, pad_multiple
+        )
+        logits.sum().item()  # wait for it
+    finally:
+        net.train(was_training)
+    return time.perf_counter() - start
+
+
+def _forward(
+    net: torch.nn.Module, games: list[Any], device: torch.device, pad_multiple: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP32 logits and targets of one validation batch."""
+    x, y = batching.collate(
+        games,
+        device,
+        pad_multiple=pad_multiple,
+        max_len=getattr(getattr(net, "config", None), "block_size", None),
+    )
+    with model.autocast(device):
+        logits = net(x)
+    return logits.float(), y
+
+
 def _accumulate(
     net: torch.nn.Module,
     data: ValidationSet,
@@ -186,16 +221,8 @@ def _accumulate(
         if deadline is not None and deadline.soft_stop():
             return None
         index = list(range(first, min(first + micro, len(data))))
-        x, y = batching.collate(
-            [data.games[i] for i in index],
-            device,
-            pad_multiple=pad_multiple,
-            max_len=getattr(getattr(net, "config", None), "block_size", None),
-        )
+        logits, y = _forward(net, [data.games[i] for i in index], device, pad_multiple)
         B, T = y.shape
-        with model.autocast(device):
-            logits = net(x)
-        logits = logits.float()
         valid = y.ne(batching.IGNORE)
         sums["nll_sum"] += F.cross_entropy(
             logits.view(-1, logits.size(-1)),
