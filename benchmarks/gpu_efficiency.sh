@@ -10,7 +10,9 @@
 #   phase 2, both GPUs: the saver's GPU test; the user's pilot on the sample (snakemake
 #     results/pilot/results.json) and its summary with the wall-time split; train_speed.py's
 #     default path (one all-reduce) and the bucketed one on 1 and 2 GPUs, profiled: the
-#     reference figures of the two runs' efficiency and of two-GPU scaling.
+#     reference figures of the two runs' efficiency and of two-GPU scaling; the all-reduce
+#     alone (allreduce_speed.py), as NCCL picks it and with 32 channels (and if that is faster,
+#     the default path on 2 GPUs with it).
 # The month and the pilot share one compile cache, so the pilot's probe starts warm (every
 # run's probe warms its segment 0 either way).
 # Usage: setsid bash benchmarks/gpu_efficiency.sh > results/device4/driver.log 2>&1 &
@@ -69,11 +71,13 @@ gpu0() {
   mark "gpu0 month summary rc=$?"
 }
 
-if [ -z "${SKIP_PHASE1:-}" ]; then
+PHASES=${PHASES:-1 2}  # one call each, if need be: PHASES=1, then PHASES=2 on a fresh machine
+if [[ " $PHASES " == *" 1 "* ]]; then
   gpu1 & one=$!
   gpu0 & zero=$!
   wait "$one" "$zero"
 fi
+if [[ " $PHASES " != *" 2 "* ]]; then mark done; exit 0; fi
 mark "phase 2"
 timeout -k 5 "${TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
   -k cuda > "$OUT/gpu-tests.log" 2>&1
@@ -90,4 +94,21 @@ timeout -k 10 "${SPEED_S:-300}" python3 benchmarks/train_speed.py --workers 1,2 
   --paths graphs,graphs-overlap --profile 3 --cache "$SAMPLE" --compile-cache $RUNS_CC \
   --out /tmp/chesslm-speed --json "$OUT/train-speed.json" > "$OUT/train-speed.log" 2>&1
 mark "train_speed rc=$?: $(last "$OUT/train-speed.log" 8)"
+# the all-reduce alone, as NCCL picks it (its transport in the log), then with more channels
+ar() {  # name, extra environment...
+  local name=$1; shift
+  env NCCL_DEBUG=INFO "$@" timeout -k 5 60 python3 -m torch.distributed.run --standalone \
+    --nproc-per-node=2 benchmarks/allreduce_speed.py --json "$OUT/allreduce-$name.json" \
+    > "$OUT/allreduce-$name.log" 2>&1
+  mark "allreduce $name rc=$?: $(grep -E '^\{' "$OUT/allreduce-$name.log" | tr '\n' '|')"
+}
+ar default
+ar channels32 NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=32
+faster=$(python3 -c "import json; d, c = (json.load(open(f'$OUT/allreduce-{n}.json'))['results'][-1]['milliseconds'] for n in ('default', 'channels32')); print(int(c < 0.9 * d))" 2>/dev/null)
+if [ "$faster" = 1 ]; then  # worth an update's measure: the default path on 2 GPUs with it
+  NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=32 timeout -k 10 150 python3 benchmarks/train_speed.py \
+    --workers 2 --paths graphs --cache "$SAMPLE" --compile-cache $RUNS_CC --out /tmp/speed-ch32 \
+    --json "$OUT/train-speed-channels32.json" > "$OUT/train-speed-channels32.log" 2>&1
+  mark "train_speed channels32 rc=$?: $(last "$OUT/train-speed-channels32.log" 4)"
+fi
 mark done
