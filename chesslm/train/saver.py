@@ -7,10 +7,20 @@ the CPU a plain clone) and hands the copy to ONE writer thread, which runs ``che
 to that ``last.pt`` on improvement (a hard link: no second gigabyte to write). So a kill at
 any moment still leaves a verified ``last.pt``: the one before, or the new one.
 
-At most one save is in flight: ``submit`` first waits for the previous one (so one snapshot of
-memory, and the pinned buffers are free again). ``wait`` blocks until the save in flight is on
-disk and returns its file's sha256, or re-raises the writer's error (a full disk naming the
-file, ...). Whoever records or reads ``last.pt`` must ``wait`` first.
+One save is in flight and at most one is queued behind it, so a check that comes while a
+save is being written does not wait for the disk: ``submit`` snapshots into the buffer set
+the save in flight does not use (two sets: memory for two snapshots at most, pinned on CUDA
+once each and reused) and queues it; the writer writes it right after. A newer submit replaces
+a queued save not yet started (the newest state wins; its buffers are reused), except that a
+queued save linking ``best.pt`` is never replaced by one that does not link it (its state is
+the best validation's; the new one's is not): that submit waits until the writer starts the
+queued one. The segment submits while busy only on improvement (best) or for its final save,
+so that wait is at most once a segment, right before it waits for all saves anyway.
+
+``wait`` blocks until the saves in flight and queued are on disk and returns the last file's
+sha256, or re-raises the first writer error (a full disk naming the file, ...); a submit
+raises it too once the failed save is done, and a save queued behind a failed one is dropped.
+Whoever records or reads ``last.pt`` must ``wait`` first.
 
 The snapshot copies storages, not tensors, and rebuilds every tensor as the same view of its
 copied storage: tied weights (the model's embedding and head) stay one storage, so the file
@@ -21,9 +31,10 @@ storages' location tags say ``cpu``; ``checkpoint.load`` maps everything to the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
+import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -92,41 +103,111 @@ class Snapshot:
         return result
 
 
+@dataclasses.dataclass
+class Job:
+    """One save: where to, the snapshot to write, the best.pt to link, the buffers it holds."""
+
+    path: Path
+    payload: Any
+    best: Path | None
+    buffers: Snapshot
+
+
 class Saver:
-    """One background writer of checkpoints; at most one save in flight."""
+    """One background writer of checkpoints: one save in flight, at most one queued behind it.
+
+    Used from one thread (the training's); the writer is a thread of its own while there is
+    something to write (not a daemon: a save in flight lands before the interpreter exits)."""
 
     def __init__(self) -> None:
-        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")
-        self.snapshot = Snapshot()
-        self.in_flight: Future[str] | None = None
+        self.snapshots = (Snapshot(), Snapshot())  # two buffer sets: in flight and queued
+        self.lock = threading.Condition()  # guards the four below; notified by the writer
+        self.writing: Job | None = None  # the save in flight (None: the writer is done)
+        self.queued: Job | None = None  # the next one (only while one is in flight)
+        self.error: BaseException | None = None  # the first writer error not yet raised
         self.last_sha: str | None = None  # of the last save that reached the disk
+        self.thread: threading.Thread | None = None
 
     def submit(self, path: Path, payload: dict[str, Any], *, best: Path | None = None) -> None:
-        """Save ``payload`` to ``path`` (and link ``best`` to it) in the background, once the
-        previous save is done.
+        """Save ``payload`` to ``path`` (and link ``best`` to it) in the background: at once,
+        or right after the save in flight, replacing a save still queued behind it (the newest
+        state wins). Waits only to keep a queued save that links best.pt when this one does
+        not (the module's docstring).
 
-        :raises OSError: (or any error) of the previous save, as ``wait`` does.
+        :raises OSError: (or any error) of an earlier save that failed, as ``wait`` does.
         """
-        self.wait()
-        self.in_flight = self.writer.submit(write, path, self.snapshot.take(payload), best)
+        with self.lock:
+            while self.queued is not None and self.queued.best is not None and best is None:
+                self.lock.wait()  # until the writer starts it (or drops it, failing)
+            self.raise_error()
+            if self.queued is not None:  # replaced: its copy goes, its buffers are reused
+                buffers, self.queued = self.queued.buffers, None
+                logger.info("a queued checkpoint save is replaced by a newer one: %s", path)
+            elif self.writing is not None and self.writing.buffers is self.snapshots[0]:
+                buffers = self.snapshots[1]
+            else:
+                buffers = self.snapshots[0]  # the second set is pinned only if saves overlap
+        # outside the lock: the writer may finish and take the next job meanwhile; neither
+        # job it can see holds these buffers
+        job = Job(path, buffers.take(payload), best, buffers)
+        with self.lock:
+            self.raise_error()  # a save that failed meanwhile: nothing is written after it
+            if self.writing is not None:
+                self.queued = job
+            else:
+                self.writing = job
+                self.thread = threading.Thread(
+                    target=self.write_all, args=(job,), name="checkpoint-writer"
+                )
+                self.thread.start()
+
+    def write_all(self, job: Job | None) -> None:
+        """The writer thread: ``job``, then each one queued meanwhile; after a failure the
+        queued one is dropped (as a synchronous caller would have stopped at the error)."""
+        while job is not None:
+            error: BaseException | None = None
+            try:
+                sha = write(job.path, job.payload, job.best)
+            except BaseException as caught:  # raised in the training thread, at submit or wait
+                error = caught
+            with self.lock:
+                if error is None:
+                    self.last_sha = sha
+                else:
+                    self.error = self.error or error
+                    self.queued = None
+                job = self.writing = self.queued
+                self.queued = None
+                self.lock.notify_all()
+
+    def raise_error(self) -> None:
+        """Raise the first writer error not raised yet (called under the lock)."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
     def busy(self) -> bool:
-        """Whether a save is still being written."""
-        return self.in_flight is not None and not self.in_flight.done()
+        """Whether a save is still being written (or queued)."""
+        with self.lock:
+            return self.writing is not None
 
     def wait(self) -> str | None:
-        """Block until the save in flight is on disk; the sha256 of the last file saved.
+        """Block until the saves in flight and queued are on disk; the sha256 of the last file
+        saved.
 
-        :raises OSError: (or any error) of that save, e.g. ``files.DiskFullError`` naming it.
+        :raises OSError: (or any error) of the first save that failed, e.g.
+            ``files.DiskFullError`` naming its file.
         """
-        if self.in_flight is not None:
-            future, self.in_flight = self.in_flight, None
-            self.last_sha = future.result()
-        return self.last_sha
+        with self.lock:
+            while self.writing is not None:
+                self.lock.wait()
+            self.raise_error()
+            return self.last_sha
 
     def close(self, *, failing: bool = False) -> None:
-        """Wait for the save in flight and stop the writer. ``failing``: the segment is already
-        failing; a save's error is logged, so it does not hide the error that stopped it."""
+        """Wait for the saves in flight and queued and stop the writer. ``failing``: the
+        segment is already failing; a save's error is logged, so it does not hide the error
+        that stopped it."""
         try:
             self.wait()
         except Exception as error:
@@ -134,7 +215,8 @@ class Saver:
                 raise
             logger.error("the checkpoint save in flight failed too: %s", error)
         finally:
-            self.writer.shutdown()
+            if self.thread is not None:
+                self.thread.join()
 
 
 def write(path: Path, payload: dict[str, Any], best: Path | None) -> str:

@@ -618,10 +618,11 @@ class Segment:
 
     def save(self, improved: bool, *, when_idle: bool = False) -> None:
         """last.pt (and best.pt on improvement), atomically, with every rank's RNG state, in
-        the background (chesslm.train.saver). Only what blocks this thread counts as
-        checkpointing: the wait for the previous save, the RNG gather and the snapshot.
+        the background (chesslm.train.saver): queued behind a save still being written, not
+        waiting for it. Only what blocks this thread counts as checkpointing: the RNG gather,
+        the snapshot and the saver's rare wait (a final save behind a queued best one).
 
-        ``when_idle``: skip it if the previous save is still being written and this one is no
+        ``when_idle``: skip it if a save is still being written and this one is no
         improvement (checks more frequent than a save takes must not stall training; last.pt
         stays a verified, older cursor, and the segment's final save is never skipped)."""
         started = time.perf_counter()
@@ -631,8 +632,8 @@ class Segment:
             self.wall["checkpointing"] += time.perf_counter() - started
 
     def wait_for_saves(self) -> None:
-        """Block until the last save is on disk (raising its error, naming the file); from
-        here on ``last_sha`` is the finished last.pt's."""
+        """Block until the saves in flight and queued are on disk (raising the first error,
+        naming its file); from here on ``last_sha`` is the finished last.pt's."""
         started = time.perf_counter()
         try:
             self.last_sha = self.saver.wait()
