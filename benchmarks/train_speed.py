@@ -439,11 +439,13 @@ def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
                 games[first : first + per_batch], device, pad_multiple=t.pad_multiple, max_len=1024
             )
             with model.autocast(device):
-                t.net(x)
+                t.inference(x)
         t.net.train()
 
     def full() -> None:
-        validation.evaluate(t.net, val, micro=per_batch, pad_multiple=t.pad_multiple)
+        validation.evaluate(
+            t.net, val, micro=per_batch, pad_multiple=t.pad_multiple, forward=t.inference
+        )
 
     for fn in (bare, full):  # warm-up: inference graphs compile here
         fn()

@@ -239,8 +239,10 @@ def test_changing_packing_under_an_existing_run_is_refused(tiny_cache: Path, tmp
 
 
 def test_the_probes_warm_up_compiles_the_graph_validation_uses(tiny_cache, tmp_path, monkeypatch):
-    """Segment 0 validates before its first update: the probe's one validation forward must
-    leave exactly the inference graph that ``evaluate`` then loads from the compile cache."""
+    """Segment 0 validates before its first update; the probe warms up after its updates. The
+    probe's one validation forward must still leave exactly the inference graph that
+    ``evaluate`` then loads from the compile cache (a graph compiled after another one of the
+    same frame is keyed differently: hence ``compile_inference``, a frame of its own)."""
     from torch._dynamo.utils import counters
 
     from chesslm.data.cache import TokenCache
@@ -251,20 +253,24 @@ def test_the_probes_warm_up_compiles_the_graph_validation_uses(tiny_cache, tmp_p
     compilation.cache_env(tmp_path)
     cache, cpu = TokenCache(tiny_cache), torch.device("cpu")
 
-    def compiled() -> torch.nn.Module:
+    def compiled() -> tuple[torch.nn.Module, validation.Forward]:
         net = model.build("tiny")
         compilation.compile_model(net, static_shapes=False)
-        return net
+        return net, compilation.compile_inference(net)
 
     try:
         torch._dynamo.reset()
+        net, forward = compiled()  # the probe: updates first, then the warm-up
+        x, _ = batching.collate([cache.train[i] for i in range(4)], cpu, pad_multiple=64)
+        net(x).sum().backward()
         counters.clear()
-        validation.warm_up(compiled(), cache.validation, cpu, micro=8, pad_multiple=64)
+        validation.warm_up(net, cache.validation, cpu, micro=8, pad_multiple=64, forward=forward)
         assert counters["inductor"]["fxgraph_cache_miss"] == 1  # compiled, and cached
-        torch._dynamo.reset()  # as in a new process: only the cache on disk is left
+        torch._dynamo.reset()  # segment 0, a new process: only the cache on disk is left
         counters.clear()
         data = validation.ValidationSet(cache, cpu, legality_games=None)
-        validation.evaluate(compiled(), data, micro=8, pad_multiple=64)
+        net, forward = compiled()
+        validation.evaluate(net, data, micro=8, pad_multiple=64, forward=forward)
         assert counters["inductor"]["fxgraph_cache_hit"] >= 1
         assert counters["inductor"]["fxgraph_cache_miss"] == 0
     finally:

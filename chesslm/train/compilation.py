@@ -12,6 +12,8 @@ CPU, where the demo and the tests must stay fast and bitwise reproducible.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -90,3 +92,24 @@ def compile_model(
         return
     for block in net.transformer.h:
         block.compile(**options)
+
+
+def _inference(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return net(x)
+
+
+def compile_inference(
+    net: torch.nn.Module, *, mode: str | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The model's forward for validation, compiled as its own function (dynamic shapes:
+    validation batches vary in length, packed runs included).
+
+    Its own frame, not the training model's: Dynamo keys a graph it compiles after another
+    one of the same frame differently from the same graph compiled first (seen on the CPU:
+    the probe's inference graph, compiled after its updates, missed the cache in segment 0,
+    which validates first; an H200 then spent ~12 s compiling it). In a frame of its own the
+    inference graph is always its frame's first, so the probe's warm-up serves every segment,
+    whether it validates before or after its first update."""
+    mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
+    compiled = torch.compile(_inference, dynamic=True, mode=None if mode == "default" else mode)
+    return partial(compiled, net)

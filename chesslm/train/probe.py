@@ -79,6 +79,7 @@ def probe(
                 ctx.device,
                 micro=validation.games_per_batch(ctx.device),
                 pad_multiple=trainer.pad_multiple,
+                forward=trainer.inference,
             )
         if ctx.is_main:
             result = {

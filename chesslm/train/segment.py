@@ -584,6 +584,7 @@ class Segment:
                 micro=validation.games_per_batch(self.ctx.device),
                 deadline=self.deadline,
                 pad_multiple=self.t.pad_multiple,
+                forward=self.t.inference,
             )
         return distributed.broadcast_object(result)
 

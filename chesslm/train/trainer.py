@@ -77,6 +77,8 @@ class Trainer:
             compilation.compile_model(
                 self.net, static_shapes=self.packing, scope="blocks" if self.overlap else None
             )
+        # validation's forward: compiled as its own function (see compile_inference)
+        self.inference: Any = compilation.compile_inference(self.net) if self.compiled else self.net
         self.ddp: torch.nn.Module = self.net
         self.graphs: cuda_graphs.MicrobatchGraphs | None = None
         if graphs:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -117,6 +118,9 @@ class ValidationSet:
         return bits.view(*packed.shape[:2], -1)[..., : tokens.VOCAB_SIZE].bool()
 
 
+Forward = Callable[[torch.Tensor], torch.Tensor]
+
+
 @torch.no_grad()
 def evaluate(
     net: torch.nn.Module,
@@ -125,9 +129,11 @@ def evaluate(
     micro: int = 8,
     deadline: Deadline | None = None,
     pad_multiple: int = 1,
+    forward: Forward | None = None,
 ) -> dict[str, Any] | None:
     """The validation metrics, or None if the deadline cut it short (a partial validation
-    must change neither best nor patience).
+    must change neither best nor patience). ``forward``: the model's inference forward
+    (``Trainer.inference``: compiled on its own when the run compiles); default ``net``.
 
     Everything is summed on the device; the only host syncs are the final read-back (and the
     deadline check's clock, which needs none). ``pad_multiple`` buckets the padded lengths
@@ -137,7 +143,7 @@ def evaluate(
     was_training = net.training
     net.eval()
     try:
-        sums = _accumulate(net, data, micro, deadline, pad_multiple)
+        sums = _accumulate(net, data, micro, deadline, pad_multiple, forward or net)
     finally:
         net.train(was_training)
     if sums is None:
@@ -166,7 +172,13 @@ def evaluate(
 
 @torch.no_grad()
 def warm_up(
-    net: torch.nn.Module, games: Any, device: torch.device, *, micro: int, pad_multiple: int = 1
+    net: torch.nn.Module,
+    games: Any,
+    device: torch.device,
+    *,
+    micro: int,
+    pad_multiple: int = 1,
+    forward: Forward | None = None,
 ) -> float:
     """One validation forward of the first ``micro`` games, exactly as ``evaluate`` runs it;
     returns its seconds. The probe calls it so that a compiled model's inference graph is
@@ -175,9 +187,8 @@ def warm_up(
     was_training = net.training
     net.eval()
     try:
-        logits, _ = _forward(
-            net, [games[i] for i in range(min(micro, len(games)))], device, pad_multiple
-        )
+        first = [games[i] for i in range(min(micro, len(games)))]
+        logits, _ = _forward(net, forward or net, first, device, pad_multiple)
         logits.sum().item()  # wait for it
     finally:
         net.train(was_training)
@@ -185,7 +196,11 @@ def warm_up(
 
 
 def _forward(
-    net: torch.nn.Module, games: list[Any], device: torch.device, pad_multiple: int
+    net: torch.nn.Module,
+    forward: Forward,
+    games: list[Any],
+    device: torch.device,
+    pad_multiple: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """FP32 logits and targets of one validation batch."""
     x, y = batching.collate(
@@ -195,7 +210,7 @@ def _forward(
         max_len=getattr(getattr(net, "config", None), "block_size", None),
     )
     with model.autocast(device):
-        logits = net(x)
+        logits = forward(x)
     return logits.float(), y
 
 
@@ -204,7 +219,8 @@ def _accumulate(
     data: ValidationSet,
     micro: int,
     deadline: Deadline | None,
-    pad_multiple: int = 1,
+    pad_multiple: int,
+    forward: Forward,
 ) -> dict[str, torch.Tensor] | None:
     device = data.device
     names = [
@@ -221,7 +237,7 @@ def _accumulate(
         if deadline is not None and deadline.soft_stop():
             return None
         index = list(range(first, min(first + micro, len(data))))
-        logits, y = _forward(net, [data.games[i] for i in index], device, pad_multiple)
+        logits, y = _forward(net, forward, [data.games[i] for i in index], device, pad_multiple)
         B, T = y.shape
         valid = y.ne(batching.IGNORE)
         sums["nll_sum"] += F.cross_entropy(
