@@ -16,6 +16,9 @@
 # The month and the pilot share one compile cache, so the pilot's probe starts warm (every
 # run's probe warms its segment 0 either way).
 # Usage: setsid bash benchmarks/gpu_efficiency.sh > results/device4/driver.log 2>&1 &
+#   PHASES=1 or 2: one phase; in phase 2, TESTS_S=0 skips the GPU test, STEPS=0 times
+#   train_speed.py over the rest of the first epoch (1 and 2 GPUs then train the same games),
+#   PROFILE=0 profiles nothing, ALLREDUCE=0 skips the all-reduce runs.
 # Progress: $OUT/progress.log, one line a step with unix times.
 set -uo pipefail
 export OUT=${OUT_DIR:-results/device4}
@@ -79,9 +82,11 @@ if [[ " $PHASES " == *" 1 "* ]]; then
 fi
 if [[ " $PHASES " != *" 2 "* ]]; then mark done; exit 0; fi
 mark "phase 2"
-timeout -k 5 "${TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
-  -k cuda > "$OUT/gpu-tests.log" 2>&1
-mark "gpu tests rc=$?: $(last "$OUT/gpu-tests.log" 2)"
+if [ "${TESTS_S:-90}" != 0 ]; then
+  timeout -k 5 "${TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
+    -k cuda > "$OUT/gpu-tests.log" 2>&1
+  mark "gpu tests rc=$?: $(last "$OUT/gpu-tests.log" 2)"
+fi
 export TORCHINDUCTOR_CACHE_DIR=$RUNS_CC/inductor TRITON_CACHE_DIR=$RUNS_CC/triton
 mark "pilot: $(smk results/pilot/results.json pilot 300 config/config.yaml)"
 cp results/pilot/segments/*.json "$OUT/" 2>/dev/null
@@ -91,7 +96,8 @@ python3 -m chesslm.report.summary results/pilot > "$OUT/pilot-summary.md" 2> "$O
 mark "pilot summary rc=$?"
 unset TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR
 timeout -k 10 "${SPEED_S:-300}" python3 benchmarks/train_speed.py --workers 1,2 \
-  --paths graphs,graphs-overlap --profile 3 --cache "$SAMPLE" --compile-cache $RUNS_CC \
+  --paths graphs,graphs-overlap --profile "${PROFILE:-3}" --steps "${STEPS:-30}" \
+  --cache "$SAMPLE" --compile-cache $RUNS_CC \
   --out /tmp/chesslm-speed --json "$OUT/train-speed.json" > "$OUT/train-speed.log" 2>&1
 mark "train_speed rc=$?: $(last "$OUT/train-speed.log" 8)"
 # the all-reduce alone, as NCCL picks it (its transport in the log), then with more channels
@@ -102,6 +108,7 @@ ar() {  # name, extra environment...
     > "$OUT/allreduce-$name.log" 2>&1
   mark "allreduce $name rc=$?: $(grep -E '^\{' "$OUT/allreduce-$name.log" | tr '\n' '|')"
 }
+[ "${ALLREDUCE:-1}" = 1 ] || { mark done; exit 0; }
 ar default
 ar channels32 NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=32
 faster=$(python3 -c "import json; d, c = (json.load(open(f'$OUT/allreduce-{n}.json'))['results'][-1]['milliseconds'] for n in ('default', 'channels32')); print(int(c < 0.9 * d))" 2>/dev/null)

@@ -276,8 +276,10 @@ def time_path(
     t0 = time.perf_counter()
     t = trainer_for(a, ctx, data, path)
     steps = a.ref_steps if path == "reference" else a.steps
-    need = a.warmup + steps
     plan = list(t.plan(0))
+    if steps == 0:  # the rest of the first epoch: the same games on any number of GPUs
+        steps = len(plan) - a.warmup
+    need = a.warmup + steps
     epoch = 1
     while len(plan) < need and epoch < 100:  # small data (packed rows): more epochs' plans
         plan = plan + list(t.plan(epoch))
@@ -478,7 +480,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--micro", type=int, default=8, help="games per microbatch (seed: 8)")
     p.add_argument("--accum", type=int, default=2)
     p.add_argument("--packed-rows", type=int, default=16, help="rows per microbatch (packed)")
-    p.add_argument("--steps", type=int, default=30, help="timed updates (default, packed)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=30,
+        help="timed updates (default, packed); 0: the rest of the first epoch, so that 1 and 2"
+        " GPUs are timed on the same games",
+    )
     p.add_argument("--ref-steps", type=int, default=10, help="timed updates (reference)")
     p.add_argument("--warmup", type=int, default=3, help="untimed updates before timing")
     p.add_argument("--compile", choices=compilation.CHOICES, default="auto")

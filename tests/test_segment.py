@@ -77,7 +77,10 @@ def test_first_segment_records(first_segment: Path) -> None:
     ]
     assert stages[:3] == ["segment_start", "data_validated", "initial_validation"]
     assert stages.count("validation") == 2 and stages[-1] == "segment_end"
-    assert (first_segment / "train" / "best.pt").exists()
+    # the last check improved, so the final save is that check's save and best.pt its file
+    saved = TrainState.from_state_dict(checkpoint.load(first_segment / "train" / "last.pt"))
+    assert saved.best_step == s["step_end"]
+    assert os.path.samefile(first_segment / "train" / "best.pt", first_segment / "train/last.pt")
     assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
 
 
@@ -86,7 +89,7 @@ def test_wall_split_adds_up_to_the_segment_seconds(first_segment: Path) -> None:
     split = s["wall_split"]
     assert tuple(split) == WALL_PARTS
     assert sum(split.values()) == pytest.approx(s["seconds"], abs=1e-6)
-    # this segment set up, trained 2 updates, validated 3 times and saved 3 times
+    # this segment set up, trained 2 updates, validated 3 times and saved twice
     assert all(split[part] > 0 for part in WALL_PARTS[:-1]), split
     assert split["other"] >= 0, split
     assert split["startup"] < s["first_update_seconds"]  # the initial check comes between

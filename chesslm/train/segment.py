@@ -371,6 +371,7 @@ class Segment:
         # where the segment's wall time goes (rank 0's clock; perf_counter, no device sync)
         self.wall: Counter = Counter()
         self.targets_start = int(self.state.totals.get("valid_targets", 0))
+        self.final_improved = False  # the segment's last check improved: its final save is best
 
     def run(self) -> None:
         try:
@@ -423,7 +424,8 @@ class Segment:
         state.work_seconds += time.perf_counter() - self.work_start
         state.segments += 1
         # the status below must describe the checkpoint on disk, so save once more and wait
-        self.save(improved=False)
+        # (best.pt too if the segment's last check improved)
+        self.save(improved=self.final_improved)
         self.wait_for_saves()
         memory = distributed.all_gather_object(memory_record(ctx))
         if ctx.is_main:
@@ -488,27 +490,37 @@ class Segment:
             completed = state.next_group == len(plan)
             if completed:
                 state.next_epoch()
+            improved = False
             if self.unvalidated_updates():
                 check = self.validate()
                 if check is None:  # cut by the deadline: changes neither best nor patience
                     return "total_deadline_soft_stop", "total_deadline_soft_stop"
-                self.record_check(check, epoch, completed, self.window)
+                improved = self.record_check(check, epoch, completed, self.window)
             terminal = state.terminal_status(max_updates=s.max_updates, epochs=s.epochs)
+            reason = reason or self.step_limit()  # reached at this check: stop now
             if terminal or reason:
+                # the segment's final save follows at once: it is this check's save (one
+                # gigabyte written once, not twice back to back)
+                self.final_improved = improved
                 return terminal or reason, reason or terminal
+            self.save(improved, when_idle=True)
 
     def stop_reason(self, index: int) -> str | None:
         """Why this segment must stop before the next update. Step limits are the same on
         every rank; the clock is rank 0's, broadcast (a host sync with several ranks, so
         only every ``STOP_BROADCAST_EVERY`` updates)."""
+        limit = self.step_limit()
+        if limit or (self.ctx.world > 1 and index % STOP_BROADCAST_EVERY):
+            return limit
+        return distributed.broadcast_object(self.clock_stop() if self.ctx.is_main else None)
+
+    def step_limit(self) -> str | None:
         s, step = self.settings, self.state.step
         if s.max_updates is not None and step >= s.max_updates:
             return "max_updates"
         if self.stop_step is not None and step >= self.stop_step:
             return "segment_updates"
-        if self.ctx.world > 1 and index % STOP_BROADCAST_EVERY:
-            return None
-        return distributed.broadcast_object(self.clock_stop() if self.ctx.is_main else None)
+        return None
 
     def clock_stop(self) -> str | None:
         if self.deadline is not None and self.deadline.soft_stop():
@@ -590,7 +602,8 @@ class Segment:
 
     def record_check(
         self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter
-    ) -> None:
+    ) -> bool:
+        """Record a validation check in the history and the best; whether it improved."""
         state = self.state
         seconds = max(1e-9, totals["train_seconds"])
         entry = {
@@ -615,7 +628,7 @@ class Segment:
             bad_checks=state.bad_checks,
             **entry,
         )
-        self.save(improved, when_idle=True)
+        return improved
 
     def save(self, improved: bool, *, when_idle: bool = False) -> None:
         """last.pt (and best.pt on improvement), atomically, with every rank's RNG state, in
