@@ -18,7 +18,8 @@
 # Usage: setsid bash benchmarks/gpu_efficiency.sh > results/device4/driver.log 2>&1 &
 #   PHASES=1 or 2: one phase; in phase 2, TESTS_S=0 skips the GPU test, STEPS=0 times
 #   train_speed.py over the rest of the first epoch (1 and 2 GPUs then train the same games),
-#   PROFILE=0 profiles nothing, ALLREDUCE=0 skips the all-reduce runs.
+#   PROFILE=0 profiles nothing, ALLREDUCE=0 skips the all-reduce runs, PACKED=1 times the
+#   packed path with the model's FlexAttention kernel options and with Inductor's own pick.
 # Progress: $OUT/progress.log, one line a step with unix times.
 set -uo pipefail
 export OUT=${OUT_DIR:-results/device4}
@@ -108,6 +109,14 @@ ar() {  # name, extra environment...
     > "$OUT/allreduce-$name.log" 2>&1
   mark "allreduce $name rc=$?: $(grep -E '^\{' "$OUT/allreduce-$name.log" | tr '\n' '|')"
 }
+if [ "${PACKED:-0}" = 1 ]; then  # the packed path, FlexAttention as configured vs Inductor's pick
+  for flex in model inductor; do
+    CHESSLM_FLEX_OPTIONS=$flex timeout -k 5 150 python3 benchmarks/train_speed.py --paths packed \
+      --profile 3 --cache "$SAMPLE" --compile-cache /tmp/cc-packed-$flex --out /tmp/speed-$flex \
+      --json "$OUT/packed-flex-$flex.json" > "$OUT/packed-flex-$flex.log" 2>&1
+    mark "packed, flex options $flex, rc=$?: $(last "$OUT/packed-flex-$flex.log" 2)"
+  done
+fi
 [ "${ALLREDUCE:-1}" = 1 ] || { mark done; exit 0; }
 ar default
 ar channels32 NCCL_MIN_NCHANNELS=32 NCCL_MAX_NCHANNELS=32

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, Union
 
@@ -36,6 +37,23 @@ except ImportError:  # pragma: no cover - older torch
     BlockMask, flex_attention = None, None
 
 Mask = Union[torch.Tensor, "BlockMask", None]
+
+# FlexAttention's kernel configuration for packed rows (document masks in 128-token blocks,
+# 12 heads of 64, bf16): the configurations Inductor's max-autotune picked on an H200 for the
+# forward and the backward (BENCHMARKS.md, issue 16: 611,977 -> 640,328 useful targets/s, all
+# of it in these two kernels), given here so a run gets them without 5 minutes of autotuning.
+# Small tiles that fit any GPU FlexAttention supports; on the CPU they are ignored.
+# CHESSLM_FLEX_OPTIONS=inductor leaves the choice to Inductor (the benchmarks' comparison).
+FLEX_KERNEL_OPTIONS = {
+    "BLOCK_M": 128,
+    "BLOCK_N": 64,
+    "BLOCK_M1": 32,
+    "BLOCK_N1": 64,
+    "BLOCK_M2": 64,
+    "BLOCK_N2": 32,
+    "num_stages": 3,
+    "num_warps": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,10 @@ PRESETS: dict[str, GPTConfig] = {
     "small": GPTConfig(n_layer=4, n_head=4, n_embd=128),
 }
 BASELINE_PARAMETERS = 85_940_736
+
+
+def flex_kernel_options() -> dict[str, int] | None:
+    return None if os.environ.get("CHESSLM_FLEX_OPTIONS") == "inductor" else FLEX_KERNEL_OPTIONS
 
 
 def config_for(preset: str) -> GPTConfig:
@@ -99,7 +121,7 @@ class CausalSelfAttention(nn.Module):
         elif isinstance(mask, torch.Tensor):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
-            y = flex_attention(q, k, v, block_mask=mask)
+            y = flex_attention(q, k, v, block_mask=mask, kernel_options=flex_kernel_options())
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
