@@ -303,6 +303,9 @@ def train(args: Invocation, settings: RunSettings) -> None:
         Segment(
             args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
         ).run()
+        # all ranks leave together: the process group is torn down by every rank at once
+        # (one rank aborted at exit, rarely, on gloo, while another still ran its last lines)
+        distributed.barrier()
     except BaseException as error:
         try:
             write_json_atomic(
