@@ -2,9 +2,9 @@
 
 Builds a model preset with AdamW state (one update on random gradients) on a device, then
 times, per save, ``checkpoint.save`` (what a segment did before chesslm.train.saver) and the
-background save's blocking part (``Saver.submit``: the wait for the save before it, if any,
-and the host snapshot) and its writer time; then checks that the background file loads to the
-same payload as the synchronous one.
+background save's blocking part (``Saver.submit``: the host snapshot) and the final wait for
+the writer; then checks that the background file loads to the same payload as the
+synchronous one.
 
     python benchmarks/checkpoint_save.py --model baseline --device cuda --saves 3 \\
         --dir /tmp/ckpt --json out/checkpoint-save.json
@@ -69,7 +69,7 @@ def main() -> None:
         checkpoint.save(a.dir / "sync.pt", payload)
         record["sync_s"].append(time.perf_counter() - t)
     saver = Saver()
-    for _ in range(a.saves):  # back to back: from the second on, submit waits for the last
+    for _ in range(a.saves):  # a save per "check", the writer done before the next one
         sync(device)
         t = time.perf_counter()
         saver.submit(a.dir / "last.pt", payload)

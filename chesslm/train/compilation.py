@@ -84,9 +84,7 @@ def compile_model(
     import torch._dynamo.config as dynamo_config
 
     dynamo_config.specialize_float = True
-    mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
-    options = {"dynamic": False if static_shapes else True}
-    options["mode"] = None if mode == "default" else mode
+    options = {"dynamic": False if static_shapes else True, "mode": _mode(mode)}
     if (scope or os.environ.get("CHESSLM_COMPILE_SCOPE", "model")) == "model":
         net.compile(**options)
         return
@@ -110,6 +108,10 @@ def compile_inference(
     which validates first; an H200 then spent ~12 s compiling it). In a frame of its own the
     inference graph is always its frame's first, so the probe's warm-up serves every segment,
     whether it validates before or after its first update."""
+    return partial(torch.compile(_inference, dynamic=True, mode=_mode(mode)), net)
+
+
+def _mode(mode: str | None) -> str | None:
+    """torch.compile's ``mode``: the argument, else CHESSLM_COMPILE_MODE, else the default."""
     mode = mode or os.environ.get("CHESSLM_COMPILE_MODE") or DEFAULT_MODE
-    compiled = torch.compile(_inference, dynamic=True, mode=None if mode == "default" else mode)
-    return partial(compiled, net)
+    return None if mode == "default" else mode

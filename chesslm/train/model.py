@@ -109,6 +109,7 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.n_head = config.n_head
+        self.flex_options = flex_kernel_options()  # read once, not at every forward
 
     def forward(self, x: torch.Tensor, mask: Mask = None) -> torch.Tensor:
         B, T, C = x.size()
@@ -121,7 +122,7 @@ class CausalSelfAttention(nn.Module):
         elif isinstance(mask, torch.Tensor):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
-            y = flex_attention(q, k, v, block_mask=mask, kernel_options=flex_kernel_options())
+            y = flex_attention(q, k, v, block_mask=mask, kernel_options=self.flex_options)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 

@@ -71,8 +71,7 @@ def probe(
                     "memory": distributed.all_gather_object(memory_record(ctx)),
                 }
             )
-        warm_up_seconds = None
-        if ctx.is_main:  # only rank 0 validates
+        if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
                 trainer.net,
                 cache.validation,
@@ -81,7 +80,6 @@ def probe(
                 pad_multiple=trainer.pad_multiple,
                 forward=trainer.inference,
             )
-        if ctx.is_main:
             result = {
                 "status": "passed",
                 "run": run,

@@ -374,7 +374,6 @@ class Segment:
         # where the segment's wall time goes (rank 0's clock; perf_counter, no device sync)
         self.wall: Counter = Counter()
         self.targets_start = int(self.state.totals.get("valid_targets", 0))
-        self.final_improved = False  # the segment's last check improved: its final save is best
 
     def run(self) -> None:
         try:
@@ -418,7 +417,7 @@ class Segment:
                     self.events.write("initial_validation", **initial)
             loop_start, before = time.perf_counter(), self.wall["validation"]
             before += self.wall["checkpointing"]
-            status, reason = self.loop()
+            status, reason, improved = self.loop()
             looped = time.perf_counter() - loop_start
             # the loop's checks and saves are counted as such; the rest of it is training
             self.wall["training"] = looped - (
@@ -428,7 +427,7 @@ class Segment:
         state.segments += 1
         # the status below must describe the checkpoint on disk, so save once more and wait
         # (best.pt too if the segment's last check improved)
-        self.save(improved=self.final_improved)
+        self.save(improved=improved)
         self.wait_for_saves()
         memory = distributed.all_gather_object(memory_record(ctx))
         if ctx.is_main:
@@ -469,8 +468,9 @@ class Segment:
                 useful_targets=int(state.totals.get("valid_targets", 0)) - self.targets_start,
             )
 
-    def loop(self) -> tuple[str, str | None]:
-        """Train until a terminal status or a stop; returns (status, stop reason).
+    def loop(self) -> tuple[str, str | None, bool]:
+        """Train until a terminal status or a stop; returns (status, stop reason, whether the
+        last check improved: the segment's final save is that check's save).
 
         One update stays in flight: update k+1 is queued on the device before update k's
         numbers are read back (``finish``), so the host prepares the next microbatches while
@@ -497,15 +497,14 @@ class Segment:
             if self.unvalidated_updates():
                 check = self.validate()
                 if check is None:  # cut by the deadline: changes neither best nor patience
-                    return "total_deadline_soft_stop", "total_deadline_soft_stop"
+                    return "total_deadline_soft_stop", "total_deadline_soft_stop", False
                 improved = self.record_check(check, epoch, completed, self.window)
             terminal = state.terminal_status(max_updates=s.max_updates, epochs=s.epochs)
             reason = reason or self.step_limit()  # reached at this check: stop now
             if terminal or reason:
                 # the segment's final save follows at once: it is this check's save (one
                 # gigabyte written once, not twice back to back)
-                self.final_improved = improved
-                return terminal or reason, reason or terminal
+                return terminal or reason, reason or terminal, improved
             self.save(improved, when_idle=True)
 
     def stop_reason(self, index: int) -> str | None:

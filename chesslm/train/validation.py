@@ -9,9 +9,10 @@ it is not a free-running legal-move rate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -140,12 +141,8 @@ def evaluate(
     like training does, so a compiled model meets the shapes it already knows.
     """
     start = time.perf_counter()
-    was_training = net.training
-    net.eval()
-    try:
+    with _eval_mode(net):
         sums = _accumulate(net, data, micro, deadline, pad_multiple, forward or net)
-    finally:
-        net.train(was_training)
     if sums is None:
         return None
     keys = list(sums)
@@ -184,15 +181,22 @@ def warm_up(
     returns its seconds. The probe calls it so that a compiled model's inference graph is
     compiled (into the run's compile cache) before segment 0's first validation needs it."""
     start = time.perf_counter()
-    was_training = net.training
-    net.eval()
-    try:
+    with _eval_mode(net):
         first = [games[i] for i in range(min(micro, len(games)))]
         logits, _ = _forward(net, forward or net, first, device, pad_multiple)
         logits.sum().item()  # wait for it
+    return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def _eval_mode(net: torch.nn.Module) -> Iterator[None]:
+    """``net`` in eval mode for the block, then back to the mode it was in."""
+    was_training = net.training
+    net.eval()
+    try:
+        yield
     finally:
         net.train(was_training)
-    return time.perf_counter() - start
 
 
 def _forward(
