@@ -524,8 +524,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_paths(a: argparse.Namespace) -> dict[str, Any]:
-    ctx = distributed.init(a.device, threads=a.threads)
-    try:
+    with distributed.joined(a.device, threads=a.threads) as ctx:
         if a.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True  # FP32 leftovers (not under autocast)
         peak = matmul_peak(ctx.device)
@@ -554,8 +553,6 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
             "matmul_peak_tflops": peak / 1e12 if peak else None,
             "results": results,
         }
-    finally:
-        distributed.teardown()
 
 
 def table(records: list[dict[str, Any]]) -> str:

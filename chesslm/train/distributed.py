@@ -6,8 +6,10 @@ the helpers below skip the collectives. CUDA uses NCCL, CPU uses gloo.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -80,6 +82,26 @@ def init(device: str, *, threads: int, timeout_s: int = 300) -> Context:
 def teardown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def joined(device: str, *, threads: int) -> Iterator[Context]:
+    """The process group for the block (``init``), then torn down. An orderly end waits at a
+    barrier first, so every rank destroys the group together: a rank that destroyed it while
+    another still worked after the last collective (rank 0 writing results, validating) made
+    one of them abort at exit now and then with gloo ("terminate called without an active
+    exception"). After an error it is torn down at once: the other ranks may never reach a
+    barrier."""
+    ctx = init(device, threads=threads)
+    try:
+        yield ctx
+    except BaseException:
+        teardown()
+        raise
+    try:
+        barrier()
+    finally:
+        teardown()
 
 
 def active() -> bool:

@@ -32,11 +32,10 @@ def probe(
 ) -> None:
     """Step times and memory for microbatches 2 and 8 of the longest training game of the run
     ``run`` (a cache at ``cache_dir``), written to ``out`` (probe-results.json)."""
-    ctx = distributed.init(settings.device, threads=settings.threads_per_worker)
-    train_dir = Path(run_dir) / "train"
-    train_dir.mkdir(parents=True, exist_ok=True)
-    events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
-    try:
+    with distributed.joined(settings.device, threads=settings.threads_per_worker) as ctx:
+        train_dir = Path(run_dir) / "train"
+        train_dir.mkdir(parents=True, exist_ok=True)
+        events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
         cache = open_cache(cache_dir, ctx)
         trainer = Trainer(
             settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
@@ -97,5 +96,3 @@ def probe(
             }
             write_json_atomic(Path(out), result)
             events.write("probe_complete", **result)
-    finally:
-        distributed.teardown()

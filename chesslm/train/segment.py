@@ -298,25 +298,20 @@ def train(args: Invocation, settings: RunSettings) -> None:
     deadline = Deadline.from_env()
     if deadline is not None and deadline.soft_stop():
         raise TimeoutError("job deadline reached before setup")
-    ctx = distributed.init(settings.device, threads=settings.threads_per_worker)
-    try:
-        Segment(
-            args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
-        ).run()
-        # all ranks leave together: the process group is torn down by every rank at once
-        # (one rank aborted at exit, rarely, on gloo, while another still ran its last lines)
-        distributed.barrier()
-    except BaseException as error:
+    with distributed.joined(settings.device, threads=settings.threads_per_worker) as ctx:
         try:
-            write_json_atomic(
-                train_dir / f"failure-rank{ctx.rank}.json",
-                {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
-            )
-        except OSError as also:  # a full disk must not hide the error that mattered
-            logger.error("could not record the failure: %s", also)
-        raise
-    finally:
-        distributed.teardown()
+            Segment(
+                args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
+            ).run()
+        except BaseException as error:
+            try:
+                write_json_atomic(
+                    train_dir / f"failure-rank{ctx.rank}.json",
+                    {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
+                )
+            except OSError as also:  # a full disk must not hide the error that mattered
+                logger.error("could not record the failure: %s", also)
+            raise
 
 
 class Segment:
