@@ -78,3 +78,34 @@ def small_payload(*, stepped: bool = False) -> dict:
         identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
         lineage={"segment": 0, "parent_sha256": None},
     )
+
+
+def children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` in the process tree."""
+    found, todo = [], [pid]
+    while todo:
+        for child in children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaping is left

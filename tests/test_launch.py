@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from chesslm.train import launch, segment
+from chesslm.train import launch, resume
 from chesslm.train.settings import RunSettings
 
 from .conftest import ROOT
+from .helpers import alive, children
 
 DEMO = RunSettings(dataset="sample", workers=2)
 PILOT = RunSettings(dataset="sample", model="baseline", device="cuda", workers=4)
@@ -56,35 +57,15 @@ def test_a_held_run_lock_is_waited_for_then_named_with_what_to_do(tmp_path: Path
     os.write(fd, b"4242 gpu-node-7\n")
     start = time.monotonic()
     with pytest.raises(RuntimeError) as caught:
-        segment.lock_run_dir(tmp_path, wait_s=0.5)
+        resume.lock_run_dir(tmp_path, wait_s=0.5)
     assert time.monotonic() - start >= 0.5
     message = str(caught.value)
     assert "pid 4242 on gpu-node-7" in message and "kill 4242" in message
     assert "run the same command again" in message
     threading.Timer(0.3, os.close, [fd]).start()  # the holder exits during the wait
-    mine = segment.lock_run_dir(tmp_path, wait_s=10)
+    mine = resume.lock_run_dir(tmp_path, wait_s=10)
     assert (tmp_path / ".lock").read_text().split()[0] == str(os.getpid())
     os.close(mine)
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"  # a zombie has exited; only its parent's reaping is left
 
 
 def snapshot(directory: Path) -> dict[str, int]:
@@ -143,4 +124,39 @@ def test_a_worker_whose_torchrun_is_gone_already_exits_at_once() -> None:
     assert orphan.returncode == 1 and "still here" not in orphan.stdout
     env.pop("TORCHELASTIC_RUN_ID")  # not under torchrun: nothing changes
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert plain.returncode == 0 and "still here" in plain.stdout
+
+
+def test_a_trainer_exits_when_the_snakemake_it_watches_is_gone(tmp_path: Path) -> None:
+    """launch.watch_snakemake: gone before it starts (exit at once), gone while it runs (exit
+    within moments, writing nothing after), and not watching without the variable."""
+    code = (
+        "import sys, time; from chesslm.train import launch; launch.watch_snakemake();"
+        " print('watching', flush=True); time.sleep(float(sys.argv[1])); print('still here')"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen(["sleep", "30"])
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", code, "30"],
+        env={**env, launch.WATCH_ENV: str(parent.pid)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert trainer.stdout.readline() == "watching\n"
+    parent.kill()
+    parent.wait()
+    out, err = trainer.communicate(timeout=10)
+    assert trainer.returncode == 1 and "still here" not in out
+    assert f"snakemake (pid {parent.pid}) is gone" in err
+    gone = subprocess.run(
+        [sys.executable, "-c", code, "0"],
+        env={**env, launch.WATCH_ENV: str(parent.pid)},
+        capture_output=True,
+        text=True,
+    )
+    assert gone.returncode == 1 and "watching" not in gone.stdout
+    plain = subprocess.run(
+        [sys.executable, "-c", code, "0"], env=env, capture_output=True, text=True
+    )
     assert plain.returncode == 0 and "still here" in plain.stdout

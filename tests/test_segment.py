@@ -20,6 +20,7 @@ from chesslm.train.state import WALL_PARTS, TrainState
 from .conftest import ROOT, run_segment, segment_args
 
 pytestmark = pytest.mark.slow
+PACKAGE = ROOT / "chesslm"  # its frames in a traceback start with this (the venv's do not)
 # the fault hooks, then this checkout (PYTHONPATH replaces the caller's)
 FAULTS = os.pathsep.join([str(ROOT / "tests" / "fault_injection"), str(ROOT)])
 # max_updates 6 in steps of 2: segments 0, 1, 2; a check after every update
@@ -195,7 +196,8 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     """The refusal, printed once (rank 0), in one line, without a traceback."""
     lines = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
     assert len(lines) == 1, result.stderr[-3000:]
-    assert "/chesslm/" not in result.stderr, result.stderr[-3000:]  # (torchrun's own may follow)
+    # no frame of this package's code (torchrun's own traceback may follow)
+    assert f"{PACKAGE}{os.sep}" not in result.stderr, result.stderr[-3000:]
     return lines[0].removeprefix(ERROR_PREFIX).strip()
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -134,3 +135,29 @@ def all_gather_object(value: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, value)
     return out
+
+
+def from_main(ctx: Context, decide: Callable[[], T]) -> T:
+    """``decide()`` run on rank 0 alone, its value on every rank. If it raises, every rank
+    raises: rank 0 its own error, the others one of the same type and message, so that no
+    rank goes on alone to wait on a collective nobody else reaches."""
+    value, failure = None, None
+    if ctx.is_main:
+        try:
+            value = decide()
+        except Exception as error:
+            failure = error
+    shared = broadcast_object((value, None if failure is None else (type(failure), str(failure))))
+    if failure is not None:
+        raise failure
+    value, error = shared
+    if error is not None:
+        raise _rebuilt(*error)
+    return value
+
+
+def _rebuilt(kind: type[BaseException], message: str) -> BaseException:
+    try:
+        return kind(message)
+    except Exception:  # a type whose constructor wants more than a message
+        return RuntimeError(f"rank 0: {kind.__name__}: {message}")

@@ -16,7 +16,7 @@ import torch
 
 from chesslm.files import write_json_atomic
 from chesslm.report.events import EventLog
-from chesslm.train import distributed, validation
+from chesslm.train import distributed, resume, validation
 from chesslm.train.settings import RunSettings
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
@@ -35,6 +35,7 @@ def probe(
     with distributed.joined(settings.device, threads=settings.threads_per_worker) as ctx:
         train_dir = Path(run_dir) / "train"
         train_dir.mkdir(parents=True, exist_ok=True)
+        lock = resume.hold(ctx, train_dir)  # noqa: F841  (a killed run's trainer may linger)
         events = EventLog(train_dir / "events.jsonl", enabled=ctx.is_main)
         cache = open_cache(cache_dir, ctx)
         trainer = Trainer(

@@ -23,12 +23,16 @@ CLI and the segment's loop (resume, stop reasons, validation cadence, saving).
 
 from __future__ import annotations
 
+from chesslm.train import launch
+
+if __name__ == "__main__":  # before the slow imports below (torch: seconds on a busy host)
+    launch.bind_to_launcher()  # a worker must not outlive torchrun (chesslm.train.launch)
+    launch.watch_snakemake()  # nor the snakemake whose job it is
+
 import argparse
 import dataclasses
-import fcntl
 import logging
 import os
-import socket
 import sys
 import time
 import traceback
@@ -41,11 +45,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from chesslm import files
-from chesslm.files import read_json, sha256_file, write_json_atomic
+from chesslm.files import sha256_file, write_json_atomic
 from chesslm.report.events import EventLog
 from chesslm.report.telemetry import Telemetry
-from chesslm.train import checkpoint, distributed, launch, validation
+from chesslm.train import checkpoint, distributed, resume, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
 from chesslm.train.saver import Saver
@@ -57,7 +60,6 @@ from chesslm.train.trainer import Trainer, memory_record, open_cache, synchroniz
 logger = logging.getLogger(__name__)
 TRAIN_EVENT_EVERY = 10
 STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are several ranks
-LOCK_WAIT_S = 30.0  # a trainer just killed releases the run's lock within moments
 ERROR_PREFIX = "chesslm.train.segment: error:"  # the workflow shows this line on failure
 # bad input, refusals, a full disk: their messages name the file and what to do, so one line
 # says it all; anything else is a bug or a crash and keeps its traceback
@@ -152,14 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-class RunDirLocked(RuntimeError):
-    """Another live trainer holds the run directory."""
-
-
 def report_failure(error: Exception, rank: int) -> None:
     """One line on stderr for the console, from rank 0 only (every rank meets the same
     refusal); the traceback of an unexpected error goes to the log, from every rank."""
-    expected = isinstance(error, (*EXPECTED, RunDirLocked))
+    expected = isinstance(error, (*EXPECTED, resume.RunDirLocked))
     if not expected:
         traceback.print_exc()
     text = str(error) if expected else f"{type(error).__name__}: {error} (traceback in the log)"
@@ -172,146 +170,87 @@ def report_failure(error: Exception, rank: int) -> None:
     time.sleep(FAILURE_GRACE_SECONDS)
 
 
-def lock_run_dir(train_dir: Path, *, wait_s: float = LOCK_WAIT_S) -> int:
-    """Hold an exclusive lock on the run directory for the life of this process, so two
-    trainers never write one run. A holder is waited for up to ``wait_s`` seconds (a trainer
-    just killed takes a moment to exit), then named with what to do."""
-    lock = train_dir / ".lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    give_up = time.monotonic() + wait_s
-    while True:
+def train(args: Invocation, settings: RunSettings) -> None:
+    start_unix = time.time()
+    train_dir = Path(args.run_dir) / "train"
+    train_dir.mkdir(parents=True, exist_ok=True)
+    with distributed.joined(settings.device, threads=settings.threads_per_worker) as ctx:
+        deadline = Deadline.from_env()
+        start = resume.decide(
+            ctx,
+            train_dir,
+            segment=args.segment,
+            previous_status=args.previous_status,
+            probe_results=args.probe_results,
+            scratch=[train_dir, Path(args.status_out).parent],
+            deadline=deadline,
+        )
+        base = {
+            "run": args.run,
+            "segment": args.segment,
+            "start_unix": start_unix,
+            "world_size": ctx.world,
+        }
+        if start.saved is not None and finish_terminal(args, settings, ctx, start, base):
+            return
+        segment_start = start.previous["step_end"] if start.previous else 0
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= give_up:
-                os.close(fd)
-                raise RunDirLocked(_locked_message(lock, wait_s)) from None
-            time.sleep(0.2)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
-    return fd
-
-
-def _locked_message(lock: Path, wait_s: float) -> str:
-    words = lock.read_text().split() if lock.exists() else []
-    pid = words[0] if words else "?"
-    host = words[1] if len(words) > 1 else "this host"
-    return (
-        f"{lock.parent}: another trainer (pid {pid} on {host}) still holds {lock} after"
-        f" {wait_s:.0f} s; not starting. Let it finish, or stop it (kill {pid} on {host}),"
-        " then run the same command again"
-    )
-
-
-def remove_temporaries(directories: list[Path]) -> None:
-    """Delete the temporaries of atomic writes that a killed or failed trainer (or a full
-    disk) left behind (``last.pt.tmp``, ``failure-rank1.json.tmp``, ...)."""
-    for directory in directories:
-        for path in sorted(directory.glob(f"*{files.TMP_SUFFIX}")):
-            if path.is_file():
-                logger.info("removing %s, left by an earlier attempt", path)
+            Segment(
+                args, settings, ctx, train_dir, start.saved, start.previous, segment_start,
+                deadline, base,
+            ).run()  # fmt: skip
+        except BaseException as error:
+            record_failure(train_dir, ctx.rank, args.segment, error)
+            raise
+        if ctx.is_main:  # the run went on: earlier attempts' failures are history
+            for path in train_dir.glob("failure-rank*.json"):
                 path.unlink(missing_ok=True)
 
 
-def find_resume(
-    train_dir: Path, segment: int, previous: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The checkpoint this segment continues from, or None for a fresh run.
-
-    ``last.pt`` must be the previous segment's (its sha256 is in that status), or one written by
-    an earlier, killed attempt of *this* segment that resumed from it (its lineage says so).
-    """
-    last = train_dir / "last.pt"
-    if previous is None:
-        if not last.exists():
-            return None
-        saved = checkpoint.load(last)
-        if saved.get("lineage", {}).get("segment") == 0:
-            return saved  # an earlier attempt of segment 0 was killed after a save
-        raise ValueError(
-            f"{last} was written by segment {saved.get('lineage', {}).get('segment')!r}; segment 0"
-            f" starts from scratch, so remove {train_dir} to restart the run"
-        )
-    expected = previous["last_pt_sha256"]
-    if not last.exists():
-        raise ValueError(f"{last} is missing; the previous status expects sha256 {expected}")
-    actual = sha256_file(last)
-    saved = checkpoint.load(last)
-    if actual == expected:
-        return saved
-    lineage = saved.get("lineage", {})
-    if lineage.get("segment") == segment and lineage.get("parent_sha256") == expected:
-        return saved
-    raise ValueError(
-        f"{last}: sha256 {actual} does not match the previous status's last_pt_sha256 {expected}"
-    )
-
-
-def train(args: Invocation, settings: RunSettings) -> None:
-    start_unix = time.time()
-    rank, world, _ = distributed.world_from_env()
+def finish_terminal(
+    args: Invocation,
+    settings: RunSettings,
+    ctx: distributed.Context,
+    start: resume.Start,
+    base: dict[str, Any],
+) -> bool:
+    """Resuming a finished run is a no-op with a receipt (rank 0 writes it); whether it was."""
     train_dir = Path(args.run_dir) / "train"
-    train_dir.mkdir(parents=True, exist_ok=True)
-    lock = lock_run_dir(train_dir) if rank == 0 else None  # noqa: F841  (held until exit)
-    if rank == 0:  # under the lock: nobody else is writing here
-        remove_temporaries([train_dir, Path(args.status_out).parent])
-    previous = read_json(Path(args.previous_status)) if args.previous_status else None
-    if args.probe_results and read_json(Path(args.probe_results)).get("status") != "passed":
-        raise ValueError(f"{args.probe_results}: the probe has not passed; training waits for it")
-    # Read and verify the checkpoint on the CPU before any device or process-group setup.
-    saved = find_resume(train_dir, args.segment, previous)
-    segment_start = previous["step_end"] if previous else 0
-    base = {
-        "run": args.run,
-        "segment": args.segment,
-        "start_unix": start_unix,
-        "world_size": world,
-    }
-    if saved is not None:
-        state, identity = TrainState.from_state_dict(saved), saved["identity"]
-        terminal = state.terminal_status(
-            max_updates=identity.get("max_updates"), epochs=identity["epochs"]
+    state, identity = TrainState.from_state_dict(start.saved), start.saved["identity"]
+    terminal = state.terminal_status(
+        max_updates=identity.get("max_updates"), epochs=identity["epochs"]
+    )
+    if not terminal or not ctx.is_main:
+        return bool(terminal)
+    results_path = train_dir / "results.json"
+    if not results_path.exists():
+        write_json_atomic(results_path, results_record(state, identity, terminal, train_dir, None))
+    write_status(
+        args.status_out,
+        settings,
+        base,
+        state,
+        identity,
+        terminal,
+        stop_reason=terminal,
+        resume_action="no_op_terminal",
+        step_start=state.step,
+        last_sha=sha256_file(train_dir / "last.pt"),
+        wall_split={},  # all of it "other": no training, check or save
+        useful_targets=0,
+    )
+    return True
+
+
+def record_failure(train_dir: Path, rank: int, segment: int, error: BaseException) -> None:
+    """failure-rank{N}.json: what stopped this rank (removed once a later attempt succeeds)."""
+    try:
+        write_json_atomic(
+            train_dir / f"failure-rank{rank}.json",
+            {"error": repr(error), "segment": segment, "time_unix": time.time()},
         )
-        if terminal:
-            if rank == 0:  # resuming a finished run is a no-op with a receipt
-                results_path = train_dir / "results.json"
-                if not results_path.exists():
-                    write_json_atomic(
-                        results_path, results_record(state, identity, terminal, train_dir, None)
-                    )
-                write_status(
-                    args.status_out,
-                    settings,
-                    base,
-                    state,
-                    identity,
-                    terminal,
-                    stop_reason=terminal,
-                    resume_action="no_op_terminal",
-                    step_start=state.step,
-                    last_sha=sha256_file(train_dir / "last.pt"),
-                    wall_split={},  # all of it "other": no training, check or save
-                    useful_targets=0,
-                )
-            return
-    deadline = Deadline.from_env()
-    if deadline is not None and deadline.soft_stop():
-        raise TimeoutError("job deadline reached before setup")
-    with distributed.joined(settings.device, threads=settings.threads_per_worker) as ctx:
-        try:
-            Segment(
-                args, settings, ctx, train_dir, saved, previous, segment_start, deadline, base
-            ).run()
-        except BaseException as error:
-            try:
-                write_json_atomic(
-                    train_dir / f"failure-rank{ctx.rank}.json",
-                    {"error": repr(error), "segment": args.segment, "time_unix": time.time()},
-                )
-            except OSError as also:  # a full disk must not hide the error that mattered
-                logger.error("could not record the failure: %s", also)
-            raise
+    except OSError as also:  # a full disk must not hide the error that mattered
+        logger.error("could not record the failure: %s", also)
 
 
 class Segment:
@@ -675,5 +614,4 @@ class Segment:
 
 
 if __name__ == "__main__":
-    launch.bind_to_launcher()  # first: a worker must not outlive torchrun (chesslm.train.launch)
     raise SystemExit(main())

@@ -55,8 +55,12 @@ SETTINGS = _run_settings()
 # convert and token_cache use every core Snakemake gives them: a rule's threads above --cores
 # are scaled down to --cores. On a cluster the slurm profile sets their CPUs (set-threads).
 DATA_THREADS = 64
-# the trainer rules' wrapper: each attempt's log kept, a failure's cause on the console
-LOGGED_SCRIPT = str(Path(workflow.basedir) / "workflow/scripts/logged.sh")
+# the trainer rules' wrapper: each attempt's log kept, a failure's cause on the console, and
+# the trainer stopped if snakemake is gone (the rule's shell is snakemake's child: $PPID)
+LOGGED = (
+    f"{launch.WATCH_ENV}=$PPID bash"
+    f" {shlex.quote(str(Path(workflow.basedir) / 'workflow/scripts/logged.sh'))}"
+)
 
 
 wildcard_constraints:
@@ -141,8 +145,11 @@ def get_segment_threads(wildcards):
 
 
 def get_segment_statuses(wildcards):
-    """Input function: the status files of segments 0..k, k being the first terminal one."""
+    """Input function: the status files of segments 0..k, k being the first terminal one,
+    asked for after the probe (a checkpoint: this waits for it when it runs, or reruns).
+    """
     run = wildcards.run
+    checkpoints.probe.get(run=run)
     cap = run_settings(run).max_segments
     paths = []
     for n in range(cap):

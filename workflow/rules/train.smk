@@ -1,6 +1,6 @@
 # Training stage: probe, then a chain of bounded segments (a Snakemake checkpoint), then results.
 #
-# rule probe:            token cache -> results/{run}/probe-results.json (status 'passed')
+# checkpoint probe:      token cache -> results/{run}/probe-results.json (status 'passed')
 # checkpoint train_segment: segment n resumes results/{run}/train/last.pt (checked against
 #   segment n-1's status) and writes results/{run}/segments/{n}.json last; how many segments a
 #   run needs is known only at run time, so get_segment_statuses walks them until a terminal
@@ -10,15 +10,20 @@
 # Both training rules start their ranks with chesslm.train.launch's command (torchrun, or one
 # per node under srun) and pass the run's RunSettings as flags (get_trainer_args).
 #
-# The probe, the cache and the receipt enter the chain through ancient(): `--forcerun probe` or
-# a rebuilt cache never restarts training (the trainer's identity check refuses a changed
-# dataset on resume instead).
+# The probe is a checkpoint, and no segment takes it (or the cache, or the receipt) as an input:
+# results' input function asks for the probe first (get_segment_statuses), so it runs, and
+# reruns, before any segment, yet `--forcerun probe`, a probe killed and rerun, or a rebuilt
+# cache never restarts training (the trainer's identity check refuses a changed dataset on
+# resume instead). The segments used to take them through ancient(), but Snakemake 9.27 then
+# drops the unfinished segments when the probe reruns and reports "done" without training
+# (a forced or incomplete job masks every job downstream of it, and an ancient() edge then
+# never marks them: DAG.update_needrun; a three-rule reproduction is in docs/snakemake.md).
 #
 # Both trainer rules run under workflow/scripts/logged.sh: the log is appended to, one
 # attempt after another, and a failure's one-line cause reaches snakemake's console.
 
 
-rule probe:
+checkpoint probe:
     input:
         cache=get_run_cache,
         receipt=get_run_receipt,
@@ -33,20 +38,17 @@ rule probe:
         mem_mb=get_segment_mem_mb,
         runtime=get_segment_runtime,
     params:
-        logged=LOGGED_SCRIPT,
+        logged=LOGGED,
         torchrun=get_launcher,
         args=get_trainer_args,
     shell:
-        "bash {params.logged:q} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
+        "{params.logged} {log:q} env {params.torchrun} -m chesslm.train.segment probe {params.args}"
         " --probe-out={output}"
 
 
 checkpoint train_segment:
     input:
         previous=get_previous_segment,
-        probe=ancient("results/{run}/probe-results.json"),
-        cache=ancient(get_run_cache),
-        receipt=ancient(get_run_receipt),
     output:
         status="results/{run}/segments/{n}.json",
     log:
@@ -58,13 +60,14 @@ checkpoint train_segment:
         mem_mb=get_segment_mem_mb,
         runtime=get_segment_runtime,
     params:
-        logged=LOGGED_SCRIPT,
+        logged=LOGGED,
         torchrun=get_launcher,
         args=get_trainer_args,
         previous=get_previous_status_flag,
+        probe="results/{run}/probe-results.json",
     shell:
-        "bash {params.logged:q} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
-        " --segment={wildcards.n} {params.previous} --probe-results={input.probe}"
+        "{params.logged} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
+        " --segment={wildcards.n} {params.previous} --probe-results={params.probe:q}"
         " --status-out={output.status}"
 
 

@@ -9,6 +9,7 @@
 # On failure it prints the attempt's cause on stderr, where snakemake's console shows it: the
 # trainer's one-line "chesslm...: error: ..." (rank 0's), else the last "ERROR" or
 # "...Error: ..." line (another rank's, a traceback's); then the log's name.
+# While COMMAND runs, the snakemake named by CHESSLM_WATCH_PID is watched (see below).
 # The exit status is COMMAND's.
 set -u
 log=$1
@@ -19,8 +20,32 @@ attempt="$attempts/$(date -u +%Y%m%dT%H%M%SZ)-$$.log"
 echo "==== $(date -u +%Y-%m-%dT%H:%M:%SZ) attempt, pid $$: $*" >"$attempt"
 rm -f "$log"
 ln "$attempt" "$log" 2>/dev/null || ln -s "$(basename "$attempts")/$(basename "$attempt")" "$log"
-"$@" >>"$attempt" 2>&1
-status=$?
+"$@" >>"$attempt" 2>&1 &
+child=$!
+# signals for the job (Ctrl-C, snakemake's or a scheduler's stop) go on to COMMAND, run in the
+# background here so that snakemake can be watched meanwhile
+for sig in INT TERM HUP; do trap "kill -$sig $child 2>/dev/null" "$sig"; done
+alive() { # a pid that is running (a zombie has exited; only its reaping is left)
+    local stat
+    stat=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) && [ "${stat%% *}" != Z ]
+}
+# CHESSLM_WATCH_PID is the snakemake whose job this is: if it is gone (killed alone, SIGKILL),
+# nothing else stops the job's processes, so the trainer is killed here at once (its workers
+# die with it: chesslm.train.launch); it writes nothing more, and a rerun finds the run free.
+watched=${CHESSLM_WATCH_PID:-}
+while [ -n "$watched" ] && alive "$child"; do
+    if ! alive "$watched"; then
+        echo "snakemake (pid $watched) is gone: stopping the trainer (pid $child)" >>"$attempt"
+        kill -KILL "$child" 2>/dev/null
+        break
+    fi
+    sleep 0.25
+done
+while :; do # a trapped signal ends `wait` early: wait again until COMMAND has exited
+    wait "$child"
+    status=$?
+    alive "$child" || break
+done
 if [ "$status" -ne 0 ]; then
     rank='^(\[rank[0-9]+\]:? )?'  # torchrun may prefix a rank's lines
     cause=$(grep -m1 -E "${rank}chesslm[a-z_.]*: error" "$attempt" ||

@@ -1,0 +1,184 @@
+"""Kills and README's recovery through real snakemake, two gloo ranks: snakemake killed alone
+(SIGKILL, not its group) mid-segment, a kill at the probe's moment, and `--forcerun probe` on an
+unfinished run. Each must end at the terminal status with the weights and optimizer state of
+the unbroken run (tests/conftest.py's ``trained_workflow``), bit for bit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from chesslm.train import checkpoint
+from tests.helpers import ROOT, alive, descendants, snakemake
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process tree: Linux /proc"),
+]
+TARGET = "results/mini/results.json"
+ARGS = ("--configfile", "train-workflow.yaml")
+RUN = Path("results/mini")
+STOP_S = 3.0  # a trainer whose snakemake is gone stops within this (and writes nothing after)
+
+
+@pytest.fixture(scope="module")
+def after_segment_0(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mini run stopped after segment 0 of 2: data, probe and segment 0 done."""
+    work = tmp_path_factory.mktemp("recovery") / "work"
+    shutil.copytree(trained_workflow, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    shutil.rmtree(work / RUN)
+    shutil.rmtree(work / "logs/mini")
+    snakemake(work, str(RUN / "probe-results.json"), *ARGS, "--cores", "2")
+    snakemake(work, str(RUN / "segments/0.json"), *ARGS, "--cores", "2")
+    assert not (work / RUN / "segments/1.json").exists()
+    return work
+
+
+def copy_of(template: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    shutil.copytree(template, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    return work
+
+
+def start_snakemake(work: Path, *args: str) -> subprocess.Popen:
+    exe = Path(sys.executable).parent / "snakemake"
+    command = [str(exe), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
+    return subprocess.Popen(
+        [*command, TARGET, *ARGS, "--cores", "2", *args],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # apart from pytest's group; killed alone all the same
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 240) -> None:
+    give_up = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"snakemake ended before {path} appeared"
+        assert time.monotonic() < give_up, f"no {path} after {timeout} s"
+        time.sleep(0.05)
+
+
+def recover(work: Path) -> subprocess.CompletedProcess[str]:
+    """README's recovery: unlock, then the same command with --rerun-incomplete."""
+    snakemake(work, TARGET, *ARGS, "--unlock")
+    return snakemake(work, TARGET, *ARGS, "--cores", "2", "--rerun-incomplete")
+
+
+def assert_equals_the_unbroken_run(work: Path, unbroken: Path) -> None:
+    mine, theirs = (checkpoint.load(d / RUN / "train/last.pt") for d in (work, unbroken))
+    assert mine["cursor"]["step"] == theirs["cursor"]["step"] == 6
+    for key in ("model", "optimizer"):
+        a, b = flat(mine[key]), flat(theirs[key])
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[k], b[k]) for k in a if torch.is_tensor(a[k])), key
+
+
+def gone_within(seconds: float, tree: list[int], work: Path) -> str | None:
+    """None once every process of the killed run has exited, within ``seconds``; else what
+    still runs."""
+    give_up = time.monotonic() + seconds
+    while left := sorted({*(pid for pid in tree if alive(pid)), *working_in(work)}):
+        if time.monotonic() > give_up:
+            return "; ".join(command_line(pid) for pid in left)
+        time.sleep(0.05)
+    return None
+
+
+def command_line(pid: int) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid}: {b' '.join(words).decode(errors='replace')[:200]}"
+
+
+def working_in(work: Path) -> list[int]:
+    """Live processes whose working directory is ``work`` (the jobs' shells, torchrun and its
+    workers all run there, also those started after the tree was listed)."""
+    found = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if Path(os.readlink(cwd)) == work and alive(int(cwd.parent.name)):
+                found.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def flat(tree: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in flat(sub, f"{prefix}{key}.").items()}
+    if isinstance(tree, (list, tuple)):
+        return {k: v for i, sub in enumerate(tree) for k, v in flat(sub, f"{prefix}{i}.").items()}
+    return {prefix: tree}
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.0, 2.5, 4.0, 6.0])
+def test_snakemake_killed_alone_mid_segment_then_unlock_and_rerun_at_once(
+    after_segment_0: Path, trained_workflow: Path, tmp_path: Path, delay: float
+) -> None:
+    """SIGKILL to snakemake's pid only, ``delay`` s into segment 1's job: its shell, torchrun
+    and workers must stop by themselves (they watch snakemake), and the rerun at once must
+    reach the terminal status within 60 s of the kill."""
+    work = copy_of(after_segment_0, tmp_path)
+    main = start_snakemake(work)
+    try:
+        wait_for(work / "logs/mini/train_segment/1.log", main)
+        time.sleep(delay)
+        tree = descendants(main.pid)
+        os.kill(main.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        main.wait()
+        left = gone_within(STOP_S, tree, work)
+        recover(work)
+        took = time.monotonic() - killed
+    finally:
+        for pid in descendants(main.pid):
+            os.kill(pid, signal.SIGKILL)
+    assert left is None, f"{STOP_S} s after the kill, the killed run still ran: {left}"
+    assert took < 60, f"{took:.0f} s from the kill to the terminal status"
+    assert (work / TARGET).exists()
+    assert not [pid for pid in tree if alive(pid)], "a process of the killed run remains"
+    assert not working_in(work), "a process still runs in the run's folder"
+    assert_equals_the_unbroken_run(work, trained_workflow)
+
+
+def test_a_kill_at_the_probes_moment_then_readmes_recovery_trains_to_the_end(
+    trained_workflow: Path, tmp_path: Path
+) -> None:
+    """The group killed as the probe writes its output; `--unlock` and the same command with
+    `--rerun-incomplete` must train to the terminal status in one invocation, not stop at
+    "done" after the probe."""
+    work = copy_of(trained_workflow, tmp_path)
+    shutil.rmtree(work / RUN)
+    main = start_snakemake(work)
+    wait_for(work / RUN / "probe-results.json", main)
+    os.killpg(main.pid, signal.SIGKILL)
+    main.wait()
+    recover(work)
+    assert (work / TARGET).exists() and (work / RUN / "segments/1.json").exists()
+    assert_equals_the_unbroken_run(work, trained_workflow)
+
+
+def test_forcerun_probe_on_an_unfinished_run_goes_on_training(
+    after_segment_0: Path, trained_workflow: Path, tmp_path: Path
+) -> None:
+    work = copy_of(after_segment_0, tmp_path)
+    plan = snakemake(work, TARGET, *ARGS, "--forcerun", "probe", "-n")
+    assert "probe" in plan.stdout, plan.stdout
+    before = (work / RUN / "segments/0.json").read_text()
+    snakemake(work, TARGET, *ARGS, "--cores", "2", "--forcerun", "probe")
+    assert (work / RUN / "segments/0.json").read_text() == before  # not restarted
+    assert (work / TARGET).exists()
+    assert_equals_the_unbroken_run(work, trained_workflow)
