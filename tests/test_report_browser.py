@@ -74,8 +74,72 @@ def check_report(report: Path, run_dir: Path) -> None:
             assert size, f"{path} was not drawn"
 
 
-def test_report_opens_with_the_summary_and_every_figure(trained_workflow: Path) -> None:
+@pytest.fixture(scope="module")
+def report(trained_workflow: Path) -> Path:
+    """The HTML report of the trained run ``mini``, its summary built first."""
     snakemake(trained_workflow, SUMMARY, *ARGS, "--cores", "1")
-    report = trained_workflow / "browser-report.html"
-    snakemake(trained_workflow, SUMMARY, *ARGS, "--report", str(report))
+    out = trained_workflow / "browser-report.html"
+    snakemake(trained_workflow, SUMMARY, *ARGS, "--report", str(out))
+    return out
+
+
+def test_report_opens_with_the_summary_and_every_figure(
+    report: Path, trained_workflow: Path
+) -> None:
     check_report(report, trained_workflow / "results" / "mini")
+
+
+# The first page in viewport coordinates: the summary's title, its tables, the extent of all
+# it draws (a wide table overflows its box) and the workflow graph, with the pane that
+# scrolls (the title's nearest scrolling ancestor) as it is after load, or scrolled up.
+LAYOUT = """(() => {
+  const rect = e => {
+    const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const summary = document.querySelector('.chesslm-summary');
+  const boxes = [summary, ...summary.querySelectorAll('*')].map(rect)
+    .filter(b => b[2] > b[0] && b[3] > b[1]);  // not the <style>
+  const extent = [0, 1, 2, 3].map(i => (i < 2 ? Math.min : Math.max)(...boxes.map(b => b[i])));
+  let pane = summary.parentElement;
+  while (pane && !['auto', 'scroll'].includes(getComputedStyle(pane).overflowY))
+    pane = pane.parentElement;
+  if (SCROLL_UP) pane.scrollTop = 0;
+  return {title: rect(summary.querySelector('h1')),
+          graph: rect(document.querySelector('#rulegraph')), summary: extent,
+          tables: [...summary.querySelectorAll('table')].map(rect), scroll_top: pane.scrollTop,
+          viewport: [innerWidth, innerHeight]};
+})()"""
+DRAWN = (  # vega-embed draws the graph after the page has loaded
+    "document.querySelector('.chesslm-summary h1')"
+    " && document.querySelector('#rulegraph canvas, #rulegraph svg')"
+    "?.getBoundingClientRect().height > 0"
+)
+
+
+def intersects(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def check_first_page(layout: dict, size: tuple[int, int], when: str) -> None:
+    """The title wholly in the window; the graph over nothing the summary draws."""
+    assert layout["viewport"] == list(size)
+    left, top, right, bottom = layout["title"]
+    width, height = size
+    assert 0 <= top and bottom <= height, f"{when}: the title spans y {top:.0f}..{bottom:.0f}"
+    assert 0 <= left and right <= width, f"{when}: the title spans x {left:.0f}..{right:.0f}"
+    for box in (layout["summary"], *layout["tables"]):
+        assert not intersects(layout["graph"], box), f"{when}: graph {layout['graph']} over {box}"
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1920, 1080), (1400, 2000)], ids=str)
+def test_first_page_opens_at_the_summary_title(report: Path, size: tuple[int, int]) -> None:
+    """What a person sees: snakemake centres its home pane vertically, so a summary taller
+    than the window once began above its top, out of reach, with the graph over its tables."""
+    with Browser(chromium()) as browser:
+        browser.open(file_url(report), viewport=size)
+        assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
+        shot = browser.screenshot(report.with_name(f"first-page-{size[0]}x{size[1]}.png"))
+        for when, scroll_up in (("after load", False), ("scrolled to the top", True)):
+            layout = browser.evaluate(LAYOUT.replace("SCROLL_UP", str(scroll_up).lower()))
+            check_first_page(layout, size, f"{size} {when} (see {shot})")
