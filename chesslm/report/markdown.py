@@ -381,11 +381,12 @@ def _cells(line: str) -> list[str]:
 def to_html(text: str) -> str:
     """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
     code, links, images) as an HTML fragment; no other Markdown is needed here."""
-    # the report's stylesheet quotes code spans with backticks; a summary needs none
+    # the report's stylesheet quotes code spans with backticks; a summary needs none. A table
+    # wider than the page scrolls within it instead of running on over what is beside it.
     out = [
         '<div class="chesslm-summary">',
-        "<style>.chesslm-summary code::before, .chesslm-summary code::after"
-        " { content: none; }</style>",
+        "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
+        " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }</style>",
     ]
     lines = text.splitlines()
     i = 0
