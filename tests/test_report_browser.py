@@ -44,6 +44,7 @@ def check_report(report: Path, run_dir: Path) -> None:
         best = next(line for line in summary_lines if line.startswith("- best step"))
         assert best[2:] in text
         assert browser.evaluate("document.querySelectorAll('.chesslm-summary table').length") > 1
+        check_about(browser)
         figures = json.loads(
             browser.evaluate(
                 "JSON.stringify(Object.keys(results).filter(p => p.endsWith('.svg')).sort())"
@@ -72,6 +73,18 @@ def check_report(report: Path, run_dir: Path) -> None:
                 " i.naturalHeight] : null })()"
             )
             assert size, f"{path} was not drawn"
+
+
+def check_about(browser: Browser) -> None:
+    """The report's "About this report" names (in bold) every category of its results."""
+    shown = browser.evaluate("JSON.stringify(Object.keys(categories).sort())")
+    named = browser.evaluate(
+        "JSON.stringify([...document.querySelectorAll('#about-this-report strong')]"
+        ".map(s => s.textContent))"
+    )
+    assert "Play" in json.loads(shown)
+    missing = set(json.loads(shown)) - set(json.loads(named))
+    assert not missing, f"About this report omits the categories {sorted(missing)}"
 
 
 @pytest.fixture(scope="module")
