@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from chesslm.report import items
 from tests.browser import Browser, chromium, file_url
@@ -43,6 +44,7 @@ def check_report(report: Path, run_dir: Path) -> None:
             assert heading in text, heading
         best = next(line for line in summary_lines if line.startswith("- best step"))
         assert best[2:] in text
+        check_summary_lines(summary_lines, run_dir)
         assert browser.evaluate("document.querySelectorAll('.chesslm-summary table').length") > 1
         check_about(browser)
         figures = json.loads(
@@ -73,6 +75,18 @@ def check_report(report: Path, run_dir: Path) -> None:
                 " i.naturalHeight] : null })()"
             )
             assert size, f"{path} was not drawn"
+
+
+def check_summary_lines(lines: list[str], run_dir: Path) -> None:
+    """summary.md, written by rule summarise: the run's play files among its files, and its
+    segments counted against the config's cap."""
+    played = sorted(p.name for p in (run_dir / "play").glob("*.*"))
+    assert {"elo.json", "move-match.csv", "legality.svg"} <= set(played)
+    for name in played:
+        assert f"- `play/{name}`" in lines
+    config = yaml.safe_load((run_dir.parents[1] / ARGS[1]).read_text())
+    cap = config["runs"][run_dir.name]["max_segments"]
+    assert any(line.startswith(f"2 segments of at most {cap} (") for line in lines)
 
 
 def check_about(browser: Browser) -> None:
