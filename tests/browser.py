@@ -116,6 +116,18 @@ class Browser:
             time.sleep(0.2)
         return value
 
+    def wait_until_stable(self, expression: str, pause: float = 0.5, timeout: float = 30) -> Any:
+        """Poll ``expression`` until it gives the same value twice ``pause`` seconds apart (a
+        page that its scripts still restyle after load); its last value otherwise."""
+        deadline = time.monotonic() + timeout
+        value = self.evaluate(expression)
+        while time.monotonic() < deadline:
+            time.sleep(pause)
+            previous, value = value, self.evaluate(expression)
+            if value == previous:
+                break
+        return value
+
     def close(self) -> None:
         try:
             self.send("Browser.close")
