@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -76,10 +77,23 @@ class Browser:
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def open(self, url: str) -> None:
-        target = self.send("Target.createTarget", {"url": url})["targetId"]
+    def open(self, url: str, *, viewport: tuple[int, int] | None = None) -> None:
+        """A new page at ``url``, laid out from the start at ``viewport`` (width, height in CSS
+        pixels) if given: the size is set on a blank page, before ``url`` loads."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         attached = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})
         self.session = attached["sessionId"]
+        if viewport:
+            width, height = viewport
+            metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            self.send("Emulation.setDeviceMetricsOverride", metrics, sessionId=self.session)
+        self.send("Page.navigate", {"url": url}, sessionId=self.session)
+
+    def screenshot(self, path: Path) -> Path:
+        """The page's viewport as a PNG at ``path``: what a person sees."""
+        shot = self.send("Page.captureScreenshot", {"format": "png"}, sessionId=self.session)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
 
     def evaluate(self, expression: str) -> Any:
         result = self.send(
@@ -100,6 +114,18 @@ class Browser:
             if value:
                 return value
             time.sleep(0.2)
+        return value
+
+    def wait_until_stable(self, expression: str, pause: float = 0.5, timeout: float = 30) -> Any:
+        """Poll ``expression`` until it gives the same value twice ``pause`` seconds apart (a
+        page that its scripts still restyle after load); its last value otherwise."""
+        deadline = time.monotonic() + timeout
+        value = self.evaluate(expression)
+        while time.monotonic() < deadline:
+            time.sleep(pause)
+            previous, value = value, self.evaluate(expression)
+            if value == previous:
+                break
         return value
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from chesslm.report import items
 from tests.browser import Browser, chromium, file_url
@@ -43,7 +44,9 @@ def check_report(report: Path, run_dir: Path) -> None:
             assert heading in text, heading
         best = next(line for line in summary_lines if line.startswith("- best step"))
         assert best[2:] in text
+        check_summary_lines(summary_lines, run_dir)
         assert browser.evaluate("document.querySelectorAll('.chesslm-summary table').length") > 1
+        check_about(browser)
         figures = json.loads(
             browser.evaluate(
                 "JSON.stringify(Object.keys(results).filter(p => p.endsWith('.svg')).sort())"
@@ -74,8 +77,108 @@ def check_report(report: Path, run_dir: Path) -> None:
             assert size, f"{path} was not drawn"
 
 
-def test_report_opens_with_the_summary_and_every_figure(trained_workflow: Path) -> None:
+def check_summary_lines(lines: list[str], run_dir: Path) -> None:
+    """summary.md, written by rule summarise: the run's play files among its files, and its
+    segments counted against the config's cap."""
+    played = sorted(p.name for p in (run_dir / "play").glob("*.*"))
+    assert {"elo.json", "move-match.csv", "legality.svg"} <= set(played)
+    for name in played:
+        assert f"- `play/{name}`" in lines
+    config = yaml.safe_load((run_dir.parents[1] / ARGS[1]).read_text())
+    cap = config["runs"][run_dir.name]["max_segments"]
+    assert any(line.startswith(f"2 segments of at most {cap} (") for line in lines)
+
+
+def check_about(browser: Browser) -> None:
+    """The report's "About this report" names (in bold) every category of its results."""
+    shown = browser.evaluate("JSON.stringify(Object.keys(categories).sort())")
+    named = browser.evaluate(
+        "JSON.stringify([...document.querySelectorAll('#about-this-report strong')]"
+        ".map(s => s.textContent))"
+    )
+    assert "Play" in json.loads(shown)
+    missing = set(json.loads(shown)) - set(json.loads(named))
+    assert not missing, f"About this report omits the categories {sorted(missing)}"
+
+
+@pytest.fixture(scope="module")
+def report(trained_workflow: Path) -> Path:
+    """The HTML report of the trained run ``mini``, its summary built first."""
     snakemake(trained_workflow, SUMMARY, *ARGS, "--cores", "1")
-    report = trained_workflow / "browser-report.html"
-    snakemake(trained_workflow, SUMMARY, *ARGS, "--report", str(report))
+    out = trained_workflow / "browser-report.html"
+    snakemake(trained_workflow, SUMMARY, *ARGS, "--report", str(out))
+    return out
+
+
+def test_report_opens_with_the_summary_and_every_figure(
+    report: Path, trained_workflow: Path
+) -> None:
     check_report(report, trained_workflow / "results" / "mini")
+
+
+# The first page in viewport coordinates: the summary's title, its tables, the extent of all
+# it draws (a wide element overflows the summary's box) and the workflow graph, with the pane
+# that scrolls (the title's nearest scrolling ancestor) as it is after load, or scrolled up.
+LAYOUT = """(() => {
+  const rect = e => {
+    const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const summary = document.querySelector('.chesslm-summary');
+  const drawn = [...summary.querySelectorAll('*')].filter(e => e.parentElement.closest('table')
+    === null);  // a table's cells count as the table, which may scroll them
+  const boxes = [summary, ...drawn].map(rect).filter(b => b[2] > b[0] && b[3] > b[1]);
+  const extent = [0, 1, 2, 3].map(i => (i < 2 ? Math.min : Math.max)(...boxes.map(b => b[i])));
+  let pane = summary.parentElement;
+  while (pane && !['auto', 'scroll'].includes(getComputedStyle(pane).overflowY))
+    pane = pane.parentElement;
+  if (SCROLL_UP) pane.scrollTop = 0;
+  return {title: rect(summary.querySelector('h1')),
+          graph: rect(document.querySelector('#rulegraph')), summary: extent,
+          tables: [...summary.querySelectorAll('table')].map(rect), scroll_top: pane.scrollTop,
+          viewport: [innerWidth, innerHeight]};
+})()"""
+DRAWN = (  # vega-embed draws the graph after the page has loaded
+    "document.querySelector('.chesslm-summary h1')"
+    " && document.querySelector('#rulegraph canvas, #rulegraph svg')"
+    "?.getBoundingClientRect().height > 0"
+)
+# every box of the page in one number: the report's Tailwind script styles the page for a
+# moment after it is drawn, so the page is measured once this stops changing
+LAID_OUT = """(() => {
+  let h = 0;
+  for (const e of document.querySelectorAll('#app *')) {
+    const r = e.getBoundingClientRect();
+    h = (h * 31 + r.left + 7 * r.top + 13 * r.width + 17 * r.height) % 1e9;
+  }
+  return h;
+})()"""
+
+
+def intersects(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def check_first_page(layout: dict, size: tuple[int, int], when: str) -> None:
+    """The title wholly in the window; the graph over nothing the summary draws."""
+    assert layout["viewport"] == list(size)
+    left, top, right, bottom = layout["title"]
+    width, height = size
+    assert 0 <= top and bottom <= height, f"{when}: the title spans y {top:.0f}..{bottom:.0f}"
+    assert 0 <= left and right <= width, f"{when}: the title spans x {left:.0f}..{right:.0f}"
+    for box in (layout["summary"], *layout["tables"]):
+        assert not intersects(layout["graph"], box), f"{when}: graph {layout['graph']} over {box}"
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1920, 1080), (1400, 2000)], ids=str)
+def test_first_page_opens_at_the_summary_title(report: Path, size: tuple[int, int]) -> None:
+    """What a person sees: snakemake centres its home pane vertically, so a summary taller
+    than the window once began above its top, out of reach, with the graph over its tables."""
+    with Browser(chromium()) as browser:
+        browser.open(file_url(report), viewport=size)
+        assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
+        browser.wait_until_stable(LAID_OUT)
+        shot = browser.screenshot(report.with_name(f"first-page-{size[0]}x{size[1]}.png"))
+        for when, scroll_up in (("after load", False), ("scrolled to the top", True)):
+            layout = browser.evaluate(LAYOUT.replace("SCROLL_UP", str(scroll_up).lower()))
+            check_first_page(layout, size, f"{size} {when} (see {shot})")

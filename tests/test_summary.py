@@ -648,6 +648,60 @@ def test_play_section_only_when_the_run_has_played(tmp_path):
         assert "## Files" in text  # no play module yet: the section is left out, no error
 
 
+def section(text: str, heading: str) -> list[str]:
+    """The lines of summary.md's section ``heading``, up to the next section."""
+    lines = text.splitlines()
+    start = lines.index(f"## {heading}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
+def test_files_lists_the_play_files(tmp_path):
+    run_dir = make_run(tmp_path)
+    report_files = [f"- `{name}`" for name in sorted(summary.OUTPUT_FILES.values())]
+    unplayed = section(summary.summarise(run_dir)["summary"].read_text(), "Files")
+    assert sorted(line for line in unplayed if line.startswith("- ")) == sorted(
+        f for f in report_files if f != "- `summary.md`"
+    )
+    play = run_dir / "play"
+    (play / "state").mkdir(parents=True)
+    played = ["elo-games.csv", "elo.csv", "elo.json", "legality.svg", "move-match.csv"]
+    for name in [*played, "state/legality.json", "notes.txt"]:
+        (play / name).write_text("{}")
+    files = section(summary.summarise(run_dir)["summary"].read_text(), "Files")
+    listed = [line for line in files if line.startswith("- `play/")]
+    assert listed == [f"- `play/{n}`" for n in played]  # not state/, only records and figures
+    assert set(unplayed) <= set(files)  # the report's files are still listed
+
+
+def test_test_evaluated_is_explained(tmp_path):
+    run_dir = make_run(tmp_path)
+    text = summary.summarise(run_dir)["summary"].read_text()
+    line = next(line for line in text.splitlines() if line.startswith("test_evaluated"))
+    assert line.startswith("test_evaluated: false (the test split is written and hashed")
+    assert "nothing that reads tokens reads it" in line
+    results = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").write_text(json.dumps({**results, "test_evaluated": True}))
+    text = summary.summarise(run_dir)["summary"].read_text()
+    assert "test_evaluated: true (a record says the test split was evaluated" in text
+
+
+def test_segments_are_counted_against_max_segments(tmp_path):
+    done = summary.summarise(make_run(tmp_path / "done"), max_segments=7)["summary"]
+    assert "3 segments of at most 7 (`runs.pilot.max_segments`), " in done.read_text()
+    unfinished = make_run(tmp_path / "unfinished", complete=False)  # no results.json
+    text = summary.summarise(unfinished, max_segments=7)["summary"].read_text()
+    assert "(from segment 2 of at most 7, numbered from 0; no results.json yet)" in text
+    two = ((0, 120, "time_budget"), (120, 240, "time_budget"))
+    partial = make_run(tmp_path / "partial", segments=two, complete=False)
+    text = summary.summarise(partial, max_segments=7)["summary"].read_text()
+    assert "Latest status `time_budget` (from segment 1 of at most 7, numbered from 0)" in text
+    assert "of at most" not in summary.summarise(partial)["summary"].read_text()  # no bound
+    command = [sys.executable, "-m", "chesslm.report.summary", str(partial), "--max-segments=9"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert "(from segment 1 of at most 9, numbered from 0)" in done.stdout
+
+
 def test_does_not_import_torch():
     code = "import sys, chesslm.report.summary; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -58,6 +58,7 @@ def _identity_value(value: Any) -> str:
     return str(value)
 
 
+PLAY_FILES = (".json", ".csv", ".svg")  # rule play's records, tables and figures
 WALL_LABELS = {"startup": "start-up", "training": "training", "validation": "validation"}
 WALL_LABELS |= {"checkpointing": "checkpointing", "other": "other"}
 
@@ -136,6 +137,36 @@ def play_section(run_dir: Path) -> list[str]:
     return [markdown_section(play_dir).rstrip("\n"), ""]
 
 
+def held_out_line(evaluated: bool) -> str:
+    """``test_evaluated`` and what it means."""
+    if evaluated:
+        return "test_evaluated: true (a record says the test split was evaluated; none should)"
+    return (
+        "test_evaluated: false (the test split is written and hashed into the integrity "
+        "receipt, but nothing that reads tokens reads it: no stage caches, trains, validates "
+        "or plays on it)"
+    )
+
+
+def segment_name(segment: Any, max_segments: int | None) -> str:
+    """``segment N``, with the bound on the run's segments where it is known."""
+    if max_segments is None:
+        return f"segment {segment}"
+    return f"segment {segment} of at most {max_segments}, numbered from 0"
+
+
+def files_section(run_dir: Path, paths: dict[str, Path]) -> list[str]:
+    """The report's files beside summary.md and, when the run has played, its play files
+    (``play/state/`` is play's work in progress, not a result)."""
+    out = ["## Files", "", "Beside this summary:", ""]
+    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    played = sorted(p for p in (run_dir / "play").glob("*") if p.suffix in PLAY_FILES)
+    if played:
+        out += ["The play evaluation's, in the run's `play/`:", ""]
+        out += [f"- `play/{p.name}`" for p in played] + [""]
+    return out
+
+
 def _best(rec: RunRecords, validation: pd.DataFrame) -> tuple[Any, Any, str]:
     """Best step and NLL: from results.json, else the last status file, else the checks."""
     if rec.results and rec.results.get("best_validation_nll") is not None:
@@ -160,11 +191,13 @@ def render(
     *,
     test_evaluated: bool,
     changes: list[str] = (),
+    max_segments: int | None = None,
 ) -> str:
     """summary.md: identity, state, best check, times, throughput, memory, data, skips.
 
     ``changes`` (what differs from the config now) and a dataset fingerprint that differs
-    from the receipt's make the first line a warning that names them.
+    from the receipt's make the first line a warning that names them. ``max_segments``: the
+    run's cap on its segments (``runs.{run}.max_segments``), where known.
     """
     results, identity = rec.results or {}, rec.identity or {}
     segments, validation, train = tables["segments"], tables["validation"], tables["train_steps"]
@@ -193,7 +226,7 @@ def render(
             f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
             f"(from {state.source}). Everything below covers only the records written so far."
         )
-    out += ["", f"test_evaluated: {str(test_evaluated).lower()}", ""]
+    out += ["", held_out_line(test_evaluated), ""]
 
     step, nll, source = _best(rec, validation)
     checks = validation[validation["kind"] == "check"]
@@ -230,8 +263,10 @@ def render(
             pd.to_numeric(segments["end_unix"], errors="coerce").max()
             - pd.to_numeric(segments["start_unix"], errors="coerce").min()
         )
+        bound = f" of at most {max_segments} (`runs.{rec.run_dir.name}.max_segments`)"
         out.append(
-            f"{len(segments)} segments, {_num(seconds.sum(), '.1f')} s in segments in all, "
+            f"{len(segments)} segments{bound if max_segments else ''}, "
+            f"{_num(seconds.sum(), '.1f')} s in segments in all, "
             f"{_num(span, '.1f')} s from the first start to the last end."
         )
         out.append("")
@@ -341,8 +376,7 @@ def render(
 
     out += play_section(rec.run_dir)
 
-    out += ["## Files", ""]
-    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    out += files_section(rec.run_dir, paths)
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
     out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
@@ -381,11 +415,12 @@ def _cells(line: str) -> list[str]:
 def to_html(text: str) -> str:
     """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
     code, links, images) as an HTML fragment; no other Markdown is needed here."""
-    # the report's stylesheet quotes code spans with backticks; a summary needs none
+    # the report's stylesheet quotes code spans with backticks; a summary needs none. A table
+    # wider than the page scrolls within it instead of running on over what is beside it.
     out = [
         '<div class="chesslm-summary">',
-        "<style>.chesslm-summary code::before, .chesslm-summary code::after"
-        " { content: none; }</style>",
+        "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
+        " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }</style>",
     ]
     lines = text.splitlines()
     i = 0

@@ -435,16 +435,17 @@ class RunState:
     source: str
 
 
-def run_state(rec: RunRecords, segments: pd.DataFrame) -> RunState:
+def run_state(rec: RunRecords, segments: pd.DataFrame, max_segments: int | None = None) -> RunState:
     if rec.results is not None:
         return RunState(True, rec.results.get("status"), "results.json")
     for _, row in segments.iloc[::-1].iterrows():
         if _true(row.get("terminal")) or row.get("status") in TERMINAL:
-            return RunState(True, row["status"], f"segment {row['segment']} (no results.json yet)")
+            name = markdown.segment_name(row["segment"], max_segments)
+            return RunState(True, row["status"], f"{name}; no results.json yet")
     last = segments.iloc[-1] if len(segments) else None
     if last is None:
         return RunState(False, None, "no segment has run")
-    return RunState(False, last.get("status"), f"segment {last['segment']}")
+    return RunState(False, last.get("status"), markdown.segment_name(last["segment"], max_segments))
 
 
 def _true(value: Any) -> bool:
@@ -457,11 +458,14 @@ def summarise(
     *,
     receipt: Path | str | None = None,
     changes: list[str] | None = None,
+    max_segments: int | None = None,
 ) -> dict[str, Path]:
     """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path.
 
     ``changes``: what differs between the run's record and the config now
     (``chesslm.report.staleness.run_changes``); summary.md opens with them.
+    ``max_segments``: the run's ``runs.{run}.max_segments`` (the workflow's cap, which the
+    run's records do not hold), so that summary.md says how many segments it may still take.
     """
     rec = load_run(run_dir, receipt_path=receipt)
     out = Path(out_dir) if out_dir else rec.run_dir / "report"
@@ -480,7 +484,7 @@ def summarise(
     for name, table in tables.items():
         table.to_csv(paths[name], index=False)
     plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
-    state = run_state(rec, tables["segments"])
+    state = run_state(rec, tables["segments"], max_segments)
     text = markdown.render(
         rec,
         state,
@@ -489,6 +493,7 @@ def summarise(
         paths,
         test_evaluated=was_test_evaluated(rec),
         changes=changes or [],
+        max_segments=max_segments,
     )
     write_atomic_text(paths["summary"], text)
     write_atomic_text(paths["summary_html"], markdown.to_html(text))
@@ -515,17 +520,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--receipt", type=Path, help="integrity receipt (default: found by fingerprint)"
     )
+    parser.add_argument(
+        "--max-segments",
+        type=int,
+        help="the run's runs.{run}.max_segments, so the summary says segment N of at most M",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.run_dir.is_dir():
         parser.error(f"not a directory: {str(args.run_dir)!r}")
+    options = {"receipt": args.receipt, "max_segments": args.max_segments}
     if args.out is not None:
-        paths = summarise(args.run_dir, args.out, receipt=args.receipt)
+        paths = summarise(args.run_dir, args.out, **options)
         print(f"wrote {len(paths)} files to {args.out}", file=sys.stderr)
         return 0
     # results/{run}/report/ belongs to Snakemake's summarise rule: draw in a scratch folder.
     with tempfile.TemporaryDirectory(prefix="chesslm-summary-") as scratch:
-        paths = summarise(args.run_dir, scratch, receipt=args.receipt)
+        paths = summarise(args.run_dir, scratch, **options)
         sys.stdout.write(paths["summary"].read_text())
     return 0
 

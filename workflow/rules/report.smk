@@ -68,5 +68,6 @@ rule summarise:
         run=r"[A-Za-z0-9_-]+",
     params:
         changes=lambda wildcards: RUN_CHANGES.get(wildcards.run, []),
+        max_segments=lambda wildcards: run_settings(wildcards.run).max_segments,
     script:
         "../scripts/summarise.py"

@@ -17,6 +17,7 @@ written = summarise(
     out_dir,
     receipt=snakemake.input.receipt,  # noqa: F821
     changes=list(snakemake.params.changes),  # noqa: F821
+    max_segments=snakemake.params.max_segments,  # noqa: F821
 )
 expected = {name: Path(getattr(snakemake.output, name)) for name in OUTPUT_FILES}  # noqa: F821
 if expected != written:
