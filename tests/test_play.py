@@ -634,14 +634,15 @@ def test_the_figure_draws_a_few_games_bin_hollow_without_an_interval():
     frame = pd.DataFrame([{"dataset": "sample", **r} for r in _positions_with_a_lone_game()])
     fig = plots.match_figure(frame)
     ax = fig.axes[0]
-    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none"]
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none" and len(ln.get_xdata())]
     assert len(hollow) == 4  # top-1 and top-3, both protocols
     assert all(set(np.asarray(ln.get_xdata()) - 50) <= {1992, 2008} for ln in hollow)
     bars = [c for c in ax.collections if c.get_segments()]  # errorbar's vertical bars
     xs = {round(float(seg[0][0])) for c in bars for seg in c.get_segments()}
     assert xs == {1542, 1558}  # only the 1500 bin, both protocols (side by side)
-    texts = [t.get_text() for t in ax.texts]
-    assert texts.count("1 g") == 2 and any("fewer than 10 games" in t for t in texts)
+    counts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert counts == {"12": "black", "1": "grey"}
+    assert any("fewer than 10 games" in t.get_text() for t in ax.get_legend().get_texts())
     assert "not reproducible" in plots.elo_figure([{"anchor_effective": 1350, "score": 0.5,
                                                     "games": 2}], elo.fit([(1350, 0.5)] * 2)
                                                    ).axes[0].get_title()  # fmt: skip

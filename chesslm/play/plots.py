@@ -18,7 +18,7 @@ from chesslm.report.plots import notice_figure
 def match_figure(rows: pd.DataFrame) -> Figure:
     """Top-1 and top-3 accuracy per 100-Elo bin of the mover, both protocols, with the 95 %
     bootstrap interval as a bar; a bin of fewer than MIN_INTERVAL_GAMES games has a hollow
-    marker, no bar and its game count. One panel per dataset."""
+    marker and no bar; every bin's game count along the top. One panel per dataset."""
     title = "Move-matching by the mover's Elo"
     if len(rows):
         rows = rows[(rows["grouping"] == "elo_bin") & (rows["group"] != "unknown")]
@@ -27,7 +27,7 @@ def match_figure(rows: pd.DataFrame) -> Figure:
             title, "No rated positions were evaluated (no Elo metadata, or no games)."
         )
     datasets = list(dict.fromkeys(rows["dataset"]))
-    fig = Figure(figsize=(8, 3.8 * len(datasets)), layout="constrained")
+    fig = Figure(figsize=(10, 3.8 * len(datasets)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(datasets), 1, squeeze=False)[:, 0])
     for ax, name in zip(axes, datasets, strict=True):
         mine = rows[rows["dataset"] == name]
@@ -35,23 +35,24 @@ def match_figure(rows: pd.DataFrame) -> Figure:
             part = mine[mine["protocol"] == protocol]
             for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
                 _match_series(ax, part, stat, colour, style, shift)
-        few = mine[mine["games"] < matching.MIN_INTERVAL_GAMES]
-        note = (f"hollow: fewer than {matching.MIN_INTERVAL_GAMES} games, interval not shown"
-                if len(few) else "")  # fmt: skip
-        ax.set(title=f"{title}: {name}", xlabel="mover's Elo (100-point bins)", ylabel="accuracy")
-        if note:
-            ax.text(0.01, 0.02, note, transform=ax.transAxes, fontsize="small", color="dimgrey")
-        ax.set_ylim(0, 1)
+        _game_counts(ax, mine[mine["protocol"] == "all"])
+        ax.plot([], [], "o", markerfacecolor="none", color="grey",
+                label=f"fewer than {matching.MIN_INTERVAL_GAMES} games: no interval")  # fmt: skip
+        ax.set(
+            title=f"{title}: {name}",
+            ylabel="accuracy",
+            xlabel="mover's Elo (100-point bins; along the top: games in the bin)",
+        )
+        ax.set_ylim(0, 1.08)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
 
 
 def _match_series(ax: Any, part: pd.DataFrame, stat: str, colour: str, style: str,
                   shift: int) -> None:  # fmt: skip
     """One protocol's ``stat`` by bin: the line, filled markers with their interval where the
-    bin has enough games, hollow markers with the game count where it has not."""
+    bin has enough games, hollow markers where it has not."""
     if not len(part):
         return
     protocol = part["protocol"].iloc[0]
@@ -66,10 +67,14 @@ def _match_series(ax: Any, part: pd.DataFrame, stat: str, colour: str, style: st
                     capsize=2, markersize=4)  # fmt: skip
     if (~ok).any():
         ax.plot(x[~ok], y[~ok], "o", markerfacecolor="none", color=colour, markersize=5)
-        if stat == "top1":  # the count once per bin and protocol
-            for xi, yi, g in zip(x[~ok], y[~ok], part["games"].to_numpy()[~ok], strict=True):
-                ax.annotate(f"{g} g", (xi, yi), fontsize="x-small", color="dimgrey",
-                            textcoords="offset points", xytext=(0, -10), ha="center")  # fmt: skip
+
+
+def _game_counts(ax: Any, part: pd.DataFrame) -> None:
+    """Each bin's number of games along the top (all positions), grey below the minimum."""
+    for group, games in zip(part["group"].astype(int), part["games"], strict=True):
+        few = games < matching.MIN_INTERVAL_GAMES
+        ax.text(group + 50, 1.05, str(games), fontsize="x-small", ha="center", va="center",
+                color="grey" if few else "black")  # fmt: skip
 
 
 def legality_figure(rows: pd.DataFrame) -> Figure:
