@@ -377,8 +377,8 @@ def phase_timings(args, settings: dict) -> tuple[list[dict], list[dict]]:  # noq
             mine = [r for r in runs if r["load"] == load and r["threads"] == threads]
             medians = {k: float(np.median([r[k] for r in mine])) for k in PHASES}
             rows.append({"load": load, "threads": threads, **medians})
-    ref = next(r for r in rows if r["load"] == "idle" and r["threads"] == 1)
-    for r in rows:
+    ref = next((r for r in rows if r["load"] == "idle" and r["threads"] == 1), None)
+    for r in rows if ref else []:
         r["ratio_to_idle_1_thread"] = {k: round(r[k] / ref[k], 2) for k in PHASES}
     return rows, runs
 
@@ -389,6 +389,9 @@ def elo_spread(args, settings: dict, earlier: list[dict]) -> dict:  # noqa: ANN0
     cut = json.loads(json.dumps(settings))
     cut["match"]["games"] = 1
     cut["legality"].update(games=1, max_plies=1)
+    if args.elo_games_per_anchor:
+        cut["elo"]["games_per_anchor"] = args.elo_games_per_anchor
+        earlier = []  # other games than the timing runs'
     runs = [evaluate_once(args.work / f"e{i}", args.checkpoint, args.cache, cut, 1)
             for i in range(args.elo_repeats)]  # fmt: skip
     runs += earlier  # the timing runs played the same Elo games
@@ -424,6 +427,8 @@ def phases_main(argv: list[str]) -> None:
     parser.add_argument("--threads", type=_list(int), default=[1, 2])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--elo-repeats", type=int, default=10)
+    parser.add_argument("--elo-games-per-anchor", type=int,
+                        help="for the repeats only (default: the run's)")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("/tmp/play-phases"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -432,7 +437,7 @@ def phases_main(argv: list[str]) -> None:
     common = {"run": args.run, "checkpoint": str(args.checkpoint), "cores": os.cpu_count(),
               "torch": torch.__version__, "settings": settings}  # fmt: skip
     print(json.dumps(common), flush=True)
-    rows, runs = phase_timings(args, settings)
+    rows, runs = phase_timings(args, settings) if args.repeats else ([], [])
     for r in rows:
         print(json.dumps(r), flush=True)
     spread = elo_spread(args, settings, runs) if args.elo_repeats else None
