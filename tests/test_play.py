@@ -527,8 +527,13 @@ def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cac
     try:
         for threads in (2, 1):
             torch.set_num_threads(3 - threads)  # the other value
-            out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu",
-                               threads=threads)  # fmt: skip
+            if threads == 2:
+                evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu", threads=2)
+            else:  # the command line
+                assert evaluate.main(["--run-dir", str(run_dir), "--settings",
+                                      json.dumps(settings), "--cache", f"sample={play_cache}",
+                                      "--threads", "1"]) == 0  # fmt: skip
+            out = {k: run_dir / "play" / v for k, v in evaluate.OUTPUTS.items()}
             assert torch.get_num_threads() == threads
             for key in ("move_match", "legality", "elo"):
                 assert json.loads(out[key].read_text())["host"]["torch_threads"] == threads
