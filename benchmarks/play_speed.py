@@ -3,6 +3,7 @@ causal pass per legal move), same model, same run. Prints positions per second.
 
     python benchmarks/play_speed.py --preset baseline --device cuda          # one H200
     python benchmarks/play_speed.py --preset tiny --device cpu --games 200   # a laptop
+    python benchmarks/play_speed.py phases --run demo --json out/play-phases.json  # see below
 
 Comma-separated ``--batch-tokens``, ``--attention``, ``--compile`` and ``--pad-to`` try every
 combination in one process (one JSON line each, as it finishes; then a summary line with the
@@ -14,14 +15,25 @@ results to the host), so a GPU run shows where the time goes.
 Games: the embedded Lichess sample (legal moves from python-chess, as the token cache stores
 them; that one-time preparation is timed apart). The weights are freshly initialised: the
 speed does not depend on them. Target: >= 100,000 positions/s for ``baseline`` on one H200.
+
+``phases``: the whole play evaluation (``python -m chesslm.play.evaluate``, a fresh process and
+run directory each time) of a trained run's best.pt with its config's play settings, with 1
+and 2 torch threads, on the machine as it is ("idle") and with a busy-loop process on each
+core started by the benchmark ("loaded"), interleaved; each phase's seconds (move-matching,
+legality, Elo) and their ratio to the idle 1-thread figure of the same run. Then
+``--elo-repeats`` repeats of the Elo part alone (the other parts cut to one game), for the
+spread of the estimate over runs of the same weights: Stockfish's limited-strength play is
+unseeded, and the number of distinct move sequences each game took shows it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import itertools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -280,5 +292,162 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+# ------------------------------------------------------------------- phases of the evaluation
+
+
+def play_settings(config_path: Path, run: str) -> dict:
+    """The run's play settings with the schema's defaults, as the pipeline fills them."""
+    import yaml
+    from snakemake.utils import validate
+
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load(config_path.read_text())
+    validate(config, str(root / "workflow/schemas/config.schema.yaml"))
+    return config["runs"][run]["play"]
+
+
+def evaluate_once(work: Path, checkpoint: Path, cache: Path, settings: dict, threads: int) -> dict:
+    """One evaluation in a fresh process and run directory: each part's seconds, the Elo fit
+    and each engine game's moves."""
+    import shutil
+    import subprocess
+
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "train").mkdir(parents=True)
+    (work / "train" / "best.pt").symlink_to(checkpoint.resolve())
+    cmd = [sys.executable, "-m", "chesslm.play.evaluate", "--run-dir", str(work), "--settings",
+           json.dumps(settings), "--cache", f"d={cache}", "--threads", str(threads)]  # fmt: skip
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    play = {k: json.loads((work / "play" / f"{k}.json").read_text())
+            for k in ("move-match", "legality", "elo")}  # fmt: skip
+    games = json.loads((work / "play" / "state" / "elo-games.json").read_text())["games"]
+    return {
+        "match_s": round(play["move-match"]["seconds"], 2),
+        "legality_s": round(play["legality"]["seconds"], 2),
+        "elo_s": round(play["elo"]["seconds"], 2),
+        "process_s": round(wall, 2),
+        "torch_threads": play["elo"]["host"]["torch_threads"],
+        "elo": play["elo"]["fit"],
+        "moves": {g["key"]: g["moves"] for g in games},
+    }
+
+
+class BusyLoad:
+    """A busy-loop process on each of ``n`` cores while the block runs (killed by pid)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.procs = n, []
+
+    def __enter__(self) -> BusyLoad:
+        import subprocess
+
+        loop = [sys.executable, "-c", "while True: pass"]
+        self.procs = [subprocess.Popen(loop) for _ in range(self.n)]
+        time.sleep(1.0)  # let the scheduler see them
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+PHASES = ("match_s", "legality_s", "elo_s", "process_s")
+
+
+def phase_timings(args, settings: dict) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
+    """Every (load, threads) condition ``args.repeats`` times, interleaved; medians."""
+    runs = []
+    for rep in range(args.repeats):
+        for load in ("idle", "loaded"):
+            for threads in args.threads:
+                busy = BusyLoad(os.cpu_count() or 1) if load == "loaded" else None
+                with busy or contextlib.nullcontext():
+                    before = os.getloadavg()[0]
+                    r = evaluate_once(args.work / "t", args.checkpoint, args.cache, settings,
+                                      threads)  # fmt: skip
+                r.update(load=load, threads=threads, repeat=rep, loadavg_1min_before=before)
+                print(json.dumps({k: v for k, v in r.items() if k != "moves"}), flush=True)
+                runs.append(r)
+    rows = []
+    for load in ("idle", "loaded"):
+        for threads in args.threads:
+            mine = [r for r in runs if r["load"] == load and r["threads"] == threads]
+            medians = {k: float(np.median([r[k] for r in mine])) for k in PHASES}
+            rows.append({"load": load, "threads": threads, **medians})
+    ref = next((r for r in rows if r["load"] == "idle" and r["threads"] == 1), None)
+    for r in rows if ref else []:
+        r["ratio_to_idle_1_thread"] = {k: round(r[k] / ref[k], 2) for k in PHASES}
+    return rows, runs
+
+
+def elo_spread(args, settings: dict, earlier: list[dict]) -> dict:  # noqa: ANN001
+    """The Elo part alone, repeated: the estimates, their spread, and how many distinct move
+    sequences each game took (1 everywhere would mean reproducible games)."""
+    cut = json.loads(json.dumps(settings))
+    cut["match"]["games"] = 1
+    cut["legality"].update(games=1, max_plies=1)
+    if args.elo_games_per_anchor:
+        cut["elo"]["games_per_anchor"] = args.elo_games_per_anchor
+        earlier = []  # other games than the timing runs'
+    runs = [evaluate_once(args.work / f"e{i}", args.checkpoint, args.cache, cut, 1)
+            for i in range(args.elo_repeats)]  # fmt: skip
+    runs += earlier  # the timing runs played the same Elo games
+    fits = [r["elo"] for r in runs]
+    finite = [f["elo"] for f in fits if f["elo"] is not None]
+    keys = sorted(runs[0]["moves"])
+    distinct = {k: len({r["moves"][k] for r in runs}) for k in keys}
+    out = {
+        "runs": len(runs),
+        "games_per_run": fits[0]["games"],
+        "estimates": [None if f["elo"] is None else round(f["elo"]) for f in fits],
+        "intervals": [
+            [None if f[k] is None else round(f[k]) for k in ("low", "high")] for f in fits
+        ],  # fmt: skip
+        "scores": [f["score"] for f in fits],
+        "finite": len(finite),
+        "min": round(min(finite)) if finite else None,
+        "max": round(max(finite)) if finite else None,
+        "sd": round(float(np.std(finite, ddof=1)), 1) if len(finite) > 1 else None,
+        "distinct_move_sequences_per_game": distinct,
+    }
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def phases_main(argv: list[str]) -> None:
+    root = Path(__file__).resolve().parents[1]
+    parser = argparse.ArgumentParser(prog="play_speed.py phases", description=__doc__)
+    parser.add_argument("--run", default="demo")
+    parser.add_argument("--config", type=Path, default=root / "config/config.yaml")
+    parser.add_argument("--checkpoint", type=Path, help="default: results/RUN/train/best.pt")
+    parser.add_argument("--cache", type=Path, default=root / "results/datasets/sample/token-cache")
+    parser.add_argument("--threads", type=_list(int), default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--elo-repeats", type=int, default=10)
+    parser.add_argument("--elo-games-per-anchor", type=int,
+                        help="for the repeats only (default: the run's)")  # fmt: skip
+    parser.add_argument("--work", type=Path, default=Path("/tmp/play-phases"))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    args.checkpoint = args.checkpoint or root / f"results/{args.run}/train/best.pt"
+    settings = play_settings(args.config, args.run)
+    common = {"run": args.run, "checkpoint": str(args.checkpoint), "cores": os.cpu_count(),
+              "torch": torch.__version__, "settings": settings}  # fmt: skip
+    print(json.dumps(common), flush=True)
+    rows, runs = phase_timings(args, settings) if args.repeats else ([], [])
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    spread = elo_spread(args, settings, runs) if args.elo_repeats else None
+    if args.json:
+        files.write_json_atomic(args.json, {**common, "phases": rows, "runs": runs,
+                                            "elo_spread": spread})  # fmt: skip
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["phases"]:
+        phases_main(sys.argv[2:])
+    else:
+        main()

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
+import re
 import shutil
 import time
 
@@ -20,7 +22,8 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
-from chesslm.play import elo, evaluate, games, markdown_section, matching, scoring
+from chesslm.play import elo, evaluate, games, markdown_section, matching, plots, scoring
+from chesslm.play.progress import Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
 from tests.conftest import SAMPLE, make_cache
@@ -297,9 +300,14 @@ def _run_dir(tmp_path, net):
     return run_dir
 
 
-def test_evaluation_writes_tables_figures_and_section_and_resumes(tmp_path, net, play_cache):
+def test_evaluation_writes_tables_figures_and_section_and_resumes(
+    tmp_path, net, play_cache, caplog
+):
     run_dir = _run_dir(tmp_path, net)
-    out = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu")
+    with caplog.at_level(logging.INFO, logger="chesslm.play"):
+        out = evaluate.run(
+            run_dir, SETTINGS, {"sample": play_cache}, device="cpu", progress_every=0
+        )
     assert all(p.exists() for p in out.values())
     match = json.loads(out["move_match"].read_text())
     d = match["datasets"]["sample"]
@@ -321,10 +329,22 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(tmp_path, net,
     result = json.loads(out["elo"].read_text())
     assert [a["games"] for a in result["anchors"]] == [2, 2]
     assert "not a human" in result["note"]
+    assert result["reproducible"] is False and "seed" in result["reproducibility"]
     section = markdown_section(run_dir / "play")
     for heading in ("## Play evaluation", "### Move-matching", "### Free-running legality",
-                    "### Elo against Stockfish", "maia", "1400-2000"):  # fmt: skip
+                    "### Elo against Stockfish", "maia", "1400-2000",
+                    "**Not reproducible**: Stockfish"):  # fmt: skip
         assert heading in section, heading
+    # progress: every update logged (interval 0), the last with the whole count
+    lines = [r.getMessage() for r in caplog.records if r.name == "chesslm.play"]
+    total = d["positions"]
+    assert f"move-matching sample: 0/{total} positions (0%)" in lines
+    assert f"move-matching sample: {total}/{total} positions (100%)" in lines
+    partial = [x for x in lines if re.fullmatch(rf"move-matching sample: \d+/{total} .*", x)]
+    assert len(partial) > 3  # one per batch, not just start and end
+    assert "free-running legality temperature_1: 2/2 games finished (100%); ply 8 of 8" in lines
+    assert "free-running legality greedy: 1/1 games finished (100%); complete" in lines
+    assert "games against Stockfish: 4/4 games (100%); 0 games in play" in lines
 
     # a rerun with the same checkpoint and settings reuses every finished chunk and game
     chunks = {p: p.stat().st_mtime_ns for p in (run_dir / "play/state").rglob("chunk-*.npz")}
@@ -407,6 +427,7 @@ def test_tables_bootstrap_interval_brackets_the_estimate():
         ({"match": {"gamez": 3}}, "gamez"),
         ({"elo": {"anchors": []}}, "anchors"),
         ({"legality": {"games": 0}}, "games"),
+        ({"threads": 0}, "threads"),
     ],
 )
 def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
@@ -488,3 +509,179 @@ def test_move_matching_picks_games_within_the_caches_legality_subset(tmp_path, n
             codes = game.codes[game.counts[:ply].sum() : game.counts[: ply + 1].sum()]
             assert codes.tolist() == scoring.legal_codes(board).tolist(), (g, ply)
             board.push(tokens.decode_move(triple))
+
+
+# ------------------------------------------------------------- threads, progress, honesty
+
+
+def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cache):
+    """torch runs with the rule's threads, whatever the process had; each file records them;
+    a change of threads keeps the work done (the results do not depend on it)."""
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["threads"] = 1  # the schema's key, as the rule passes it: not the one used
+    settings["match"]["games"] = 4
+    settings["legality"].update(games=1, max_plies=2)
+    settings["elo"]["games_per_anchor"] = 0
+    run_dir = _run_dir(tmp_path, net)
+    before = torch.get_num_threads()
+    try:
+        for threads in (2, 1):
+            torch.set_num_threads(3 - threads)  # the other value
+            if threads == 2:
+                evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu", threads=2)
+            else:  # the command line
+                assert evaluate.main(["--run-dir", str(run_dir), "--settings",
+                                      json.dumps(settings), "--cache", f"sample={play_cache}",
+                                      "--threads", "1"]) == 0  # fmt: skip
+            out = {k: run_dir / "play" / v for k, v in evaluate.OUTPUTS.items()}
+            assert torch.get_num_threads() == threads
+            for key in ("move_match", "legality", "elo"):
+                assert json.loads(out[key].read_text())["host"]["torch_threads"] == threads
+            if threads == 2:
+                chunks = {p: p.stat().st_mtime_ns for p in run_dir.rglob("chunk-*.npz")}
+        assert chunks and {p: p.stat().st_mtime_ns for p in chunks} == chunks
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="play threads: 0"):
+        evaluate.use_threads(0)
+
+
+def test_the_play_rule_asks_snakemake_for_the_configured_threads(tmp_path):
+    """A dry run: the play job gets runs.NAME.play.threads, capped by --cores (1 by default:
+    Snakemake then prints no threads line)."""
+    from tests.helpers import ROOT
+    from tests.helpers import snakemake as run_snakemake
+
+    (tmp_path / "config").mkdir()
+    shutil.copy(ROOT / "config/config.yaml", tmp_path / "config/config.yaml")
+    (tmp_path / "resources").symlink_to(ROOT / "resources")
+    (tmp_path / "t.yaml").write_text(
+        "runs:\n  demo:\n    dataset: sample\n    play: {threads: 2}\n"
+    )
+
+    def play_job(*args: str) -> str:
+        plan = run_snakemake(tmp_path, "results/demo/play/move-match.json", "-n", *args).stdout
+        return plan[plan.index("rule play:") :].split("\n\n")[0]
+
+    assert "threads: 2" in play_job("--cores", "2", "--configfile", "t.yaml")
+    assert "threads:" not in play_job("--cores", "1", "--configfile", "t.yaml")
+    assert "threads:" not in play_job("--cores", "2")
+
+
+def test_progress_lines_come_when_the_interval_has_passed(caplog):
+    now = [100.0]
+    with caplog.at_level(logging.INFO, logger="chesslm.play"):
+        p = Progress("games against Stockfish", 8, "games", every=10, clock=lambda: now[0])
+        for done, t in ((1, 104.0), (2, 109.9), (3, 110.0), (4, 115.0), (5, 120.5)):
+            now[0] = t
+            p.update(done, f"{8 - done} games in play")
+        p.finish("complete")
+    assert [r.getMessage() for r in caplog.records] == [
+        "games against Stockfish: 0/8 games (0%)",
+        "games against Stockfish: 3/8 games (38%); 5 games in play",
+        "games against Stockfish: 5/8 games (62%); 3 games in play",
+        "games against Stockfish: 5/8 games (62%); complete",
+    ]
+
+
+def test_self_play_reports_games_finished_as_it_goes(net, caplog):
+    now = [0.0]
+
+    def clock() -> float:  # every reading 6 s later: a line every second ply
+        now[0] += 6
+        return now[0]
+
+    with caplog.at_level(logging.INFO, logger="chesslm.play"):
+        progress = Progress("legality", 3, "games finished", every=10, clock=clock)
+        games.self_play(net, games=3, max_plies=6, temperature=1.0, seed=3,
+                        deadline=time.monotonic() + 120, progress=progress)  # fmt: skip
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "legality: 0/3 games finished (0%)"
+    assert [x.split("; ")[1] for x in lines[1:]] == ["ply 2 of 6", "ply 4 of 6", "ply 6 of 6"]
+    assert lines[-1].startswith("legality: 3/3 games finished (100%)")
+
+
+def _positions_with_a_lone_game(n_rated: int = 12, per: int = 20):
+    """``n_rated`` games between 1500 players and one game between 2000 players."""
+    n = n_rated + 1
+    rng = np.random.default_rng(3)
+    pos = {
+        "game": np.repeat(np.arange(n), per),
+        "ply": np.tile(np.arange(per), n).astype(np.int16),
+        "rank": rng.integers(0, 5, n * per),
+        "nll": rng.random(n * per).astype(np.float32),
+        "n_legal": np.full(n * per, 20),
+    }
+    elo_of = np.array([1500] * n_rated + [2000])
+    meta = {
+        "white_elo": elo_of, "black_elo": elo_of, "speed": np.full(n, 2),
+        "base_seconds": np.full(n, 180), "clock": np.full(n * per, 100.0),
+        "ply_offsets": np.arange(n + 1) * per,
+    }  # fmt: skip
+    return matching.tables(pos, meta, matching.Protocol(), replicates=200, seed=0)
+
+
+def test_a_group_of_fewer_than_ten_games_has_no_interval():
+    rows = _positions_with_a_lone_game()
+    by = {(r["protocol"], r["grouping"], r["group"]): r for r in rows}
+    lone, rated = by[("all", "elo_bin", "2000")], by[("all", "elo_bin", "1500")]
+    assert lone["games"] == 1 and lone["positions"] == 20 and lone["few_games"]
+    assert lone["top3"] is not None
+    assert all(lone[f"{s}_{e}"] is None for s in matching.STATS for e in ("low", "high"))
+    assert rated["games"] == 12 and not rated["few_games"]
+    assert rated["top1_low"] < rated["top1_high"]
+    nine = _positions_with_a_lone_game(n_rated=9)
+    assert {r["group"]: r["few_games"] for r in nine if r["grouping"] == "elo_bin"} == {
+        "1500": True, "2000": True}  # fmt: skip
+
+
+def test_the_figure_draws_a_few_games_bin_hollow_without_an_interval():
+    frame = pd.DataFrame([{"dataset": "sample", **r} for r in _positions_with_a_lone_game()])
+    fig = plots.match_figure(frame)
+    ax = fig.axes[0]
+    hollow = [ln for ln in ax.lines if ln.get_markerfacecolor() == "none" and len(ln.get_xdata())]
+    assert len(hollow) == 4  # top-1 and top-3, both protocols
+    assert all(set(np.asarray(ln.get_xdata()) - 50) <= {1992, 2008} for ln in hollow)
+    bars = [c for c in ax.collections if c.get_segments()]  # errorbar's vertical bars
+    xs = {round(float(seg[0][0])) for c in bars for seg in c.get_segments()}
+    assert xs == {1542, 1558}  # only the 1500 bin, both protocols (side by side)
+    counts = {t.get_text(): t.get_color() for t in ax.texts}
+    assert counts == {"12": "black", "1": "grey"}
+    assert any("fewer than 10 games" in t.get_text() for t in ax.get_legend().get_texts())
+    assert "not reproducible" in plots.elo_figure([{"anchor_effective": 1350, "score": 0.5,
+                                                    "games": 2}], elo.fit([(1350, 0.5)] * 2)
+                                                   ).axes[0].get_title()  # fmt: skip
+
+
+def test_the_section_says_which_intervals_are_missing_and_that_elo_is_not_reproducible(
+    tmp_path,
+):
+    rows = [r for r in _positions_with_a_lone_game() if r["grouping"] != "elo_bin"]
+    rows.append({**rows[-1], "grouping": "band", "group": "2000-2400", "games": 1,
+                 "few_games": True, "top1_low": None, "top1_high": None})  # fmt: skip
+    match = {
+        "model": {"checkpoint": "best.pt", "step": 1, "preset": "tiny"},
+        "definition": "argmax", "protocols": {"maia": "m", "all": "every"},
+        "interval": "bootstrap", "min_interval_games": matching.MIN_INTERVAL_GAMES,
+        "datasets": {"sample": {"complete": True, "games_evaluated": 13, "validation_games": 13,
+                                "positions": 260, "maia_positions": 130, "metadata": "present",
+                                "table": rows}},
+    }  # fmt: skip
+    (tmp_path / "move-match.json").write_text(json.dumps(match))
+    section = markdown_section(tmp_path)
+    band = next(line for line in section.splitlines() if "| 2000-2400 |" in line)
+    assert "(no interval)" in band and "[" not in band
+    assert "No interval: fewer than 10 games" in section
+    overall = next(line for line in section.splitlines() if "| overall | all |" in line)
+    assert "[" in overall  # 13 games: its interval is shown
+
+
+def test_stockfish_has_no_seed_option():
+    """Why elo.json says "reproducible": false: the engine offers no way to seed its play (if
+    one appears, play.elo should set it)."""
+    engine = chess.engine.SimpleEngine.popen_uci(games.find_engine("stockfish"))
+    try:
+        assert "UCI_LimitStrength" in engine.options
+        assert not [name for name in engine.options if "seed" in name.lower()]
+    finally:
+        engine.quit()

@@ -2,12 +2,14 @@
 Elo against Stockfish, each written as soon as it completes, within its time budget.
 
     python -m chesslm.play.evaluate --run-dir results/demo --settings '{...}' \
-        --cache sample=results/datasets/sample/token-cache
+        --cache sample=results/datasets/sample/token-cache --threads 1
 
 ``settings`` is the run's ``play`` object of the config (schema defaults applied). The
 evaluation reads validation splits only; a path to a test split is refused. Work in progress
 lives in ``{run_dir}/play/state``: finished move-matching chunks and finished engine games are
-kept and reused when the rule runs again with the same checkpoint and settings.
+kept and reused when the rule runs again with the same checkpoint and settings. torch uses
+exactly ``threads`` threads (the rule's ``threads:``); each part logs its progress (positions,
+games) at least every 10 s of work.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ import torch
 from chesslm import files
 from chesslm.data.cache import TokenCache
 from chesslm.play import elo, games, matching, plots
+from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.report.plots import save_svg
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -92,6 +96,47 @@ def _state(play_dir: Path, identity: dict[str, Any]) -> Path:
     return state
 
 
+ELO_REPRODUCIBILITY = (
+    "Stockfish plays at UCI_LimitStrength by picking among its candidate moves"
+    " at random, from a generator seeded by the clock (it has no seed option), so the same"
+    " weights and settings play other games and give another estimate on every run; the 95 %"
+    " interval is that of these games alone and does not say how far a rerun moves"
+    " (BENCHMARKS.md measures the spread over repeats)"
+)
+
+
+@dataclass
+class Job:
+    """What the three parts share: the model, where state and outputs go, the settings."""
+
+    net: gpt.GPT
+    model_info: dict[str, Any]
+    device: torch.device
+    settings: dict[str, Any]
+    state: Path
+    out: dict[str, Path]
+    host: dict[str, Any]
+    progress_every: float
+
+
+def use_threads(threads: int) -> dict[str, Any]:
+    """torch's intra-op threads: exactly the rule's ``threads:`` (torch would take every core,
+    and on a shared machine oversubscribed threads are many times slower); one inter-op thread,
+    as eager inference forks no inter-op work. Returns what is in force."""
+    if threads < 1:
+        raise ValueError(f"play threads: {threads} (must be at least 1)")
+    torch.set_num_threads(threads)
+    if torch.get_num_interop_threads() != 1:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # settable once per process, before parallel work (tests)
+            logger.info("torch inter-op threads stay %d", torch.get_num_interop_threads())
+    host = {"torch_threads": torch.get_num_threads(),
+            "torch_interop_threads": torch.get_num_interop_threads()}  # fmt: skip
+    logger.info("torch threads: %d intra-op, %d inter-op", *host.values())
+    return host
+
+
 def run(
     run_dir: Path,
     settings: dict[str, Any],
@@ -99,8 +144,12 @@ def run(
     *,
     device: str,
     checkpoint_path: Path | None = None,
+    threads: int = 1,
+    progress_every: float = EVERY_SECONDS,
 ) -> dict[str, Path]:
-    """Evaluate ``run_dir``'s best.pt; returns the paths written (``OUTPUTS`` keys)."""
+    """Evaluate ``run_dir``'s best.pt with ``threads`` torch threads; returns the paths written
+    (``OUTPUTS`` keys). Progress lines come at most ``progress_every`` seconds of work apart."""
+    host = {"device": device, **use_threads(threads)}
     dev = torch.device(device)
     torch.manual_seed(settings["seed"])
     ckpt = checkpoint_path or run_dir / "train" / "best.pt"
@@ -110,19 +159,27 @@ def run(
             block.compile(dynamic=True)
     play_dir = run_dir / "play"
     play_dir.mkdir(parents=True, exist_ok=True)
-    out = {k: play_dir / v for k, v in OUTPUTS.items()}
     identity = {
         "checkpoint_sha256": model_info["checkpoint_sha256"],
-        "settings": settings,
+        # threads change the speed, not the results: work done with others is kept
+        "settings": {k: v for k, v in settings.items() if k != "threads"},
         "caches": {k: str(v) for k, v in caches.items()},
         "device": device,
     }
     state = _state(play_dir, identity)
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
+    out = {k: play_dir / v for k, v in OUTPUTS.items()}
+    job = Job(net, model_info, dev, settings, state, out, host, progress_every)
+    move_matching(job, caches)
+    legality(job)
+    elo_games(job, caches)
+    return out
 
-    # 1. move-matching
-    m = settings["match"]
+
+def move_matching(job: Job, caches: dict[str, Path]) -> None:
+    """Part 1: move-matching tables of each dataset, their figure."""
+    m, seed = job.settings["match"], job.settings["seed"]
     protocol = matching.Protocol(m["skip_plies"], m["min_clock_seconds"])
     started = time.monotonic()
     deadline = started + m["seconds"]
@@ -130,23 +187,24 @@ def run(
     rows: list[dict[str, Any]] = []
     for name, cache_dir in caches.items():
         evaluator = matching.Evaluator(
-            net,
+            job.net,
             cache_dir,
-            state / "match" / name,
+            job.state / "match" / name,
             games=m["games"],
             chunk_games=m["chunk_games"],
             batch_tokens=m["batch_tokens"],
-            device=dev,
+            device=job.device,
             attention=m["attention"],
         )
+        progress = Progress(f"move-matching {name}", evaluator.positions_total, "positions",
+                            every=job.progress_every)  # fmt: skip
         t0 = time.monotonic()
-        complete = evaluator.run(deadline)
+        complete = evaluator.run(deadline, progress)
+        progress.finish("complete" if complete else "stopped by the time budget")
         seconds = time.monotonic() - t0
         pos = evaluator.positions()
         meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
-        table = matching.tables(
-            pos, meta, protocol, replicates=m["bootstrap"], seed=settings["seed"]
-        )
+        table = matching.tables(pos, meta, protocol, replicates=m["bootstrap"], seed=seed)
         features = matching.position_features(pos, meta)
         per_dataset[name] = {
             "cache": str(cache_dir),
@@ -161,26 +219,32 @@ def run(
         }
         rows += [{"dataset": name, **r} for r in table]
     match_json = {
-        "model": model_info,
+        "model": job.model_info,
+        "host": job.host,
         "definition": "model move = argmax over legal moves of P(source) P(destination|source)"
         " P(promotion|source,destination), each renormalised over the legal tokens of its step;"
         " NLL = -log of the played move's probability under it",
         "protocols": {"maia": protocol.describe(), "all": "every position"},
         "bins": "mover's Elo: 100-point bins (label = lower edge) and bands <1400, 1400-2000,"
         " 2000-2400, 2400+; speed: Lichess classes; 'unknown' where metadata is missing",
-        "interval": f"95 % percentile bootstrap over games, {m['bootstrap']} replicates",
+        "interval": f"95 % percentile bootstrap over games, {m['bootstrap']} replicates; none"
+        f" for a group of fewer than {matching.MIN_INTERVAL_GAMES} games (few_games: true)",
+        "min_interval_games": matching.MIN_INTERVAL_GAMES,
         "split": "validation",
+        "seconds": time.monotonic() - started,
         "datasets": per_dataset,
     }
-    logger.info("move-matching: %.1f s", time.monotonic() - started)
-    files.write_json_atomic(out["move_match"], match_json)
-    _write_csv(out["move_match_table"], pd.DataFrame(rows))
-    save_svg(plots.match_figure(pd.DataFrame(rows)), out["move_match_plot"])
+    logger.info("move-matching: %.1f s", match_json["seconds"])
+    files.write_json_atomic(job.out["move_match"], match_json)
+    _write_csv(job.out["move_match_table"], pd.DataFrame(rows))
+    save_svg(plots.match_figure(pd.DataFrame(rows)), job.out["move_match_plot"])
 
-    # 2. free-running legality
-    lg = settings["legality"]
-    legality_json: dict[str, Any] = {"model": model_info, "modes": {}}
-    cached = state / "legality.json"
+
+def legality(job: Job) -> None:
+    """Part 2: free-running legality, greedy and at temperature 1."""
+    lg = job.settings["legality"]
+    legality_json: dict[str, Any] = {"model": job.model_info, "host": job.host, "modes": {}}
+    cached = job.state / "legality.json"
     done = files.read_json(cached)["modes"] if cached.exists() else {}
     started = time.monotonic()
     deadline = started + lg["seconds"]
@@ -188,14 +252,19 @@ def run(
         if mode in done and done[mode]["complete"]:
             legality_json["modes"][mode] = done[mode]
             continue
-        legality_json["modes"][mode] = games.self_play(
-            net,
+        progress = Progress(f"free-running legality {mode}",
+                            games.self_play_games(lg["games"], temperature), "games finished",
+                            every=job.progress_every)  # fmt: skip
+        legality_json["modes"][mode] = result = games.self_play(
+            job.net,
             games=lg["games"],
             max_plies=lg["max_plies"],
             temperature=temperature,
-            seed=settings["seed"],
+            seed=job.settings["seed"],
             deadline=deadline,
+            progress=progress,
         )
+        progress.finish("complete" if result["complete"] else "stopped by the time budget")
         files.write_json_atomic(cached, legality_json)
     legality_json["protocol"] = (
         "self-play from the start position, no legality mask (grammar only: squares, squares,"
@@ -203,88 +272,110 @@ def run(
         " move (sampled at temperature 1); python-chess judges; greedy games from one start are"
         " identical, so one greedy game is played"
     )
-    logger.info("free-running legality: %.1f s", time.monotonic() - started)
-    files.write_json_atomic(out["legality"], legality_json)
+    legality_json["seconds"] = time.monotonic() - started
+    logger.info("free-running legality: %.1f s", legality_json["seconds"])
+    files.write_json_atomic(job.out["legality"], legality_json)
     leg_rows = [
         {"mode": mode, **b} for mode, r in legality_json["modes"].items() for b in r["buckets"]
     ]
-    _write_csv(out["legality_table"], pd.DataFrame(leg_rows))
-    save_svg(plots.legality_figure(pd.DataFrame(leg_rows)), out["legality_plot"])
+    _write_csv(job.out["legality_table"], pd.DataFrame(leg_rows))
+    save_svg(plots.legality_figure(pd.DataFrame(leg_rows)), job.out["legality_plot"])
 
-    # 3. Elo against Stockfish
-    e = settings["elo"]
-    games_file = state / "elo-games.json"
+
+def elo_games(job: Job, caches: dict[str, Path]) -> None:
+    """Part 3: games against Stockfish at each anchor, the Elo fit, its tables and figure."""
+    e = job.settings["elo"]
+    games_file = job.state / "elo-games.json"
     records: dict[str, dict[str, Any]] = (
         {r["key"]: r for r in files.read_json(games_file)["games"]} if games_file.exists() else {}
     )
-    info: dict[str, Any] = {"complete": True}
     started = time.monotonic()
-    if e["games_per_anchor"] > 0:
-        if e["nodes"] is None and e["move_seconds"] is None:
-            raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
-                             " never stop); set one")  # fmt: skip
-        first = next(iter(caches.values()))
-        val = TokenCache(first).validation
-        openings = games.openings_from(
-            (val[int(i)] for i in matching.evenly_spaced(len(val), 4 * e["games_per_anchor"])),
-            e["opening_plies"],
-        )
-        if not openings:
-            raise ValueError(
-                f"{first}: no validation game has play.elo.opening_plies={e['opening_plies']} plies"
-            )
-        limit = chess.engine.Limit(nodes=e["nodes"], time=e["move_seconds"])
-
-        def keep(record: dict[str, Any]) -> None:
-            records[record["key"]] = record
-            files.write_json_atomic(games_file, {"games": list(records.values())})
-
-        info = games.play_engine_games(
-            net,
-            engine_path=games.find_engine(e["engine"]),
-            anchors=e["anchors"],
-            games_per_anchor=e["games_per_anchor"],
-            openings=openings,
-            limit=limit,
-            max_plies=e["max_plies"],
-            deadline=time.monotonic() + e["seconds"],
-            done=records,
-            on_result=keep,
-        )
-    logger.info("games against Stockfish: %.1f s", time.monotonic() - started)
+    info = _play_anchors(job, caches, records, games_file) if e["games_per_anchor"] > 0 else {}
+    seconds = time.monotonic() - started
+    logger.info("games against Stockfish: %.1f s", seconds)
     played = list(records.values())
     fit = elo.fit([(r["anchor_effective"], r["score"]) for r in played])
-    per_anchor = []
-    for anchor in e["anchors"]:
-        mine = [r for r in played if r["anchor"] == anchor]
-        if mine:
-            per_anchor.append({
-                "anchor": anchor,
-                "anchor_effective": mine[0]["anchor_effective"],
-                "games": len(mine),
-                "wins": sum(r["score"] == 1 for r in mine),
-                "draws": sum(r["score"] == 0.5 for r in mine),
-                "losses": sum(r["score"] == 0 for r in mine),
-                "score": sum(r["score"] for r in mine) / len(mine),
-                "adjudicated_draws": sum(r["adjudicated_draw"] for r in mine),
-            })  # fmt: skip
+    per_anchor = [_anchor_row(a, [r for r in played if r["anchor"] == a]) for a in e["anchors"]]
+    per_anchor = [row for row in per_anchor if row]
     elo_json = {
-        "model": model_info,
+        "model": job.model_info,
+        "host": job.host,
         "fit": fit,
         "anchors": per_anchor,
         "note": ELO_NOTE,
+        "reproducible": False,
+        "reproducibility": ELO_REPRODUCIBILITY,
         "engine": {k: v for k, v in info.items() if k != "complete"},
         "complete": info.get("complete", True),
         "limit": {"nodes": e["nodes"], "move_seconds": e["move_seconds"]},
         "protocol": f"openings: the first {e['opening_plies']} plies of evenly spaced validation"
         f" games, each played with both colours; the model plays its best legal move; games"
         f" longer than {e['max_plies']} plies are adjudicated draws",
+        "seconds": seconds,
     }
-    files.write_json_atomic(out["elo"], elo_json)
-    _write_csv(out["elo_table"], pd.DataFrame(per_anchor))
-    _write_csv(out["elo_games"], pd.DataFrame(played).drop(columns=["key"], errors="ignore"))
-    save_svg(plots.elo_figure(per_anchor, fit), out["elo_plot"])
-    return out
+    files.write_json_atomic(job.out["elo"], elo_json)
+    _write_csv(job.out["elo_table"], pd.DataFrame(per_anchor))
+    _write_csv(job.out["elo_games"], pd.DataFrame(played).drop(columns=["key"], errors="ignore"))
+    save_svg(plots.elo_figure(per_anchor, fit), job.out["elo_plot"])
+
+
+def _play_anchors(
+    job: Job, caches: dict[str, Path], records: dict[str, dict[str, Any]], games_file: Path
+) -> dict[str, Any]:
+    """Play the games not yet in ``records``, each kept in ``games_file`` as it ends."""
+    e = job.settings["elo"]
+    if e["nodes"] is None and e["move_seconds"] is None:
+        raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
+                         " never stop); set one")  # fmt: skip
+    first = next(iter(caches.values()))
+    val = TokenCache(first).validation
+    openings = games.openings_from(
+        (val[int(i)] for i in matching.evenly_spaced(len(val), 4 * e["games_per_anchor"])),
+        e["opening_plies"],
+    )
+    if not openings:
+        raise ValueError(
+            f"{first}: no validation game has play.elo.opening_plies={e['opening_plies']} plies"
+        )
+
+    def keep(record: dict[str, Any]) -> None:
+        records[record["key"]] = record
+        files.write_json_atomic(games_file, {"games": list(records.values())})
+
+    total = len(e["anchors"]) * e["games_per_anchor"]
+    progress = Progress("games against Stockfish", total, "games", every=job.progress_every)
+    progress.update(len(records))
+    info = games.play_engine_games(
+        job.net,
+        engine_path=games.find_engine(e["engine"]),
+        anchors=e["anchors"],
+        games_per_anchor=e["games_per_anchor"],
+        openings=openings,
+        limit=chess.engine.Limit(nodes=e["nodes"], time=e["move_seconds"]),
+        max_plies=e["max_plies"],
+        deadline=time.monotonic() + e["seconds"],
+        done=records,
+        on_result=keep,
+        progress=progress,
+    )
+    progress.finish("complete" if info["complete"] else "stopped by the time budget")
+    return info
+
+
+def _anchor_row(anchor: int, mine: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One anchor's games, wins, draws, losses and score (None when it has no game)."""
+    if not mine:
+        return None
+    return {
+        "anchor": anchor,
+        "anchor_effective": mine[0]["anchor_effective"],
+        "games": len(mine),
+        "wins": sum(r["score"] == 1 for r in mine),
+        "draws": sum(r["score"] == 0.5 for r in mine),
+        "losses": sum(r["score"] == 0 for r in mine),
+        "score": sum(r["score"] for r in mine) / len(mine),
+        "adjudicated_draws": sum(r["adjudicated_draw"] for r in mine),
+    }
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -297,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True, help="the run's play object as JSON")
     parser.add_argument("--cache", action="append", required=True, help="NAME=TOKEN_CACHE_DIR")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     caches = dict(c.split("=", 1) for c in args.cache)
@@ -305,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         json.loads(args.settings),
         {k: Path(v) for k, v in caches.items()},
         device=args.device,
+        threads=args.threads,
     )
     return 0
 

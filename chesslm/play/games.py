@@ -21,6 +21,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.play import scoring
+from chesslm.play.progress import Progress
 from chesslm.train import model as gpt
 
 logger = logging.getLogger(__name__)
@@ -121,6 +122,11 @@ def _judge(board: chess.Board, triple: tuple[int, int, int]) -> chess.Move | Non
     return move if board.is_legal(move) else None
 
 
+def self_play_games(games: int, temperature: float) -> int:
+    """Games self-play plays: greedy games from one start are identical, so one."""
+    return 1 if temperature == 0 else games
+
+
 def self_play(
     net: torch.nn.Module,
     *,
@@ -129,11 +135,13 @@ def self_play(
     temperature: float,
     seed: int,
     deadline: float,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``games`` self-play games from the start position without a legality mask. An illegal
     proposal is counted, then replaced by the model's best legal move (sampled at temperature
-    1) so the game goes on. Greedy games from one start are identical: one is played."""
-    n = 1 if temperature == 0 else games
+    1) so the game goes on. Greedy games from one start are identical: one is played.
+    ``progress`` gets the games finished after each ply."""
+    n = self_play_games(games, temperature)
     gen = torch.Generator().manual_seed(seed)
     play = [SelfPlay() for _ in range(n)]
     complete = True
@@ -159,6 +167,9 @@ def self_play(
         )
         for g, move in zip(need, replacements, strict=True):
             g.board.push(move)
+        if progress is not None:
+            over = sum(g.board.is_game_over(claim_draw=False) for g in play)
+            progress.update(over if ply < max_plies else n, f"ply {ply} of {max_plies}")
     return summarise_self_play(play, max_plies, temperature, games_asked=games, complete=complete)
 
 
@@ -251,10 +262,12 @@ def play_engine_games(
     deadline: float,
     done: dict[str, dict[str, Any]],
     on_result: Callable[[dict[str, Any]], None],
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Play every anchor's games not in ``done`` (keyed 'anchor-index'); ``on_result`` gets
     each finished game's record as soon as it ends. Game i of an anchor uses opening i // 2,
-    the model White in even games: colours balanced per opening."""
+    the model White in even games: colours balanced per opening. ``progress`` gets the games
+    finished (of every anchor's) after each ply."""
     engines: dict[int, chess.engine.SimpleEngine] = {}
     info: dict[str, Any] = {"engine_path": engine_path, "anchors_effective": {}}
     try:
@@ -293,6 +306,9 @@ def play_engine_games(
                 if g in model_turn or g.board.is_game_over(claim_draw=True):
                     continue
                 g.board.push(engines[g.anchor].play(g.board, limit).move)
+            if progress is not None:
+                total = len(anchors) * games_per_anchor
+                progress.update(total - len(pending), f"{len(pending)} games in play")
         info["complete"] = complete
         return info
     finally:

@@ -18,7 +18,17 @@ def _num(value: Any, spec: str = ".3f") -> str:
 
 
 def _interval(row: dict[str, Any], stat: str, fmt: Any = _pct) -> str:
+    if row.get("few_games"):
+        return f"{fmt(row.get(stat))} (no interval)"
     return f"{fmt(row.get(stat))} [{fmt(row.get(stat + '_low'))}, {fmt(row.get(stat + '_high'))}]"
+
+
+def _reproducibility(result: dict[str, Any]) -> str:
+    """Whether the Elo figure is reproducible (files from before the key: unknown)."""
+    if "reproducible" not in result:
+        return "Reproducibility: not recorded (an elo.json from before the key)."
+    word = "Reproducible" if result["reproducible"] else "**Not reproducible**"
+    return f"{word}: {result.get('reproducibility', '')}."
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -72,7 +82,11 @@ def markdown_section(play_dir: Path | str) -> str:
             ["protocol", "grouping", "group", "positions", "games", "top-1", "top-3", "NLL/move"],
             rows,
         )
-        lines += ["", "Per 100-Elo bin: `play/move-match.csv` and the figure.", ""]
+        lines += [""]
+        if any(r.get("few_games") for r in d["table"]):
+            fewer = match.get("min_interval_games", "?")
+            lines += [f"No interval: fewer than {fewer} games (`few_games` in the CSV).", ""]
+        lines += ["Per 100-Elo bin: `play/move-match.csv` and the figure.", ""]
     legality = _read(play_dir / "legality.json")
     lines += ["### Free-running legality", ""]
     if legality:
@@ -106,6 +120,8 @@ def markdown_section(play_dir: Path | str) -> str:
             f"Estimate {estimate} over {fit['games']} games: {result['note']}."
             f" {result['protocol']}; engine {result['engine'].get('engine', '?')},"
             f" limit {result['limit']}.",
+            "",
+            _reproducibility(result),
             "",
         ]
         rows = [

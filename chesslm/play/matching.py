@@ -1,6 +1,8 @@
 """Move-matching on validation games: top-1/top-3 agreement with the played move and NLL per
 move, overall and per Elo bin, band and speed class, under the Maia protocol and on all
-positions, with 95 % bootstrap intervals over games.
+positions, with 95 % bootstrap intervals over games: none for a group of fewer than
+``MIN_INTERVAL_GAMES`` games (``few_games``): resampling so few games says little (one game
+gives a zero-width interval), and a narrow interval there would look surer than it is.
 
 The model's move is the argmax over the legal moves of the legal-renormalised factorisation
 (``scoring``). Positions are evaluated in chunks of games; each chunk's per-position results
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from chesslm import files
 from chesslm.data import gamearrays, metadata
 from chesslm.data.cache import TokenCache
 from chesslm.play import scoring
+from chesslm.play.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ GROUPINGS = ("overall", "elo_bin", "band", "speed")
 STATS = ("top1", "top3", "nll")
 PROTOCOLS = ("maia", "all")
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
+MIN_INTERVAL_GAMES = 10
 
 
 @dataclass(frozen=True)
@@ -116,15 +121,29 @@ class Evaluator:
     def chunk_path(self, i: int) -> Path:
         return self.state_dir / f"chunk-{i:05d}.npz"
 
-    def run(self, deadline: float) -> bool:
+    @property
+    def positions_total(self) -> int:
+        """Positions of every selected game (one per ply)."""
+        return int(self.plies[self.selected].sum())
+
+    def run(self, deadline: float, progress: Progress | None = None) -> bool:
         """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
-        every chunk is done."""
+        every chunk is done. ``progress`` gets the positions done after each batch."""
+        done = sum(int(self.plies[c].sum()) for i, c in enumerate(self.chunks)
+                   if self.chunk_path(i).exists())  # fmt: skip
+
+        def batch_done(positions: int) -> None:
+            nonlocal done
+            done += positions
+            if progress is not None:
+                progress.update(done)
+
         for i, chunk in enumerate(self.chunks):
             if self.chunk_path(i).exists():
                 continue
             if time.monotonic() >= deadline:
                 return False
-            result = self.evaluate_games(chunk)
+            result = self.evaluate_games(chunk, batch_done)
             files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
         return True
 
@@ -134,8 +153,11 @@ class Evaluator:
         offsets = self.code_offsets[p0 : p0 + n + 1]
         return scoring.game_input(self.games[g], self.codes, offsets)
 
-    def evaluate_games(self, games: np.ndarray) -> dict[str, np.ndarray]:
-        """Per-position results of ``games`` (validation indices)."""
+    def evaluate_games(
+        self, games: np.ndarray, batch_done: Callable[[int], None] | None = None
+    ) -> dict[str, np.ndarray]:
+        """Per-position results of ``games`` (validation indices); ``batch_done`` gets each
+        batch's number of positions."""
         ids = np.asarray(games, dtype=np.int64)
         inputs = [self.game(int(g)) for g in ids]
         out: dict[str, list[np.ndarray]] = {k: [] for k in CHUNK_FIELDS}
@@ -151,6 +173,8 @@ class Evaluator:
             out["rank"].append(host["rank"].astype(np.int32))
             out["nll"].append((-host["played_logp"]).astype(np.float32))
             out["n_legal"].append(host["n_legal"].astype(np.int16))
+            if batch_done is not None:
+                batch_done(len(host["rank"]))
         return {k: np.concatenate(v) for k, v in out.items()}
 
     def positions(self) -> dict[str, np.ndarray]:
@@ -219,8 +243,8 @@ def tables(
     replicates: int,
     seed: int,
 ) -> list[dict[str, Any]]:
-    """Rows (protocol, grouping, group, positions, games, top1/top3/nll with 95 % bootstrap
-    intervals over games)."""
+    """Rows (protocol, grouping, group, positions, games, few_games, top1/top3/nll with 95 %
+    bootstrap intervals over games; None for a group of fewer than MIN_INTERVAL_GAMES)."""
     features = position_features(pos, meta)
     rank = pos["rank"]
     values = {"top1": (rank < 1).astype(np.float64), "top3": (rank < 3).astype(np.float64),
@@ -259,23 +283,33 @@ def tables(
     rows = []
     for c, (name, grouping, group, _) in enumerate(columns):
         n = total[c, 0]
+        games = int((sums[:, c, 0] > 0).sum())
         row: dict[str, Any] = {
             "protocol": name,
             "grouping": grouping,
             "group": group,
             "positions": int(n),
-            "games": int((sums[:, c, 0] > 0).sum()),
+            "games": games,
+            "few_games": games < MIN_INTERVAL_GAMES,
         }
-        with np.errstate(invalid="ignore", divide="ignore"):
-            ratios = boot[:, c, 1:] / boot[:, c, :1]
         for j, stat in enumerate(STATS):
             row[stat] = float(total[c, j + 1] / n) if n else None
-            finite = ratios[:, j][np.isfinite(ratios[:, j])]
-            low, high = np.percentile(finite, [2.5, 97.5]) if len(finite) else (None, None)
-            row[f"{stat}_low"] = None if low is None else float(low)
-            row[f"{stat}_high"] = None if high is None else float(high)
+            low, high = (None, None) if row["few_games"] else _percentiles(boot[:, c], j)
+            row[f"{stat}_low"], row[f"{stat}_high"] = low, high
         rows.append(row)
     return rows
+
+
+def _percentiles(boot: np.ndarray, j: int) -> tuple[float | None, float | None]:
+    """The 2.5 and 97.5 percentiles of statistic ``j`` over the replicates (sums of n, top1,
+    top3, nll per replicate); None where no replicate drew a position."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = boot[:, j + 1] / boot[:, 0]
+    finite = ratios[np.isfinite(ratios)]
+    if not len(finite):
+        return None, None
+    low, high = np.percentile(finite, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def _ordered(groups: set[str], grouping: str) -> list[str]:

@@ -1,5 +1,6 @@
 """Figures of the play evaluation (SVG, matplotlib's Figure API, no pyplot): accuracy by Elo
-bin with its interval band, illegal share by ply, score against each anchor with the fit."""
+bin with its interval (none from too few games), illegal share by ply, score against each
+anchor with the fit (not reproducible: the engine's play is unseeded)."""
 
 from __future__ import annotations
 
@@ -10,43 +11,70 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm.play import elo as elo_fit
+from chesslm.play import matching
 from chesslm.report.plots import notice_figure
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:
     """Top-1 and top-3 accuracy per 100-Elo bin of the mover, both protocols, with the 95 %
-    bootstrap band; one panel per dataset."""
+    bootstrap interval as a bar; a bin of fewer than MIN_INTERVAL_GAMES games has a hollow
+    marker and no bar; every bin's game count along the top. One panel per dataset."""
     title = "Move-matching by the mover's Elo"
     if len(rows):
         rows = rows[(rows["grouping"] == "elo_bin") & (rows["group"] != "unknown")]
-    bins = rows
-    if not len(bins):
+    if not len(rows):
         return notice_figure(
             title, "No rated positions were evaluated (no Elo metadata, or no games)."
         )
     datasets = list(dict.fromkeys(rows["dataset"]))
-    fig = Figure(figsize=(8, 3.8 * len(datasets)), layout="constrained")
+    fig = Figure(figsize=(10, 3.8 * len(datasets)), layout="constrained")
     axes = np.atleast_1d(fig.subplots(len(datasets), 1, squeeze=False)[:, 0])
     for ax, name in zip(axes, datasets, strict=True):
-        mine = bins[bins["dataset"] == name]
-        for protocol, style in (("maia", "-"), ("all", "--")):
+        mine = rows[rows["dataset"] == name]
+        for protocol, style, shift in (("maia", "-", -8), ("all", "--", 8)):
             part = mine[mine["protocol"] == protocol]
-            if not len(part):
-                continue
-            x = part["group"].astype(int) + 50
             for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
-                label = f"{stat} ({protocol})"
-                ax.plot(x, part[stat], style, marker="o", color=colour, label=label)
-                ax.fill_between(
-                    x, part[f"{stat}_low"].astype(float), part[f"{stat}_high"].astype(float),
-                    color=colour, alpha=0.15 if protocol == "maia" else 0.07, linewidth=0,
-                )  # fmt: skip
-        ax.set(title=f"{title}: {name}", xlabel="mover's Elo (100-point bins)", ylabel="accuracy")
-        ax.set_ylim(0, 1)
+                _match_series(ax, part, stat, colour, style, shift)
+        _game_counts(ax, mine[mine["protocol"] == "all"])
+        ax.plot([], [], "o", markerfacecolor="none", color="grey",
+                label=f"fewer than {matching.MIN_INTERVAL_GAMES} games: no interval")  # fmt: skip
+        ax.set(
+            title=f"{title}: {name}",
+            ylabel="accuracy",
+            xlabel="mover's Elo (100-point bins; along the top: games in the bin)",
+        )
+        ax.set_ylim(0, 1.08)
         ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     return fig
+
+
+def _match_series(ax: Any, part: pd.DataFrame, stat: str, colour: str, style: str,
+                  shift: int) -> None:  # fmt: skip
+    """One protocol's ``stat`` by bin: the line, filled markers with their interval where the
+    bin has enough games, hollow markers where it has not."""
+    if not len(part):
+        return
+    protocol = part["protocol"].iloc[0]
+    x = part["group"].astype(int).to_numpy() + 50 + shift  # protocols side by side
+    y = part[stat].astype(float).to_numpy()
+    ok = (part["games"] >= matching.MIN_INTERVAL_GAMES).to_numpy()
+    ax.plot(x, y, style, color=colour, alpha=0.6, label=f"{stat} ({protocol})")
+    if ok.any():
+        low = part[f"{stat}_low"].astype(float).to_numpy()[ok]
+        high = part[f"{stat}_high"].astype(float).to_numpy()[ok]
+        ax.errorbar(x[ok], y[ok], yerr=[y[ok] - low, high - y[ok]], fmt="o", color=colour,
+                    capsize=2, markersize=4)  # fmt: skip
+    if (~ok).any():
+        ax.plot(x[~ok], y[~ok], "o", markerfacecolor="none", color=colour, markersize=5)
+
+
+def _game_counts(ax: Any, part: pd.DataFrame) -> None:
+    """Each bin's number of games along the top (all positions), grey below the minimum."""
+    for group, games in zip(part["group"].astype(int), part["games"], strict=True):
+        few = games < matching.MIN_INTERVAL_GAMES
+        ax.text(group + 50, 1.05, str(games), fontsize="x-small", ha="center", va="center",
+                color="grey" if few else "black")  # fmt: skip
 
 
 def legality_figure(rows: pd.DataFrame) -> Figure:
@@ -69,7 +97,10 @@ def legality_figure(rows: pd.DataFrame) -> Figure:
 
 def elo_figure(anchors: list[dict[str, Any]], fit: dict[str, Any]) -> Figure:
     """Score against each anchor and the fitted logistic curve (with its interval)."""
-    title = "Score against Stockfish anchors (engine Elo, not a human rating)"
+    title = (
+        "Score against Stockfish anchors (engine Elo, not a human rating)\n"
+        "not reproducible: Stockfish's limited-strength play is random and unseeded"
+    )
     if not anchors:
         return notice_figure(title, "No game against Stockfish was played.")
     fig = Figure(figsize=(8, 4), layout="constrained")

@@ -224,6 +224,12 @@ def play_device(run):
     return play_settings(run)["device"] or run_settings(run).device
 
 
+def play_threads(run):
+    """Rule play's threads, which its torch uses: more than one is slower on a loaded machine
+    (BENCHMARKS.md)."""
+    return play_settings(run)["threads"]
+
+
 def get_play_caches(wildcards):
     return {
         name: f"{dataset_dir(name)}/token-cache/cache.json"

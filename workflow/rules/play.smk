@@ -62,7 +62,8 @@ rule play:
         "logs/{run}/play.log",
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
-    threads: lambda w: 1 if play_device(w.run) == "cuda" else 2
+    # torch in the job uses exactly these threads (runs.NAME.play.threads, default 1)
+    threads: lambda w: play_threads(w.run)
     resources:
         gpu=lambda w: 1 if play_device(w.run) == "cuda" else 0,
         mem_mb=8000,
