@@ -614,4 +614,4 @@ class Segment:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    launch.end_process(main())
