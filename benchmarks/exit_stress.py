@@ -29,7 +29,9 @@ from tests.conftest import make_cache  # noqa: E402
 TINY = ["--dataset=tiny", "--model=tiny", "--micro=2", "--accum=1", "--threads-per-worker=1"]
 
 
-def launch(index: int, cache: Path, scratch: Path, teardown: bool) -> dict:
+def launch(index: int, cache: Path, scratch: Path, teardown: bool, until: float) -> dict | None:
+    if time.perf_counter() > until:  # the time budget is spent: launch no more
+        return None
     run_dir = scratch / f"run{index}"
     mode = "probe" if index % 2 == 0 else "train"
     paths = (
@@ -63,17 +65,19 @@ def main() -> None:
     p.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     p.add_argument("--teardown", action="store_true", help="keep the interpreter's teardown")
     p.add_argument("--out", type=Path, default=Path("results/exit-stress"))
+    p.add_argument("--seconds", type=float, default=float("inf"), help="launch no more after")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="exit-stress-") as scratch:
         cache = make_cache(Path(scratch) / "cache", n_train=24, n_val=6)
         start = time.perf_counter()
+        until = start + args.seconds
         with ThreadPoolExecutor(args.parallel) as pool:
-            runs = list(
-                pool.map(
-                    lambda i: launch(i, cache, Path(scratch), args.teardown), range(args.launches)
-                )
+            runs = pool.map(
+                lambda i: launch(i, cache, Path(scratch), args.teardown, until),
+                range(args.launches),
             )
+            runs = [r for r in runs if r is not None]
         seconds = time.perf_counter() - start
     bad = [r for r in runs if r["abort"] or r["returncode"]]
     for r in bad:
