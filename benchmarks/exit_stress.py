@@ -33,7 +33,7 @@ def launch(index: int, cache: Path, scratch: Path, teardown: bool, until: float)
     if time.perf_counter() > until:  # the time budget is spent: launch no more
         return None
     run_dir = scratch / f"run{index}"
-    mode = "probe" if index % 2 == 0 else "train"
+    mode = "probe" if index % 2 == 0 else "train"  # index -1: a segment
     paths = (
         [f"--probe-out={run_dir}/probe-results.json"]
         if mode == "probe"
@@ -70,6 +70,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="exit-stress-") as scratch:
         cache = make_cache(Path(scratch) / "cache", n_train=24, n_val=6)
+        first = launch(-1, cache, Path(scratch), args.teardown, float("inf"))
+        if first["returncode"]:  # a broken set-up, not a race: say why and stop
+            raise SystemExit(f"the first launch failed:\n{first['log'][-3000:]}")
         start = time.perf_counter()
         until = start + args.seconds
         with ThreadPoolExecutor(args.parallel) as pool:
