@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -307,3 +308,37 @@ def test_training_waits_for_a_passed_probe(tiny_cache: Path, tmp_path: Path, cap
     err = capsys.readouterr().err.strip()  # one line, no traceback
     assert err == f"{ERROR_PREFIX} {probe}: the probe has not passed; training waits for it"
     assert not (tmp_path / "run/segments/0.json").exists()
+
+
+def logged_segment(cache: Path, run_dir: Path, n: int, log: Path, env=None):
+    """Segment ``n`` as the workflow runs it: under workflow/scripts/logged.sh, whose stderr is
+    what snakemake's console shows."""
+    command = [
+        "bash", str(ROOT / "workflow/scripts/logged.sh"), str(log), "env", "OMP_NUM_THREADS=1",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+        "-m", "chesslm.train.segment", "--dataset=tiny", *segment_args(cache, run_dir, n),
+        *HYPER, "--segment-updates=2", "--workers=2",
+    ]  # fmt: skip
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}
+    )
+
+
+def test_the_console_shows_progress_and_names_a_killed_rank_in_one_line(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path
+) -> None:
+    run_dir = copy_run(first_segment, tmp_path)
+    log = tmp_path / "logs/1.log"
+    env = {"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "kill:1"}
+    killed = logged_segment(tiny_cache, run_dir, 1, log, env=env)
+    assert killed.returncode != 0
+    causes = [line for line in killed.stderr.splitlines() if f"(log: {log})" in line]
+    assert len(causes) == 1, killed.stderr
+    assert re.match(r"rank 0 \(pid \d+\) was killed by signal 9 \(KILL\)", causes[0]), causes
+    progress = [line for line in killed.stderr.splitlines() if line.startswith("progress: ")]
+    assert progress and progress[0].startswith("progress: run run, segment 1 of at most")
+
+    done = logged_segment(tiny_cache, run_dir, 1, log)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("progress: ")]
+    assert "resumed at step" in lines[0] and lines[-1].endswith("ended at step 4: segment_updates")

@@ -17,6 +17,7 @@ import torch
 from chesslm.files import write_json_atomic
 from chesslm.report.events import EventLog
 from chesslm.train import distributed, resume, validation
+from chesslm.train.progress import Progress
 from chesslm.train.settings import RunSettings
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
@@ -41,6 +42,7 @@ def probe(
         trainer = Trainer(
             settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
         )
+        progress = Progress(f"run {run}, probe", enabled=ctx.is_main)
         longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
         games = [cache.train[longest]] * (8 * ctx.world)
         start = time.perf_counter()
@@ -50,6 +52,7 @@ def probe(
                 torch.cuda.reset_peak_memory_stats(ctx.device)
             times = []
             for rep in range(3):  # the first of each shape is a warm-up
+                progress.say(f"microbatch {micro}: update {rep + 1} of 3 (the first is a warm-up)")
                 distributed.barrier()
                 synchronize(ctx)
                 t = time.perf_counter()
@@ -71,6 +74,7 @@ def probe(
                     "memory": distributed.all_gather_object(memory_record(ctx)),
                 }
             )
+        progress.say("one validation forward (it warms the validation graph)")
         if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
                 trainer.net,

@@ -51,6 +51,7 @@ from chesslm.report.telemetry import Telemetry
 from chesslm.train import checkpoint, distributed, resume, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
+from chesslm.train.progress import Progress
 from chesslm.train.saver import Saver
 from chesslm.train.settings import RunSettings, add_arguments, from_namespace
 from chesslm.train.state import TERMINAL, TrainState
@@ -343,6 +344,16 @@ class Segment:
             torch.cuda.reset_peak_memory_stats(ctx.device)
         self.work_start = time.perf_counter()
         self.wall["startup"] = time.time() - self.base["start_unix"]
+        self.progress = Progress(
+            f"run {self.args.run}, segment {self.args.segment} of at most"
+            f" {self.settings.max_segments}",
+            enabled=ctx.is_main,
+            budget_s=self.settings.max_seconds,
+        )
+        self.progress.say(
+            f"{self.resume_action} at step {state.step} after {self.wall['startup']:.0f} s of"
+            f" start-up; training for up to {self.settings.max_seconds:.0f} s"
+        )
         with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=ctx.is_main):
             if self.args.segment == 0 and self.resume_action == "fresh":
                 initial = self.validate()
@@ -364,6 +375,7 @@ class Segment:
         self.save(improved=improved)
         self.wait_for_saves()
         memory = distributed.all_gather_object(memory_record(ctx))
+        self.progress.say(f"ended at step {state.step}: {status}")
         if ctx.is_main:
             identity = self.t.identity
             if status in TERMINAL:
@@ -497,6 +509,13 @@ class Segment:
         totals.update(values)
         self.state.totals = dict(totals)
         self.window.update(values)
+        self.progress.update(
+            step=step,
+            epoch=epoch + 1,
+            loss_sum=values["loss_sum"],
+            targets=values["valid_targets"],
+            seconds=elapsed,
+        )
         if step % TRAIN_EVENT_EVERY == 0:
             self.events.write(
                 "train",

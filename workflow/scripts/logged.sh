@@ -6,9 +6,11 @@
 # Snakemake deletes a job's log before each attempt, and the trainer of a killed snakemake may
 # still be writing to it: this way a second attempt (say one refused because that trainer
 # still holds the run directory) never erases the first one's log.
-# On failure it prints the attempt's cause on stderr, where snakemake's console shows it: the
+# On failure it prints the attempt's cause on stderr, where snakemake's console shows it: a
+# rank killed by a signal (torchrun's root cause), the launcher killed by one, else the
 # trainer's one-line "chesslm...: error: ..." (rank 0's), else the last "ERROR" or
-# "...Error: ..." line (another rank's, a traceback's); then the log's name.
+# "...Error: ..." line (another rank's, a traceback's); then the log's name. The trainer's
+# progress lines reach that console too, as they come.
 # While COMMAND runs, the snakemake named by CHESSLM_WATCH_PID is watched (see below).
 # The exit status is COMMAND's.
 set -u
@@ -25,6 +27,9 @@ child=$!
 # signals for the job (Ctrl-C, snakemake's or a scheduler's stop) go on to COMMAND, run in the
 # background here so that snakemake can be watched meanwhile
 for sig in INT TERM HUP; do trap "kill -$sig $child 2>/dev/null" "$sig"; done
+# the trainer's progress lines (chesslm.train.progress.MARK) go on to snakemake's console
+tail -n +1 -f --pid="$child" "$attempt" 2>/dev/null | sed -u -n 's/.*\(progress: \)/\1/p' >&2 &
+progress=$!
 alive() { # a pid that is running (a zombie has exited; only its reaping is left)
     local stat
     stat=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) && [ "${stat%% *}" != Z ]
@@ -46,10 +51,25 @@ while :; do # a trapped signal ends `wait` early: wait again until COMMAND has e
     status=$?
     alive "$child" || break
 done
+wait "$progress" 2>/dev/null
+# torchrun's "Root Cause" block: the rank that failed first, its pid and exit code (negative:
+# the signal that killed it)
+dead_rank() {
+    awk '/Root Cause/ { on = 1 } on && $1 == "rank" { rank = $3 }
+        on && $1 == "exitcode" { code = $3; pid = $5; sub(/\)/, "", pid) }
+        END { if (code != "" && code < 0) printf "rank %s (pid %s) was killed by signal %d", rank, pid, -code }' "$1"
+}
 if [ "$status" -ne 0 ]; then
     rank='^(\[rank[0-9]+\]:? )?'  # torchrun may prefix a rank's lines
-    cause=$(grep -m1 -E "${rank}chesslm[a-z_.]*: error" "$attempt" ||
-        grep -E "${rank}(ERROR |[A-Za-z_.]*(Error|Exception|Interrupt)\b)" "$attempt" | tail -n1)
+    died=$(dead_rank "$attempt")
+    if [ -n "$died" ]; then
+        cause="$died ($(kill -l "${died##* }" 2>/dev/null || echo ?)); the other ranks stopped"
+    elif [ "$status" -gt 128 ] && ! grep -q "Root Cause" "$attempt"; then
+        cause="the launcher (pid $child) was killed by signal $((status - 128)) ($(kill -l $((status - 128))))"
+    else
+        cause=$(grep -m1 -E "${rank}chesslm[a-z_.]*: error" "$attempt" ||
+            grep -E "${rank}(ERROR |[A-Za-z_.]*(Error|Exception|Interrupt)\b)" "$attempt" | tail -n1)
+    fi
     echo "${cause:-exit status $status} (log: $log)" >&2
 fi
 exit "$status"
