@@ -213,6 +213,8 @@ def test_non_finite_gradient_fails_and_leaves_last_pt_untouched(
     assert sha256_file(run_dir / "train/last.pt") == before
     assert not (run_dir / "segments/1.json").exists()
     assert (run_dir / "train/failure-rank0.json").exists()
+    ok(segment(tiny_cache, run_dir, 1))  # the run goes on: the failure's record is history
+    assert not list((run_dir / "train").glob("failure-rank*.json"))
 
 
 def test_tampered_last_pt_is_refused(tiny_cache: Path, first_segment: Path, tmp_path: Path) -> None:
