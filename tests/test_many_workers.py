@@ -33,8 +33,12 @@ def test_the_pilot_on_n_gpus_asks_for_n_gpus_and_starts_n_ranks(
     for name in ("resources", "benchmarks"):
         (tmp_path / name).symlink_to(ROOT / name)
     extra = f"benchmarks/pilot-{gpus}gpu.yaml"
-    plan = snakemake(tmp_path, TARGET, "-n", "-p", "--configfile", "config/config.yaml", extra)
-    jobs = [b for b in JOB.split(plan.stdout) if re.match(r"(rule probe|checkpoint train_seg)", b)]
+    # a segment is planned once the probe (a checkpoint) has run: segment 0 is asked for too
+    segment = "results/pilot/segments/0.json"
+    plan = snakemake(
+        tmp_path, TARGET, segment, "-n", "-p", "--configfile", "config/config.yaml", extra
+    )
+    jobs = [b for b in JOB.split(plan.stdout) if re.match(r"checkpoint (probe|train_seg)", b)]
     assert len(jobs) == 2, plan.stdout[-3000:]  # the probe and segment 0
     for job in jobs:
         assert "wildcards: run=pilot" in job, job

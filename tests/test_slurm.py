@@ -67,14 +67,18 @@ def test_profile_submits_to_slurm_and_leaves_account_and_partition_to_the_user()
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory) -> dict[str, str]:
     workdir = demo_workdir(tmp_path_factory.mktemp("slurm-plan"))
-    out = snakemake(workdir, TARGET, "results/pilot/probe-results.json", "-n", "-p")
-    short = snakemake(workdir, TARGET, "-n", "-p", "--set-resources", "train_segment:runtime=3")
+    # a segment is planned once the probe has run (a checkpoint): its job is asked for alone
+    segment = "results/demo/segments/0.json"
+    out = snakemake(workdir, TARGET, "results/pilot/probe-results.json", segment, "-n", "-p")
+    short = snakemake(workdir, segment, "-n", "-p", "--set-resources", "train_segment:runtime=3")
     return {"plan": out.stdout, "short": short.stdout}
 
 
 def test_training_jobs_ask_for_the_runs_gpus_cpus_memory_and_a_runtime(plan) -> None:
     blocks = re.split(r"\n(?=(?:localrule|rule|checkpoint) \w+:)", plan["plan"])
-    probes = {b.split("wildcards: run=")[1].split()[0]: b for b in blocks if "rule probe:" in b}
+    probes = {
+        b.split("wildcards: run=")[1].split()[0]: b for b in blocks if "checkpoint probe:" in b
+    }
     # demo: 2 cpu workers -> no GPU, 2 threads, 1000 + 2*1500 MB; pilot: 2 GPUs, 1000 + 2*8000
     assert "gpu=0, cpus_per_gpu=1, runtime=10, mem_mb=4000" in probes["demo"], probes["demo"]
     assert "gpu=2, cpus_per_gpu=1, runtime=10, mem_mb=17000" in probes["pilot"], probes["pilot"]
