@@ -5,6 +5,7 @@ the run's ``RunSettings``."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import random
 import resource
@@ -37,6 +38,26 @@ def game_lengths(offsets: np.ndarray) -> np.ndarray:
             return np.diff(np.asarray(offsets)).astype(np.int64)  # never under a real context
         out[start : start + len(block)] = block
     return out
+
+
+def ddp_buckets(device: torch.device) -> dict[str, Any]:
+    """DDP's bucket arguments on ``device``.
+
+    DDP rebuilds its gradient buckets after a process's first update (in the order the
+    gradients came), and with more than 2 gloo ranks a parameter's place in a bucket changes
+    the sums: a resumed run's first update would differ (1e-8) from the uninterrupted run's.
+    On the CPU every parameter is a bucket of its own, before and after the rebuild (caps of
+    0 MiB), so each sum stays as it was. Every parameter gets a gradient (the tied embedding
+    and head too), so there is no unused-parameter search, whose per-update graph walk DDP
+    warns about in every log. A torch without ``bucket_cap_mb_list`` keeps the first buckets
+    for good through that search instead. On CUDA, DDP's defaults (its default path has no
+    DDP: cuda_graphs).
+    """
+    if device.type != "cpu":
+        return {}
+    if "bucket_cap_mb_list" in inspect.signature(DDP).parameters:
+        return {"bucket_cap_mb_list": [0]}
+    return {"find_unused_parameters": True}
 
 
 class Trainer:
@@ -92,13 +113,8 @@ class Trainer:
             )
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
-            # DDP re-orders its gradient buckets after a process's first update, and with more
-            # than 2 ranks the order changes gloo's sums: a resumed run's first update would
-            # differ (1e-8) from the uninterrupted run's. Unused-parameter search keeps the
-            # first order for good (CPU only: the CUDA default path has no DDP).
-            cpu = ctx.device.type == "cpu"
             self.ddp = DDP(
-                self.net, device_ids=ids, gradient_as_bucket_view=True, find_unused_parameters=cpu
+                self.net, device_ids=ids, gradient_as_bucket_view=True, **ddp_buckets(ctx.device)
             )
         self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
         self.steps_per_epoch = len(self.plan(0))
