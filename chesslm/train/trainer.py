@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
 from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
-from chesslm.train.settings import RunSettings
+from chesslm.train.settings import RunSettings, legality_request_error
 
 LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
 
@@ -76,6 +76,17 @@ class Trainer:
         ``integrity_receipt``: the dataset's receipt, hashed into the identity."""
         s = self.settings = settings
         self.ctx = ctx
+        # before the model: a run asking for more legality games than the cache holds stops
+        # in one line naming its key (the workflow checks this at plan time when it can)
+        error = legality_request_error(
+            s.legality_eval_games,
+            available=len(cache.legality_games()),
+            validation_games=len(cache.validation),
+            key=f"runs.{Path(run_dir).name}.legality_eval_games",
+            cache=cache.directory,
+        )
+        if error:
+            raise ValueError(error)
         self.lengths = game_lengths(cache.train.offsets)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
