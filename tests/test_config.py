@@ -3,6 +3,8 @@ default target runs what fits this machine."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -25,6 +27,15 @@ pytestmark = pytest.mark.slow
             "runs.demo.warmup_steps",
         ),
         ("datasets: {sample: {pgn: []}}", "pgn"),
+        (
+            "datasets: {sample: {filters: {min_elo: 3000, max_elo: 1000}}}",
+            "datasets.sample.filters.min_elo",
+        ),
+        ("runs: {demo: {dataset: sample, play: {datasets: [nope]}}}", "runs.demo.play.datasets"),
+        (
+            "runs: {demo: {dataset: sample, legality_eval_games: 5000}}",
+            "runs.demo.legality_eval_games is 5000, more than datasets.sample.legality_games",
+        ),
     ],
 )
 def test_bad_config_is_refused_naming_the_key(tmp_path, extra, named):
@@ -34,8 +45,38 @@ def test_bad_config_is_refused_naming_the_key(tmp_path, extra, named):
         workdir, "results/demo/results.json", "--configfile", "bad.yaml", "-n", check=False
     )
     assert result.returncode != 0
-    assert named in result.stdout + result.stderr
+    assert_one_config_line(result, named)
     assert not (workdir / "results").exists()
+
+
+def assert_one_config_line(result, named: str) -> None:
+    """snakemake's console holds the refusal as one ``config: `` line naming the key, and no
+    traceback or frame."""
+    output = result.stdout + result.stderr
+    lines = [line for line in output.splitlines() if line.startswith("config: ")]
+    assert len(lines) == 1 and named in lines[0], output
+    assert "Traceback" not in output and "in file" not in output and "File " not in output, output
+
+
+def test_more_legality_games_than_the_built_cache_holds_is_refused_at_plan_time(tmp_path):
+    """The sample's cache exists (its cache.json, as the token_cache rule writes it, for the
+    same legality_games): the plan stops naming the run's key, the number asked and held."""
+    workdir = make_workdir(tmp_path)
+    cache = workdir / "results/datasets/sample/token-cache"
+    cache.mkdir(parents=True)
+    held = {"bound": 4096, "games": 258}
+    info = {"splits": {"validation": {"games": 258}}, "legality_games": held}
+    (cache / "cache.json").write_text(json.dumps(info))
+    (workdir / "bad.yaml").write_text("runs: {demo: {legality_eval_games: 300}}\n")
+    result = snakemake(
+        workdir, "results/demo/results.json", "--configfile", "bad.yaml", "-n", check=False
+    )
+    assert result.returncode != 0
+    assert_one_config_line(result, "runs.demo.legality_eval_games is 300, but the token cache")
+    assert "for 258 of 258 validation games: lower it to at most 258" in result.stderr
+    # a cache built for another legality_games is rebuilt first: the plan goes on
+    (cache / "cache.json").write_text(json.dumps(info | {"legality_games": {"bound": 100}}))
+    assert snakemake(workdir, "results/demo/results.json", "--configfile", "bad.yaml", "-n")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")

@@ -384,3 +384,26 @@ def test_ci_runs_exactly_the_readmes_two_commands_in_a_clone_named_chesslm() -> 
     assert ci.index(install) < ci.index(tests)
     assert "results/demo/results.json" in install and "pytest" in tests
     assert any('"$(basename "$PWD")" != chesslm' in line for line in ci)
+
+
+def layout_rows() -> dict[str, str]:
+    """README.md's Layout table: its first cell (the paths) -> its second (what)."""
+    section = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ")[0]
+    cells = [line.split(" | ", 1) for line in section.splitlines() if line.startswith("| `")]
+    return {path.removeprefix("| "): what for path, what in cells}
+
+
+def test_the_layout_table_names_every_rule_file_and_every_module() -> None:
+    rows = layout_rows()
+    rules = next(path for path in rows if "workflow/rules/" in path)
+    named = set(re.search(r"workflow/rules/\{([^}]*)\}\.smk", rules).group(1).split(","))
+    assert named == {p.stem for p in (ROOT / "workflow" / "rules").glob("*.smk")}, rules
+    for package in sorted(p for p in (ROOT / "chesslm").iterdir() if (p / "__init__.py").exists()):
+        what = rows[f"`chesslm/{package.name}/`"]
+        missing = [
+            m.stem
+            for m in sorted(package.glob("*.py"))
+            if m.stem != "__init__"
+            if f"`{m.stem}`" not in what
+        ]
+        assert not missing, f"README.md Layout, chesslm/{package.name}/: missing {missing}"

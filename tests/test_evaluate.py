@@ -153,6 +153,19 @@ def test_asking_for_more_legality_games_than_the_cache_holds_is_one_clear_error(
         validation.ValidationSet(cache, torch.device("cpu"), legality_games=5)
 
 
+def test_more_legality_games_than_a_whole_split_with_tables_is_an_error_too(
+    tmp_path: Path,
+) -> None:
+    """Every validation game has tables (bound above the split): more than the split is still
+    more than the cache holds, not silently all of it."""
+    from tests.conftest import make_cache
+
+    cache = TokenCache(make_cache(tmp_path, n_train=4, n_val=6))
+    assert len(cache.legality_games()) == 6
+    with pytest.raises(ValueError, match=r"legality_eval_games is 7, .* for 6 of 6 validation"):
+        validation.ValidationSet(cache, torch.device("cpu"), legality_games=7)
+
+
 def test_deadline_cut_validation_returns_none(tiny_cache: Path) -> None:
     cache = TokenCache(tiny_cache)
     data = validation.ValidationSet(cache, torch.device("cpu"), legality_games=None)

@@ -86,6 +86,15 @@ def test_first_segment_records(first_segment: Path) -> None:
     assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
 
 
+def test_a_segment_log_has_no_ddp_warning(tiny_cache: Path, tmp_path: Path) -> None:
+    """Every parameter gets a gradient: DDP is not asked to search for unused ones, and so
+    does not warn about the search in every segment's log."""
+    result = segment(tiny_cache, tmp_path / "run", 0)
+    ok(result)
+    output = result.stdout + result.stderr
+    assert "find_unused_parameters" not in output and "Warning" not in output, output[-3000:]
+
+
 def test_wall_split_adds_up_to_the_segment_seconds(first_segment: Path) -> None:
     s = status(first_segment, 0)
     split = s["wall_split"]
@@ -200,6 +209,18 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     # no frame of this package's code (torchrun's own traceback may follow)
     assert f"{PACKAGE}{os.sep}" not in result.stderr, result.stderr[-3000:]
     return lines[0].removeprefix(ERROR_PREFIX).strip()
+
+
+def test_more_legality_games_than_the_cache_holds_stop_the_segment_naming_the_key(
+    tiny_cache: Path, tmp_path: Path
+) -> None:
+    """The tiny cache has tables for all its 6 validation games: 7 is an error, not 6."""
+    result = segment(tiny_cache, tmp_path / "run", 0, "--legality-eval-games=7")
+    assert result.returncode != 0
+    line = one_error_line(result)
+    assert line.startswith("runs.run.legality_eval_games is 7, but the token cache"), line
+    assert "for 6 of 6 validation games: lower it to at most 6" in line, line
+    assert not (tmp_path / "run/segments/0.json").exists()
 
 
 def test_non_finite_gradient_fails_and_leaves_last_pt_untouched(

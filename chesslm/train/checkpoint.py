@@ -147,6 +147,22 @@ def verify(path: Path | str) -> None:
         )
 
 
+def _refused_part(error: pickle.UnpicklingError) -> str:
+    """What torch's weights_only unpickler refused (its line naming the GLOBAL, first sentence),
+    without its advice to load the file with ``weights_only=False``, which would run it.
+
+    >>> _refused_part(pickle.UnpicklingError("Weights only load failed. Re-running `torch.load`"
+    ...     " with `weights_only` set to `False` will likely succeed.\\n\\nUnsupported global:"
+    ...     " GLOBAL x.y was not an allowed global by default. Please use add_safe_globals"))
+    'Unsupported global: GLOBAL x.y was not an allowed global by default'
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    named = [line for line in lines if "GLOBAL" in line or "nsupported" in line]
+    if not named:  # a message of another shape: its lines that do not mention weights_only
+        named = [line for line in lines if "weights_only" not in line] or [type(error).__name__]
+    return named[0].split(". ")[0].rstrip(".")
+
+
 def load(path: Path | str) -> dict[str, Any]:
     """Verify a checkpoint (``verify``), then read it onto the CPU without unpickling anything
     but tensors and containers.
@@ -158,10 +174,9 @@ def load(path: Path | str) -> dict[str, Any]:
         with open(path, "rb") as fh:
             payload = torch.load(_Body(fh), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
         raise CheckpointError(
             f"{path}: refused: the checkpoint holds pickled objects that weights_only=True does not"
-            f" allow (nothing was executed): {first}"
+            f" allow (nothing was executed): {_refused_part(error)}"
         ) from None
     except Exception as error:  # verified bytes that torch cannot read: not ours, or a bug
         raise CheckpointError(f"{path}: not a readable checkpoint ({error!r})") from None

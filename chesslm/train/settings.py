@@ -180,3 +180,20 @@ def check(run: dict[str, Any], *, name: str = "run") -> None:
             f"runs.{name}.warmup_steps ({warmup}) must be shorter than "
             f"runs.{name}.schedule_steps ({horizon})"
         )
+
+
+def legality_request_error(
+    requested: int | None, *, available: int, validation_games: int, key: str, cache: Path | str
+) -> str | None:
+    """One line if ``requested`` legality games (``runs.NAME.legality_eval_games``, named by
+    ``key``) are more than the token cache ``cache`` has legality tables for (``available``
+    of its ``validation_games``), else None. None requested: all of them."""
+    if requested is None or requested <= available:
+        return None
+    fix = f"lower it to at most {available}"
+    if available < validation_games:
+        fix += " or raise the dataset's legality_games"
+    return (
+        f"{key} is {requested}, but the token cache {cache} has legality tables for"
+        f" {available} of {validation_games} validation games: {fix}"
+    )

@@ -5,6 +5,7 @@ the run's ``RunSettings``."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import random
 import resource
@@ -18,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
 from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
-from chesslm.train.settings import RunSettings
+from chesslm.train.settings import RunSettings, legality_request_error
 
 LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
 
@@ -39,6 +40,26 @@ def game_lengths(offsets: np.ndarray) -> np.ndarray:
     return out
 
 
+def ddp_buckets(device: torch.device) -> dict[str, Any]:
+    """DDP's bucket arguments on ``device``.
+
+    DDP rebuilds its gradient buckets after a process's first update (in the order the
+    gradients came), and with more than 2 gloo ranks a parameter's place in a bucket changes
+    the sums: a resumed run's first update would differ (1e-8) from the uninterrupted run's.
+    On the CPU every parameter is a bucket of its own, before and after the rebuild (caps of
+    0 MiB), so each sum stays as it was. Every parameter gets a gradient (the tied embedding
+    and head too), so there is no unused-parameter search, whose per-update graph walk DDP
+    warns about in every log. A torch without ``bucket_cap_mb_list`` keeps the first buckets
+    for good through that search instead. On CUDA, DDP's defaults (its default path has no
+    DDP: cuda_graphs).
+    """
+    if device.type != "cpu":
+        return {}
+    if "bucket_cap_mb_list" in inspect.signature(DDP).parameters:
+        return {"bucket_cap_mb_list": [0]}
+    return {"find_unused_parameters": True}
+
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
@@ -55,6 +76,17 @@ class Trainer:
         ``integrity_receipt``: the dataset's receipt, hashed into the identity."""
         s = self.settings = settings
         self.ctx = ctx
+        # before the model: a run asking for more legality games than the cache holds stops
+        # in one line naming its key (the workflow checks this at plan time when it can)
+        error = legality_request_error(
+            s.legality_eval_games,
+            available=len(cache.legality_games()),
+            validation_games=len(cache.validation),
+            key=f"runs.{Path(run_dir).name}.legality_eval_games",
+            cache=cache.directory,
+        )
+        if error:
+            raise ValueError(error)
         self.lengths = game_lengths(cache.train.offsets)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
@@ -92,13 +124,8 @@ class Trainer:
             )
         elif distributed.active():
             ids = [ctx.local_rank] if ctx.device.type == "cuda" else None
-            # DDP re-orders its gradient buckets after a process's first update, and with more
-            # than 2 ranks the order changes gloo's sums: a resumed run's first update would
-            # differ (1e-8) from the uninterrupted run's. Unused-parameter search keeps the
-            # first order for good (CPU only: the CUDA default path has no DDP).
-            cpu = ctx.device.type == "cpu"
             self.ddp = DDP(
-                self.net, device_ids=ids, gradient_as_bucket_view=True, find_unused_parameters=cpu
+                self.net, device_ids=ids, gradient_as_bucket_view=True, **ddp_buckets(ctx.device)
             )
         self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
         self.steps_per_epoch = len(self.plan(0))

@@ -24,6 +24,7 @@ from chesslm.data.cache import N_MOVE_CODES, TokenCache
 from chesslm.data.tokens import PHASES
 from chesslm.train import batching, model
 from chesslm.train.deadline import Deadline
+from chesslm.train.settings import legality_request_error
 
 logger = logging.getLogger(__name__)
 
@@ -69,18 +70,28 @@ class ValidationSet:
     """
 
     def __init__(
-        self, cache: TokenCache, device: torch.device, *, legality_games: int | None
+        self,
+        cache: TokenCache,
+        device: torch.device,
+        *,
+        legality_games: int | None,
+        key: str = "legality_eval_games",
     ) -> None:
+        """:raises ValueError: naming ``key`` if ``legality_games`` is more games than the
+        cache has legality tables for."""
         self.games = cache.validation
         self.device = device
         n = len(self.games)
         subset = cache.legality_games()
-        if legality_games is not None and legality_games > len(subset) < n:
-            raise ValueError(
-                f"legality_eval_games is {legality_games}, but the token cache"
-                f" {cache.directory} has legality tables for {len(subset)} of {n} validation"
-                " games: lower legality_eval_games or raise the dataset's legality_games"
-            )
+        error = legality_request_error(
+            legality_games,
+            available=len(subset),
+            validation_games=n,
+            key=key,
+            cache=cache.directory,
+        )
+        if error:
+            raise ValueError(error)
         chosen = subset[sorted(legality_indices(len(subset), legality_games))]
         row_start, sub_ply_start = cache.legality_starts()
         at = np.searchsorted(subset, chosen)  # positions of the chosen games in the tables

@@ -14,7 +14,14 @@ from snakemake.utils import validate
 from chesslm.data import dataset as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.train import launch
-from chesslm.train.settings import RunSettings, schema_error
+from chesslm.train.settings import RunSettings, legality_request_error, schema_error
+
+
+def _refuse(message):
+    """Stop at parse time with ``message`` as the console's one line, exit status 1: a
+    SystemExit passes snakemake's handlers, which print any Exception (WorkflowError included)
+    with its type, "in file ...", and the traceback's frames."""
+    sys.exit(message)
 
 
 def _check_schema():
@@ -22,7 +29,7 @@ def _check_schema():
     schema_path = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
     error = schema_error(yaml.safe_load(schema_path.read_text()), config)
     if error:
-        raise ValueError(f"config: {error}")
+        _refuse(f"config: {error}")
 
 
 _check_schema()
@@ -38,19 +45,60 @@ def _run_settings():
     runs = {}
     for run, settings in config.get("runs", {}).items():
         if settings["dataset"] not in config["datasets"]:
-            raise ValueError(
+            _refuse(
                 f"config: runs.{run}.dataset is {settings['dataset']!r}, "
                 f"which is not a dataset (known: {', '.join(DATASETS)})"
             )
         try:
             runs[run] = RunSettings.from_config(settings, name=run)
         except ValueError as error:
-            raise ValueError(f"config: {error}") from None
+            _refuse(f"config: {error}")
     return runs
 
 
-chesslm_dataset.check_config(config["datasets"])  # filters' cross-key rules, one line
+def _check_datasets():
+    """The filters' cross-key rules (one line naming the key)."""
+    try:
+        chesslm_dataset.check_config(config["datasets"])
+    except ValueError as error:
+        _refuse(str(error))
+
+
+_check_datasets()
 SETTINGS = _run_settings()
+
+
+def _check_legality_requests():
+    """A run's legality_eval_games within its dataset's legality_games, and within what its
+    token cache holds when the cache exists for the same legality_games (one line)."""
+    for run, settings in SETTINGS.items():
+        asked = settings.legality_eval_games
+        bound = config["datasets"][settings.dataset]["legality_games"]
+        if asked is None:
+            continue
+        if asked > bound:
+            _refuse(
+                f"config: runs.{run}.legality_eval_games is {asked}, more than"
+                f" datasets.{settings.dataset}.legality_games ({bound}), the validation games"
+                " the token cache gives legality tables"
+            )
+        path = Path(f"{dataset_dir(settings.dataset)}/token-cache/cache.json")
+        if not path.exists():
+            continue  # the segment checks it when it starts
+        info = json.loads(path.read_text())
+        held = info.get("legality_games", {})
+        if held.get("bound") != bound:
+            continue  # built for another legality_games: it may be rebuilt before the run
+        error = legality_request_error(
+            asked,
+            available=held["games"],
+            validation_games=info["splits"]["validation"]["games"],
+            key=f"runs.{run}.legality_eval_games",
+            cache=path.parent,
+        )
+        if error:
+            _refuse(f"config: {error}")
+
 
 # convert and token_cache use every core Snakemake gives them: a rule's threads above --cores
 # are scaled down to --cores. On a cluster the slurm profile sets their CPUs (set-threads).
@@ -213,11 +261,17 @@ def play_datasets(run):
     names = play_settings(run)["datasets"] or [run_dataset(run)]
     for name in names:
         if name not in config["datasets"]:
-            raise ValueError(
+            _refuse(
                 f"config: runs.{run}.play.datasets names {name!r}, which is not a dataset"
                 f" (known: {', '.join(DATASETS)})"
             )
     return names
+
+
+# at parse time, before any job
+for _run in RUNS:
+    play_datasets(_run)
+_check_legality_requests()
 
 
 def play_device(run):
