@@ -1,8 +1,9 @@
 """Has a run's config or dataset changed since it trained?
 
 Snakemake does not rerun a finished run when its settings change (the profile's rerun
-triggers are ``mtime`` and ``input``, and the dataset enters the chain through ``ancient()``),
-so ``-n`` says "Nothing to be done" and the old results stand. ``run_changes`` compares what
+triggers are ``mtime`` and ``input``, and no segment takes the dataset as an input, only the
+probe does: workflow/rules/train.smk), so ``-n`` says "Nothing to be done" and the old
+results stand. ``run_changes`` compares what
 the run recorded (``results/{run}/train/identity.json``) with the current config, the dataset's
 manifest and its integrity receipt, and names every difference in one line each; the workflow
 prints them when it is parsed and ``summary.md`` opens with them. Standard library only.
