@@ -115,6 +115,7 @@ class SyntheticCache:
         self.train = SyntheticGames(n_train, seed, mean_plies, ctx)
         self.validation = SyntheticGames(n_val, seed + 1, mean_plies, ctx)
         self.fingerprint = f"synthetic-{n_train}-{n_val}-{seed}-{mean_plies}"
+        self.directory = Path(self.fingerprint)  # named in errors, as a TokenCache's folder
         rng = np.random.default_rng(seed + 2)
         self._mask = rng.integers(0, 256, (len(self.validation.tokens), 16), dtype=np.uint8)
         plies = int(((self.validation.lengths - 2) // 3).sum())
