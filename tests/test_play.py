@@ -394,16 +394,21 @@ def _validation_plies(cache_dir):
     return [range((len(val[i]) - 2) // 3) for i in range(len(val))]
 
 
-def test_tables_bootstrap_interval_brackets_the_estimate():
-    rng = np.random.default_rng(0)
-    n_games, per = 40, 30
-    pos = {
+def _random_positions(n_games: int, per: int, *, seed: int) -> dict[str, np.ndarray]:
+    """``per`` positions of each of ``n_games`` games, random ranks and NLLs, 20 legal moves."""
+    rng = np.random.default_rng(seed)
+    return {
         "game": np.repeat(np.arange(n_games), per),
         "ply": np.tile(np.arange(per), n_games).astype(np.int16),
         "rank": rng.integers(0, 5, n_games * per),
         "nll": rng.random(n_games * per).astype(np.float32),
         "n_legal": np.full(n_games * per, 20),
     }
+
+
+def test_tables_bootstrap_interval_brackets_the_estimate():
+    n_games, per = 40, 30
+    pos = _random_positions(n_games, per, seed=0)
     meta = {
         "white_elo": np.full(n_games, 1500), "black_elo": np.full(n_games, 2450),
         "speed": np.full(n_games, 2), "base_seconds": np.full(n_games, 180),
@@ -604,14 +609,7 @@ def test_self_play_reports_games_finished_as_it_goes(net, caplog):
 def _positions_with_a_lone_game(n_rated: int = 12, per: int = 20):
     """``n_rated`` games between 1500 players and one game between 2000 players."""
     n = n_rated + 1
-    rng = np.random.default_rng(3)
-    pos = {
-        "game": np.repeat(np.arange(n), per),
-        "ply": np.tile(np.arange(per), n).astype(np.int16),
-        "rank": rng.integers(0, 5, n * per),
-        "nll": rng.random(n * per).astype(np.float32),
-        "n_legal": np.full(n * per, 20),
-    }
+    pos = _random_positions(n, per, seed=3)
     elo_of = np.array([1500] * n_rated + [2000])
     meta = {
         "white_elo": elo_of, "black_elo": elo_of, "speed": np.full(n, 2),
