@@ -200,9 +200,27 @@ def render(
     run's cap on its segments (``runs.{run}.max_segments``), where known.
     """
     results, identity = rec.results or {}, rec.identity or {}
-    segments, validation, train = tables["segments"], tables["validation"], tables["train_steps"]
     data = tables["data"].iloc[0]
-    changes = list(changes)
+    out = header_section(rec, state, data, list(changes), test_evaluated)
+    out += outcome_section(rec, tables["validation"])
+    out += identity_section(identity)
+    out += time_section(rec, tables["segments"], results, max_segments)
+    out += throughput_section(tables, results)
+    out += memory_section(tables, samples, results)
+    out += data_section(rec, data, identity)
+    out += play_section(rec.run_dir)
+    out += files_section(rec.run_dir, paths)
+    out += ["## Skipped or missing input", ""]
+    notes = list(dict.fromkeys(rec.notes))
+    out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
+    return "\n".join(out) + "\n"
+
+
+def header_section(
+    rec: RunRecords, state: RunState, data: pd.Series, changes: list[str], test_evaluated: bool
+) -> list[str]:
+    """The stale-run warning (first, where there is one), the title, the state, the test
+    split's line."""
     match = data["fingerprints_match"]
     mismatch = match is not None and not pd.isna(match) and not bool(match)
     if mismatch and not any("rebuilt" in c for c in changes):
@@ -226,12 +244,14 @@ def render(
             f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
             f"(from {state.source}). Everything below covers only the records written so far."
         )
-    out += ["", held_out_line(test_evaluated), ""]
+    return out + ["", held_out_line(test_evaluated), ""]
 
+
+def outcome_section(rec: RunRecords, validation: pd.DataFrame) -> list[str]:
     step, nll, source = _best(rec, validation)
     checks = validation[validation["kind"] == "check"]
     initial = validation[validation["kind"] == "initial"]
-    out += ["## Outcome", "", f"- best step {_num(step, '')}, best validation NLL "]
+    out = ["## Outcome", "", f"- best step {_num(step, '')}, best validation NLL "]
     out[-1] += f"{_num(nll, '.4f')} nats/target (from {source})"
     if len(initial):
         out.append(f"- initial validation NLL {_num(initial['validation.nll'].iloc[0], '.4f')}")
@@ -242,8 +262,11 @@ def render(
             f"NLL {_num(last['validation.nll'], '.4f')}, bad checks {_num(last['bad_checks'], '')}"
         )
     out.append("")
+    return out
 
-    out += ["## Identity", ""]
+
+def identity_section(identity: dict[str, Any]) -> list[str]:
+    out = ["## Identity", ""]
     if identity:
         code = identity.get("training_code")
         rows = [[k, _identity_value(v)] for k, v in identity.items() if k != "training_code"]
@@ -255,8 +278,13 @@ def render(
             out += _md_table(["file", "sha256"], [[f"`{k}`", f"`{v}`"] for k, v in code.items()])
     else:
         out += ["identity.json was not found.", ""]
+    return out
 
-    out += ["## Time", ""]
+
+def time_section(
+    rec: RunRecords, segments: pd.DataFrame, results: dict[str, Any], max_segments: int | None
+) -> list[str]:
+    out = ["## Time", ""]
     if len(segments):
         seconds = pd.to_numeric(segments["seconds"], errors="coerce")
         span = (
@@ -289,8 +317,12 @@ def render(
     for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
         if results.get(key) is not None:
             out += [f"- results.json {key}: {_num(results[key], '.1f')} s", ""]
+    return out
 
-    out += ["## Throughput", ""]
+
+def throughput_section(tables: dict[str, pd.DataFrame], results: dict[str, Any]) -> list[str]:
+    segments, train = tables["segments"], tables["train_steps"]
+    out = ["## Throughput", ""]
     if len(train):
         out.append(
             f"- training records ({len(train)}): median "
@@ -312,8 +344,13 @@ def render(
             f"{_num(row['useful_targets_per_second'], ',.0f')} useful targets/s"
         )
     out.append("")
+    return out
 
-    out += ["## Memory", ""]
+
+def memory_section(
+    tables: dict[str, pd.DataFrame], samples: pd.DataFrame, results: dict[str, Any]
+) -> list[str]:
+    out = ["## Memory", ""]
     for entry in results.get("memory") or []:
         if isinstance(entry, dict):
             # a CPU run has no allocator peaks: say what was measured, not "n/a GiB"
@@ -348,8 +385,11 @@ def render(
             "empty): the GPU table is empty and the GPU figure says so."
         )
     out.append("")
+    return out
 
-    out += ["## Data", ""]
+
+def data_section(rec: RunRecords, data: pd.Series, identity: dict[str, Any]) -> list[str]:
+    out = ["## Data", ""]
     out.append(f"- dataset fingerprint (identity.json): `{_num(data['dataset_fingerprint'])}`")
     if rec.receipt is not None:
         out.append(
@@ -373,14 +413,7 @@ def render(
         out.append("- integrity receipt: not found")
     counts = ", ".join(f"{k} {_num(data[k], '')}" for k in ("train_games", "validation_games"))
     out += [f"- {counts}, train targets {_num(data['train_targets'], '')}", ""]
-
-    out += play_section(rec.run_dir)
-
-    out += files_section(rec.run_dir, paths)
-    out += ["## Skipped or missing input", ""]
-    notes = list(dict.fromkeys(rec.notes))
-    out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
-    return "\n".join(out) + "\n"
+    return out
 
 
 # --- summary.html: the Markdown above as an HTML fragment, for the report's first page -------
