@@ -125,38 +125,3 @@ def test_a_worker_whose_torchrun_is_gone_already_exits_at_once() -> None:
     env.pop("TORCHELASTIC_RUN_ID")  # not under torchrun: nothing changes
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert plain.returncode == 0 and "still here" in plain.stdout
-
-
-def test_a_trainer_exits_when_the_snakemake_it_watches_is_gone(tmp_path: Path) -> None:
-    """launch.watch_snakemake: gone before it starts (exit at once), gone while it runs (exit
-    within moments, writing nothing after), and not watching without the variable."""
-    code = (
-        "import sys, time; from chesslm.train import launch; launch.watch_snakemake();"
-        " print('watching', flush=True); time.sleep(float(sys.argv[1])); print('still here')"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    parent = subprocess.Popen(["sleep", "30"])
-    trainer = subprocess.Popen(
-        [sys.executable, "-c", code, "30"],
-        env={**env, launch.WATCH_ENV: str(parent.pid)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert trainer.stdout.readline() == "watching\n"
-    parent.kill()
-    parent.wait()
-    out, err = trainer.communicate(timeout=10)
-    assert trainer.returncode == 1 and "still here" not in out
-    assert f"snakemake (pid {parent.pid}) is gone" in err
-    gone = subprocess.run(
-        [sys.executable, "-c", code, "0"],
-        env={**env, launch.WATCH_ENV: str(parent.pid)},
-        capture_output=True,
-        text=True,
-    )
-    assert gone.returncode == 1 and "watching" not in gone.stdout
-    plain = subprocess.run(
-        [sys.executable, "-c", code, "0"], env=env, capture_output=True, text=True
-    )
-    assert plain.returncode == 0 and "still here" in plain.stdout

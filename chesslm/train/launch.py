@@ -23,10 +23,8 @@ import ctypes
 import logging
 import math
 import os
-import select
 import signal
 import sys
-import threading
 
 from chesslm.train.settings import RunSettings
 
@@ -36,7 +34,8 @@ SEGMENT_OVERHEAD_S = 180
 DEADLINE_MARGIN_S = 60
 C10D_PORT = 29500
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# the pid of the snakemake whose job started this trainer (the rules set it: common.smk LOGGED)
+# the pid of the snakemake whose job this is: the rules set it, and logged.sh stops the
+# trainer when that snakemake is gone (common.smk LOGGED)
 WATCH_ENV = "CHESSLM_WATCH_PID"
 
 
@@ -138,52 +137,6 @@ def _is_torchrun(pid: int) -> bool:
     return any(
         w in (b"torch.distributed.run", b"torchrun") or w.endswith(b"/torchrun") for w in words
     )
-
-
-def watch_snakemake() -> None:
-    """This process exits at once (writing nothing more) when the snakemake that started its
-    job is gone, e.g. killed alone with SIGKILL: its job's shell, torchrun and the workers are
-    not its process group's, so nothing else would stop them, and a trainer left running
-    would hold the run's lock and write ``last.pt`` beside a rerun. Without ``WATCH_ENV``
-    (a trainer started by hand) nothing is watched."""
-    pid = int(os.environ.get(WATCH_ENV) or 0)
-    if pid <= 0 or not sys.platform.startswith("linux"):
-        return
-    try:
-        handle = os.pidfd_open(pid)
-    except ProcessLookupError:
-        _snakemake_gone(pid)
-    # a pid reused since: the process there now started after this one
-    if _start_ticks(pid) > _start_ticks(os.getpid()):
-        _snakemake_gone(pid)
-    threading.Thread(target=_exit_when_gone, args=(handle, pid), daemon=True).start()
-
-
-def _exit_when_gone(handle: int, pid: int) -> None:
-    poller = select.poll()
-    poller.register(handle, select.POLLIN)  # readable once the process has exited
-    while not poller.poll():
-        pass
-    _snakemake_gone(pid)
-
-
-def _snakemake_gone(pid: int) -> None:
-    print(
-        f"chesslm.train.segment: snakemake (pid {pid}) is gone: this trainer stops now and"
-        " writes nothing more; run the same snakemake command again to continue",
-        file=sys.stderr,
-        flush=True,
-    )
-    os._exit(1)
-
-
-def _start_ticks(pid: int) -> int:
-    """A process's start time (clock ticks after boot; /proc/PID/stat field 22); 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 # CHESSLM_EXIT_TEARDOWN=1 keeps the interpreter's own teardown (benchmarks/exit_stress.py)

@@ -27,7 +27,6 @@ from chesslm.train import launch
 
 if __name__ == "__main__":  # before the slow imports below (torch: seconds on a busy host)
     launch.bind_to_launcher()  # a worker must not outlive torchrun (chesslm.train.launch)
-    launch.watch_snakemake()  # nor the snakemake whose job it is
 
 import argparse
 import dataclasses
