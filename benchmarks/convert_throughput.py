@@ -3,7 +3,7 @@
 All three read the same uncompressed PGN file in the same run (ratios are what to compare;
 these machines are noisy):
 
-* chesslm: ``dataset.convert`` end to end (read, validate, tokenise, split, write shards),
+* chesslm: ``convert.convert`` end to end (read, validate, tokenise, split, write shards),
   with 1 worker and with every core;
 * python-chess: ``chess.pgn.read_game`` over the file (parse and validate only);
 * pgn-extract (Debian package, C): ``pgn-extract -s -Wuci`` (parse, validate, write UCI).
@@ -62,10 +62,10 @@ def make_input(directory: Path, copies: int) -> tuple[Path, int]:
 _ONE_RUN = """
 import json, resource, sys, time
 from pathlib import Path
-from chesslm.data import dataset
+from chesslm.data import convert
 start = time.perf_counter()
 stats = {}
-manifest = dataset.convert([Path(sys.argv[1])], Path(sys.argv[2]), dataset.Settings(),
+manifest = convert.convert([Path(sys.argv[1])], Path(sys.argv[2]), convert.Settings(),
                            workers=int(sys.argv[3]), stats=stats)
 elapsed = time.perf_counter() - start
 kb = 1024  # ru_maxrss is in KiB on Linux

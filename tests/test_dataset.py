@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm.data import dataset, filters, gamearrays, pgn, split, tokens
+from chesslm.data import convert, filters, gamearrays, pgn, split, tokens, workers
 from chesslm.data.pgn import PgnFileError
 from tests import metadata_oracle
 from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
 
-SETTINGS = dataset.Settings()
-SAMPLE_FILTERS = dataset.Settings(
+SETTINGS = convert.Settings()
+SAMPLE_FILTERS = convert.Settings(
     filters=filters.Filters(
         speeds=("blitz", "rapid", "classical"),
         rated=True,
@@ -82,7 +82,7 @@ def game(site: str, moves: str, extra: str = "") -> str:
 
 def test_sample_agrees_with_python_chess_on_every_game(tmp_path):
     sample_games = all_sample_games()
-    manifest = dataset.convert([SAMPLE], tmp_path / "ds", SETTINGS, workers=2)
+    manifest = convert.convert([SAMPLE], tmp_path / "ds", SETTINGS, workers=2)
     converted = load_dataset(tmp_path / "ds")
     assert sum(manifest["games"].values()) == len(converted) == 4754
     assert set(manifest["skipped"].values()) == {0}
@@ -97,7 +97,7 @@ def test_sample_agrees_with_python_chess_on_every_game(tmp_path):
     for gid, want in metas.items():
         assert columns[gid] == {k: v for k, v in want.items() if k != "speed_name"}, gid
     # the Lichess filters on the same games, against the same oracle
-    filtered = dataset.convert([SAMPLE], tmp_path / "f", SAMPLE_FILTERS, workers=2)
+    filtered = convert.convert([SAMPLE], tmp_path / "f", SAMPLE_FILTERS, workers=2)
     verdicts = {
         gid: metadata_oracle.reason(m, SAMPLE_FILTERS.filters.as_dict()) for gid, m in metas.items()
     }
@@ -113,12 +113,12 @@ def test_split_depends_only_on_the_id(tmp_path):
     a = "\n\n[Event ".join(parts[:150]) + "\n"
     b = "[Event " + "\n\n[Event ".join(parts[150:])
     whole = load_dataset(
-        (dataset.convert([write(tmp_path, text)], tmp_path / "one", SETTINGS), tmp_path / "one")[1]
+        (convert.convert([write(tmp_path, text)], tmp_path / "one", SETTINGS), tmp_path / "one")[1]
     )
-    dataset.convert(
+    convert.convert(
         [write(tmp_path, b, "b.pgn.zst"), write(tmp_path, a, "a.pgn")],
         tmp_path / "two",
-        dataset.Settings(shard_games=37),
+        convert.Settings(shard_games=37),
         workers=2,
     )
     swapped = load_dataset(tmp_path / "two")
@@ -143,7 +143,7 @@ def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
         + annotated
     )
     path = write(tmp_path, text)
-    manifest = dataset.convert([path], tmp_path / "ds", dataset.Settings(context=32))
+    manifest = convert.convert([path], tmp_path / "ds", convert.Settings(context=32))
     games = load_dataset(tmp_path / "ds")
     assert set(games) == {"aaaaaaa1", "aaaaaaa7"}
     assert manifest["skipped"] == {
@@ -166,14 +166,14 @@ def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
 def test_crlf_bom_and_latin1_headers_give_the_same_games(tmp_path):
     text = first_games_pgn(50)
     plain = load_dataset(
-        (dataset.convert([write(tmp_path, text)], tmp_path / "a", SETTINGS), tmp_path / "a")[1]
+        (convert.convert([write(tmp_path, text)], tmp_path / "a", SETTINGS), tmp_path / "a")[1]
     )
     odd = ("\ufeff" + text.replace("\n", "\r\n")).encode("utf-8")
     odd = odd.replace(b'[Event "Rated', b'[Event "R\xe9ted')  # latin-1 byte in a header
-    dataset.convert(
+    convert.convert(
         [write(tmp_path, odd, "odd.pgn.zst")],
         tmp_path / "b",
-        dataset.Settings(),
+        convert.Settings(),
     )
     assert load_dataset(tmp_path / "b") == plain
     assert len(plain) == 50
@@ -181,13 +181,13 @@ def test_crlf_bom_and_latin1_headers_give_the_same_games(tmp_path):
 
 def test_games_without_a_lichess_id_get_a_content_id(tmp_path):
     text = '[Event "casual"]\n\n1. e4 e5 *\n\n[Event "casual"]\n\n1. d4 d5 *\n'
-    dataset.convert([write(tmp_path, text)], tmp_path / "ds", SETTINGS)
+    convert.convert([write(tmp_path, text)], tmp_path / "ds", SETTINGS)
     ids = set(load_dataset(tmp_path / "ds"))
     assert len(ids) == 2 and all(i.startswith("c") for i in ids)
 
 
 def test_a_single_game_converts_and_records_empty_splits(tmp_path):
-    manifest = dataset.convert(
+    manifest = convert.convert(
         [write(tmp_path, game("abcdefgh", "1. e4 e5"))], tmp_path / "ds", SETTINGS
     )
     assert sum(manifest["games"].values()) == 1
@@ -208,8 +208,8 @@ def test_unreadable_input_stops_with_one_line_naming_the_file(tmp_path, name, co
     if content is not None:
         path.write_bytes(content)
     out = tmp_path / "ds"
-    with pytest.raises((dataset.ConvertError, PgnFileError)) as error:
-        dataset.convert([path], out, SETTINGS)
+    with pytest.raises((convert.ConvertError, PgnFileError)) as error:
+        convert.convert([path], out, SETTINGS)
     text = str(error.value)
     assert message in text and str(path) in text and "\n" not in text
     assert not (out / "manifest.json").exists()
@@ -222,23 +222,23 @@ def test_truncated_zstd_is_refused_and_leaves_nothing(tmp_path):
     path.write_bytes(whole[: len(whole) // 2])
     out = tmp_path / "ds"
     with pytest.raises(PgnFileError, match="truncated") as error:
-        dataset.convert([path], out, SETTINGS, workers=2)
+        convert.convert([path], out, SETTINGS, workers=2)
     assert str(path) in str(error.value)
     assert sorted(p.name for p in out.iterdir()) == []
 
 
 def test_a_failed_reconversion_keeps_the_previous_dataset(tmp_path):
     out = tmp_path / "ds"
-    good = dataset.convert([write(tmp_path, first_games_pgn(20))], out, SETTINGS)
+    good = convert.convert([write(tmp_path, first_games_pgn(20))], out, SETTINGS)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    with pytest.raises(dataset.ConvertError):
-        dataset.convert([write(tmp_path, b"", "empty.pgn")], out, SETTINGS)
+    with pytest.raises(convert.ConvertError):
+        convert.convert([write(tmp_path, b"", "empty.pgn")], out, SETTINGS)
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert before == after and json.loads((out / "manifest.json").read_text()) == good
 
 
 def test_shards_are_plain_npy_without_pickle(tmp_path):
-    dataset.convert([write(tmp_path, first_games_pgn(30))], tmp_path / "ds", SETTINGS)
+    convert.convert([write(tmp_path, first_games_pgn(30))], tmp_path / "ds", SETTINGS)
     for path in (tmp_path / "ds").rglob("*.npy"):
         array = np.load(path, allow_pickle=False)
         assert array.dtype != object
@@ -260,9 +260,9 @@ def test_many_workers_with_small_chunks_give_the_one_worker_dataset(tmp_path, mo
     """Shared buffers smaller than many games (so the spill path runs), several inputs, more
     chunks than buffers: the same files as one worker with the default chunks."""
     inputs = [write(tmp_path, first_games_pgn(60), "a.pgn"), SAMPLE]
-    one = dataset.convert(inputs, tmp_path / "one", SETTINGS)
-    monkeypatch.setattr(dataset, "CHUNK_BYTES", 700)
-    many = dataset.convert(inputs, tmp_path / "many", SETTINGS, workers=3)
+    one = convert.convert(inputs, tmp_path / "one", SETTINGS)
+    monkeypatch.setattr(workers, "CHUNK_BYTES", 700)
+    many = convert.convert(inputs, tmp_path / "many", SETTINGS, workers=3)
     assert many["files"] == one["files"] and many["skipped"] == one["skipped"]
     digests = [hashlib.sha256(p.read_bytes()).hexdigest() for p in inputs]
     assert [i["sha256"] for i in many["inputs"]] == digests  # hashed as read, buffers reused

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chesslm.data import dataset
+from chesslm.data import convert
 from chesslm.train.segment import ERROR_PREFIX
 
 from .conftest import ROOT, run_segment
@@ -149,7 +149,7 @@ def test_a_full_disk_during_convert_names_the_file_and_leaves_nothing(
     the error names the file in one line, and nothing that looks complete is left."""
     out = small_disk / "ds"
     with pytest.raises(OSError) as error:
-        dataset.convert([SAMPLE, SAMPLE], out, dataset.Settings(), workers=workers)
+        convert.convert([SAMPLE, SAMPLE], out, convert.Settings(), workers=workers)
     text = str(error.value)
     assert text.startswith(f"{out}/.convert.tmp/") and "\n" not in text, text
     assert "No space left on device" in text, text

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 
 from chesslm import files
-from chesslm.data import cache, dataset, gamearrays, integrity, tokens
+from chesslm.data import cache, convert, gamearrays, integrity, tokens
 from tests.helpers import first_games_pgn
 
 
-def convert_and_verify(tmp_path: Path, games: int, settings: dataset.Settings) -> tuple[Path, Path]:
+def convert_and_verify(tmp_path: Path, games: int, settings: convert.Settings) -> tuple[Path, Path]:
     """A dataset of the sample's first games and its receipt: (dataset dir, receipt path)."""
     pgn = tmp_path / "in.pgn"
     pgn.write_text(first_games_pgn(games))
     ds = tmp_path / "ds"
-    dataset.convert([pgn], ds, settings)
+    convert.convert([pgn], ds, settings)
     receipt = ds / "integrity-receipt.json"
     files.write_json_atomic(receipt, integrity.verify_dataset(ds))
     return ds, receipt
@@ -26,7 +26,7 @@ def convert_and_verify(tmp_path: Path, games: int, settings: dataset.Settings) -
 
 @pytest.fixture
 def verified(tmp_path) -> tuple[Path, Path]:
-    return convert_and_verify(tmp_path, 200, dataset.Settings(validation=0.1, test=0.1))
+    return convert_and_verify(tmp_path, 200, convert.Settings(validation=0.1, test=0.1))
 
 
 def flip_byte(path: Path, offset: int = -1) -> None:
@@ -134,7 +134,7 @@ def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path, bound)
 
 
 def test_token_cache_refuses_an_empty_validation_split(tmp_path):
-    ds, receipt = convert_and_verify(tmp_path, 5, dataset.Settings(validation=0.0, test=0.0))
+    ds, receipt = convert_and_verify(tmp_path, 5, convert.Settings(validation=0.0, test=0.0))
     with pytest.raises(ValueError, match="validation split is empty"):
         cache.build_from_dataset(ds, receipt, tmp_path / "cache")
 

@@ -19,7 +19,7 @@ import yaml
 import zstandard
 
 from chesslm import files
-from chesslm.data import dataset, filters, integrity, metadata
+from chesslm.data import convert, filters, integrity, metadata, parsing, shards
 from tests import metadata_oracle
 from tests.helpers import ROOT
 
@@ -123,7 +123,7 @@ def test_generated_month_has_every_kind_of_game(month):
 
 def test_columns_match_python_chess(month, tmp_path):
     paths, games = month
-    dataset.convert(paths, tmp_path / "ds", dataset.Settings(), workers=2)
+    convert.convert(paths, tmp_path / "ds", convert.Settings(), workers=2)
     got = metadata_oracle.converted(tmp_path / "ds")
     assert len(got) == len(games)
     for game in games:
@@ -140,8 +140,8 @@ def test_columns_match_python_chess(month, tmp_path):
 
 def test_filter_counts_match_python_chess(month, tmp_path):
     paths, games = month
-    settings = dataset.Settings(filters=filters.Filters.from_config(FILTERS))
-    manifest = dataset.convert(paths, tmp_path / "ds", settings, workers=2)
+    settings = convert.Settings(filters=filters.Filters.from_config(FILTERS))
+    manifest = convert.convert(paths, tmp_path / "ds", settings, workers=2)
     verdicts = {_id(g): metadata_oracle.reason(metadata_oracle.expected(g), FILTERS) for g in games}
     counts = Counter(verdicts.values())
     assert {r: manifest["skipped"][r] for r in filters.REASONS} == {
@@ -156,12 +156,12 @@ def test_filter_counts_match_python_chess(month, tmp_path):
 
 def test_defaults_keep_every_game_and_filters_come_before_duplicates(month, tmp_path):
     paths, games = month
-    twice = dataset.convert(paths + paths[:1], tmp_path / "ds", dataset.Settings())
+    twice = convert.convert(paths + paths[:1], tmp_path / "ds", convert.Settings())
     assert sum(twice["games"].values()) == len(games)
     assert twice["skipped"]["duplicate_id"] == 1200
     assert {r: twice["skipped"][r] for r in filters.REASONS} == dict.fromkeys(filters.REASONS, 0)
-    settings = dataset.Settings(filters=filters.Filters(rated=True))
-    rated = dataset.convert(paths + paths[:1], tmp_path / "rated", settings)
+    settings = convert.Settings(filters=filters.Filters(rated=True))
+    rated = convert.convert(paths + paths[:1], tmp_path / "rated", settings)
     # a repeated game that fails a filter is counted under the filter, never as a duplicate
     unrated = [metadata_oracle.expected(g)["rated"] != 1 for g in games]
     assert rated["skipped"]["unrated"] == 2 * sum(unrated[:1200]) + sum(unrated[1200:])
@@ -182,7 +182,7 @@ def test_defaults_keep_every_game_and_filters_come_before_duplicates(month, tmp_
 )
 def test_bad_filter_settings_name_the_key(setting, message):
     with pytest.raises(filters.FilterError) as error:
-        dataset.check_config({"june": {"pgn": ["x.pgn"], "filters": setting}})
+        convert.check_config({"june": {"pgn": ["x.pgn"], "filters": setting}})
     assert str(error.value).startswith("config: datasets.june.")
     assert message in str(error.value)
 
@@ -205,10 +205,10 @@ def test_the_schema_refuses_filters_out_of_range(setting, where):
 
 def test_duplicate_keys_need_no_object_per_game(tmp_path):
     ids = np.array([b"abcdefgh", b"abcdefgi", b"cdeadbeefdeadbeef0", b"abcdefgh"], dtype="S24")
-    keys = dataset.id_keys(ids)
+    keys = parsing.id_keys(ids)
     assert keys[0] == keys[3] and len(set(keys[:3].tolist())) == 3
     assert keys[2] >= 1 << 63 > keys[0]  # content ids never meet Lichess ids
-    duplicates = dataset.Duplicates(tmp_path / "dup")
+    duplicates = shards.Duplicates(tmp_path / "dup")
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, 5000, 700).astype(np.uint64) for _ in range(20)]
     batches[3][:2] = [1 << 63, (1 << 63) + 1]  # content-id keys too
@@ -223,9 +223,9 @@ def test_duplicate_keys_need_no_object_per_game(tmp_path):
 
 def test_duplicates_across_shards_are_dropped_after_the_first(month, tmp_path):
     paths, games = month
-    settings = dataset.Settings(shard_games=150)
-    once = dataset.convert(paths, tmp_path / "one", settings, workers=2)
-    twice = dataset.convert(paths[::-1] + paths, tmp_path / "two", settings, workers=2)
+    settings = convert.Settings(shard_games=150)
+    once = convert.convert(paths, tmp_path / "one", settings, workers=2)
+    twice = convert.convert(paths[::-1] + paths, tmp_path / "two", settings, workers=2)
     assert twice["skipped"]["duplicate_id"] == len(games)
     assert twice["games"] == once["games"] and twice["tokens"] == once["tokens"]
     assert metadata_oracle.converted(tmp_path / "two") == metadata_oracle.converted(
@@ -238,11 +238,11 @@ def test_duplicates_across_shards_are_dropped_after_the_first(month, tmp_path):
 DISK_FULL = """
 import resource, signal, sys
 from pathlib import Path
-from chesslm.data import dataset, gamearrays
+from chesslm.data import convert, gamearrays
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
 try:
-    dataset.convert([Path(sys.argv[1])], Path(sys.argv[2]), dataset.Settings(shard_games=100_000))
+    convert.convert([Path(sys.argv[1])], Path(sys.argv[2]), convert.Settings(shard_games=100_000))
 except gamearrays.WriteError as error:
     print("ERROR", error)
 """
@@ -263,7 +263,7 @@ def test_a_full_disk_during_convert_names_the_file_and_leaves_nothing(month, tmp
 
 
 def test_manifest_lists_and_hashes_the_test_splits_metadata(month, tmp_path):
-    manifest = dataset.convert(month[0], tmp_path / "ds", dataset.Settings())
+    manifest = convert.convert(month[0], tmp_path / "ds", convert.Settings())
     names = set(manifest["files"])
     for prefix in manifest["shards"]["test"]:
         assert set(metadata.file_names(prefix)) <= names
@@ -286,7 +286,7 @@ except gamearrays.WriteError as error:
 
 def test_a_full_disk_during_token_cache_names_the_file_and_leaves_nothing(month, tmp_path):
     ds = tmp_path / "ds"
-    dataset.convert(month[0], ds, dataset.Settings())
+    convert.convert(month[0], ds, convert.Settings())
     files.write_json_atomic(ds / "receipt.json", integrity.verify_dataset(ds))
     out = tmp_path / "token-cache"
     result = subprocess.run(

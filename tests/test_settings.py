@@ -80,10 +80,10 @@ def test_from_config_names_the_run_and_identity_is_the_marked_fields() -> None:
 
 
 def test_dataset_settings_defaults_are_the_schemas() -> None:
-    """chesslm.data.dataset.Settings, as the manifest records it, against `datasets` entries."""
+    """chesslm.data.convert.Settings, as the manifest records it, against `datasets` entries."""
     import yaml
 
-    from chesslm.data.dataset import Settings
+    from chesslm.data.convert import Settings
 
     schema = yaml.safe_load(settings.SCHEMA.read_text())["properties"]["datasets"]
     entry = schema["additionalProperties"]["properties"]

@@ -2,7 +2,9 @@
 
 ``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``filters`` the Lichess filters,
 ``metadata`` the per-game columns (ratings, time control, clocks), ``split``
-train/validation/test assignment, ``dataset`` conversion into shards and a manifest,
+train/validation/test assignment; conversion into shards and a manifest by stage: ``convert``
+(settings, the entry point), ``workers`` (reader and worker processes), ``parsing`` (a chunk's
+games), ``shards`` (shard files, duplicates);
 ``integrity`` the fingerprint and the receipt, ``gamearrays`` the on-disk array format,
 ``cache`` the token cache.
 """

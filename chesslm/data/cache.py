@@ -171,8 +171,12 @@ def _build_into(
         n_games = sum(len(p) for p in parts)
         if n_games == 0:
             raise ValueError(f"the {split} split is empty: a token cache needs {split} games")
-        gamearrays.save_concat(tmp / split, parts)
-        metadata.save_concat(tmp / split, prefixes, [p.offsets for p in parts])
+        stores = [
+            games.stored() | metadata.stored(prefix, games.offsets)
+            for prefix, games in zip(prefixes, parts, strict=True)
+        ]
+        gamearrays.save_concat(tmp / split, stores, metadata.STORE)
+        del stores
         counts[split] = {"games": n_games, "tokens": sum(len(p.tokens) for p in parts)}
         del parts
     subset = legality_subset(counts["validation"]["games"], legality_games)

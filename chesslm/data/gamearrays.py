@@ -9,7 +9,8 @@ without pickle, and memory-mappable.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,8 +18,9 @@ import numpy as np
 
 from chesslm.files import DiskFullError, write_atomic
 
-PARTS = ("tokens", "offsets", "ids")
 ID_DTYPE = "S24"
+DTYPES: dict[str, Any] = {"tokens": np.uint8, "offsets": np.int64, "ids": ID_DTYPE}
+PARTS = tuple(DTYPES)
 
 
 def part_path(prefix: Path, part: str) -> Path:
@@ -142,23 +144,35 @@ class NpyAppender:
             raise WriteError(f"{self.path}: cannot write ({error.strerror or error})") from None
 
 
-def save_concat(prefix: Path, parts: Sequence[Games]) -> None:
-    """The games of several stores written under ``prefix``, streamed (shards into a cache)."""
-    n_games = sum(len(p) for p in parts)
-    n_tokens = sum(len(p.tokens) for p in parts)
+def save_concat(
+    prefix: Path, parts: Sequence[Mapping[str, np.ndarray]], dtypes: Mapping[str, Any] = DTYPES
+) -> None:
+    """The games of several parts written under ``prefix`` in order, each file streamed: one
+    part's array in memory at once (shards into a cache; a shard rewritten without duplicates).
 
-    def offsets() -> Iterable[np.ndarray]:
-        base = 0
-        yield np.zeros(1, np.int64)
-        for part in parts:
-            yield np.asarray(part.offsets[1:], dtype=np.int64) + base
-            base += len(part.tokens)
+    One file ``PREFIX.NAME.npy`` per name of ``dtypes``: the parts' ``NAME`` arrays back to back
+    (metadata columns are more names: ``metadata.STORE``); ``offsets`` rebased, each part's
+    games starting where the previous part's ``tokens`` end.
+    """
+    for name, dtype in dtypes.items():
+        if name == "offsets":
+            count = 1 + sum(len(p["offsets"]) - 1 for p in parts)
+        else:
+            count = sum(len(p[name]) for p in parts)
+        pieces = functools.partial(_pieces, parts, name)
+        save_npy_stream(part_path(prefix, name), dtype, (count,), pieces)
 
-    save_npy_stream(
-        part_path(prefix, "tokens"), np.uint8, (n_tokens,), lambda: (p.tokens for p in parts)
-    )
-    save_npy_stream(part_path(prefix, "offsets"), np.int64, (n_games + 1,), offsets)
-    save_npy_stream(part_path(prefix, "ids"), ID_DTYPE, (n_games,), lambda: (p.ids for p in parts))
+
+def _pieces(parts: Sequence[Mapping[str, np.ndarray]], name: str) -> Iterator[np.ndarray]:
+    """One file's content as one piece per part."""
+    if name != "offsets":
+        yield from (part[name] for part in parts)
+        return
+    base = 0
+    yield np.zeros(1, np.int64)
+    for part in parts:
+        yield np.asarray(part["offsets"][1:], dtype=np.int64) + base
+        base += len(part["tokens"])
 
 
 def save(prefix: Path, arrays: dict[str, np.ndarray]) -> list[Path]:
@@ -195,6 +209,10 @@ class Games:
 
     def __getitem__(self, index: int) -> np.ndarray:
         return self.tokens[self.offsets[index] : self.offsets[index + 1]]
+
+    def stored(self) -> dict[str, np.ndarray]:
+        """The arrays by part name (what ``save_concat`` takes)."""
+        return {"tokens": self.tokens, "offsets": self.offsets, "ids": self.ids}
 
     @property
     def lengths(self) -> np.ndarray:

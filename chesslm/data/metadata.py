@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from chesslm.data.gamearrays import save_npy, save_npy_stream
+from chesslm.data import gamearrays
+from chesslm.data.gamearrays import save_npy
 
 SPEEDS = ("ultrabullet", "bullet", "blitz", "rapid", "classical", "correspondence")
 # upper bounds (exclusive) of the estimated duration in seconds, per timed speed class
@@ -72,8 +73,19 @@ def parse_time_control(text: str | None) -> tuple[int, int] | None:
     return int(base), int(inc)
 
 
+def part_name(column: str) -> str:
+    """A column's file part in a store (``PREFIX.meta.COLUMN.npy``: gamearrays.part_path)."""
+    return f"meta.{column}"
+
+
 def column_path(prefix: Path, column: str) -> Path:
-    return prefix.with_name(f"{prefix.name}.meta.{column}.npy")
+    return gamearrays.part_path(prefix, part_name(column))
+
+
+# every file of a store with its metadata: part name -> dtype (gamearrays.save_concat)
+STORE: dict[str, object] = gamearrays.DTYPES | {
+    part_name(name): column.dtype for name, column in COLUMNS.items()
+}
 
 
 def ply_offsets(token_offsets: np.ndarray) -> np.ndarray:
@@ -206,27 +218,28 @@ def save(prefix: Path, columns: dict[str, np.ndarray]) -> list[Path]:
     return paths
 
 
-def save_concat(prefix: Path, sources: list[Path], token_offsets: list[np.ndarray]) -> None:
-    """The columns of several stores (``sources`` prefixes, in order) under ``prefix``, streamed.
+def stored_names(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns keyed by their part names in a store (``STORE``)."""
+    return {part_name(name): columns[name] for name in COLUMNS}
 
-    A store written without metadata (games built in memory, e.g. by tests) contributes its
-    games with every column at its sentinel; a dataset's shards always have theirs (the
-    integrity receipt covers them).
+
+def stored(prefix: Path, token_offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns of one store (memory-mapped) keyed by part name, for ``STORE`` writes.
+
+    A store written without metadata (games built in memory, e.g. by tests) gives its games
+    every column at its sentinel (a broadcast view: no memory until written); a dataset's
+    shards always have theirs (the integrity receipt covers them).
     """
-    plies = [ply_offsets(o)[-1] for o in token_offsets]
-    games = [len(o) - 1 for o in token_offsets]
+    sizes = {True: int(ply_offsets(token_offsets)[-1]), False: len(token_offsets) - 1}
+    out = {}
     for name, column in COLUMNS.items():
-        sizes = plies if column.per_ply else games
-
-        def parts(name: str = name, column: Column = column, sizes: list = sizes):
-            for source, size in zip(sources, sizes, strict=True):
-                path = column_path(source, name)
-                if path.exists():
-                    yield np.load(path, mmap_mode="r")
-                else:
-                    yield np.full(int(size), column.missing, dtype=column.dtype)
-
-        save_npy_stream(column_path(prefix, name), column.dtype, (int(sum(sizes)),), parts)
+        path = column_path(prefix, name)
+        if path.exists():
+            out[part_name(name)] = np.load(path, mmap_mode="r")
+        else:
+            missing = np.array(column.missing, dtype=column.dtype)
+            out[part_name(name)] = np.broadcast_to(missing, (sizes[column.per_ply],))
+    return out
 
 
 def file_names(prefix: str) -> list[str]:

@@ -67,7 +67,7 @@ def run_changes(
 
     ``settings``: the run's keys and values (``dataclasses.asdict(RunSettings)``);
     ``dataset_settings``: the dataset's settings as the manifest records them
-    (``chesslm.data.dataset.Settings.as_dict()``).
+    (``chesslm.data.convert.Settings.as_dict()``).
     Empty when the run has not recorded its identity yet (it has not trained).
     """
     identity = _read(Path(run_dir) / "train" / "identity.json")

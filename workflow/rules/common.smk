@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
-from chesslm.data import dataset as chesslm_dataset
+from chesslm.data import convert as chesslm_convert
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.train import launch
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
@@ -59,7 +59,7 @@ def _run_settings():
 def _check_datasets():
     """The filters' cross-key rules (one line naming the key)."""
     try:
-        chesslm_dataset.check_config(config["datasets"])
+        chesslm_convert.check_config(config["datasets"])
     except ValueError as error:
         _refuse(str(error))
 
@@ -119,7 +119,7 @@ wildcard_constraints:
 
 def get_dataset_settings(wildcards):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    return chesslm_dataset.Settings.from_config(config["datasets"][wildcards.dataset])
+    return chesslm_convert.Settings.from_config(config["datasets"][wildcards.dataset])
 
 
 def get_legality_games(wildcards):

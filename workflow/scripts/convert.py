@@ -3,10 +3,10 @@
 from pathlib import Path
 
 from chesslm import logs
-from chesslm.data import dataset
+from chesslm.data import convert
 
 with logs.step("convert", snakemake.log[0]) as log:  # noqa: F821
-    manifest = dataset.convert(
+    manifest = convert.convert(
         [Path(p) for p in snakemake.input.pgn],  # noqa: F821
         Path(snakemake.output.manifest).parent,  # noqa: F821
         snakemake.params.settings,  # noqa: F821

@@ -1,0 +1,239 @@
+"""Conversion of PGN files into a dataset: token shards per split plus ``manifest.json``.
+
+Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy``, the metadata columns
+``NNNNN.meta.COLUMN.npy`` beside them (chesslm.data.metadata), and ``manifest.json``.
+
+Stages of one conversion, a module each: reader and worker processes cut the inputs into
+chunks and parse them (chesslm.data.workers, chesslm.data.parsing); the main process keeps
+input order and appends each chunk's games to its split's open shard files, then drops later
+copies of a game found by id (chesslm.data.shards). The manifest is written last; shards are
+assembled in a temporary directory first, so a dataset directory with a manifest is complete.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chesslm.data import filters, split, tokens
+from chesslm.data.filters import Filters
+from chesslm.data.integrity import fingerprint
+from chesslm.data.shards import Duplicates, ShardWriter
+from chesslm.data.workers import ConvertError, chunk_results
+from chesslm.files import sha256_file, write_json_atomic
+
+LOGGER = logging.getLogger(__name__)
+
+CONVERTER_VERSION = "chesslm-convert-v2"
+FORMAT = "chesslm-dataset-v1"
+SKIP_REASONS = (
+    "variant",
+    "custom_start",
+    "illegal_move",
+    "no_moves",
+    "too_short",
+    "too_long",
+    "unparsable",
+    *filters.REASONS,
+    "duplicate_id",
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a conversion depends on besides its inputs (all of it enters the fingerprint)."""
+
+    context: int = 1024
+    split_key: str = "chesslm-split-v1"
+    validation: float = 0.05
+    test: float = 0.05
+    filters: Filters = Filters()
+    shard_games: int = 100_000
+
+    @classmethod
+    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
+        """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
+
+        :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
+        """
+        return cls(
+            context=settings["context"],
+            split_key=settings["split"]["key"],
+            validation=settings["split"]["validation"],
+            test=settings["split"]["test"],
+            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
+            shard_games=settings["shard_games"],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
+            "filters": self.filters.as_dict(),
+            "shard_games": self.shard_games,
+        }
+
+
+def check_config(datasets: dict[str, Any]) -> None:
+    """Cross-key checks of every dataset's settings (the workflow runs this before any job).
+
+    :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
+    """
+    for name, settings in datasets.items():
+        Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")
+
+
+def convert(
+    inputs: Sequence[Path | str],
+    out_dir: Path | str,
+    settings: Settings,
+    *,
+    workers: int = 1,
+    stats: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Convert PGN files into a dataset at ``out_dir``; returns the manifest.
+
+    ``stats``, if given, is filled with where the time went (seconds per phase, the main
+    process's waits, the reader's CPU): what a scaling benchmark needs to find the serial part.
+
+    :raises ConvertError, pgn.PgnFileError: one line naming the file or setting at fault;
+        nothing is left behind that looks complete.
+    """
+    inputs = [Path(p) for p in inputs]
+    out_dir = Path(out_dir)
+    if not inputs:
+        raise ConvertError("no input files given (dataset 'pgn' is empty)")
+    if not 2 + 3 <= settings.context:
+        raise ConvertError(f"context {settings.context} cannot hold a single move")
+    shards_tmp = out_dir / ".convert.tmp"
+    shutil.rmtree(shards_tmp, ignore_errors=True)
+    shards_tmp.mkdir(parents=True)
+    started = time.perf_counter()
+    try:
+        manifest = _convert_into(
+            inputs, out_dir, shards_tmp, settings, workers, {} if stats is None else stats
+        )
+    except BaseException:
+        shutil.rmtree(shards_tmp, ignore_errors=True)
+        raise
+    LOGGER.info(
+        "converted %d games (%s) in %.1f s; skipped %s; phases %s",
+        sum(manifest["games"].values()),
+        manifest["games"],
+        time.perf_counter() - started,
+        {k: v for k, v in manifest["skipped"].items() if v},
+        {k: round(v, 2) for k, v in (stats or {}).items()},
+    )
+    return manifest
+
+
+def _convert_into(
+    inputs: list[Path],
+    out_dir: Path,
+    shards_tmp: Path,
+    settings: Settings,
+    workers: int,
+    stats: dict[str, float],
+) -> dict[str, Any]:
+    writers = {s: ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
+    duplicates = Duplicates(shards_tmp / ".duplicates", threads=workers)
+    stats.update(main_wait_seconds=0.0, reader_cpu_seconds=0.0)
+    clock = time.perf_counter()
+    skipped, digests = _write_shards(
+        inputs, shards_tmp, settings, workers, writers, duplicates, stats
+    )
+    stats["parse_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
+    skipped["duplicate_id"] = _drop_later_copies(duplicates, writers)
+    stats["duplicates_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
+    if sum(w.count for w in writers.values()) == 0:
+        names = ", ".join(str(p) for p in inputs)
+        found = {k: v for k, v in skipped.items() if v}
+        raise ConvertError(f"{names}: no usable games found (skipped: {found or 'none seen'})")
+    for name in split.SPLITS:  # each split directory appears complete or not at all
+        if (out_dir / name).exists():
+            shutil.rmtree(out_dir / name)
+        os.replace(shards_tmp / name, out_dir / name)
+    shards_tmp.rmdir()
+    files = _file_digests(out_dir, workers)
+    stats["hash_seconds"] = time.perf_counter() - clock
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "converter_version": CONVERTER_VERSION,
+        "tokenizer_version": tokens.VERSION,
+        "settings": settings.as_dict(),
+        "inputs": [
+            {"name": p.name, "bytes": p.stat().st_size, "sha256": digests[p]} for p in inputs
+        ],
+        "shards": {s: [f"{s}/{p}" for p in w.prefixes] for s, w in writers.items()},
+        "files": files,
+        "games": {s: int(w.count) for s, w in writers.items()},
+        "tokens": {s: int(w.tokens) for s, w in writers.items()},
+        "skipped": {k: int(v) for k, v in sorted(skipped.items())},
+        "test_evaluated": False,
+    }
+    manifest["fingerprint"] = fingerprint(manifest)
+    write_json_atomic(out_dir / "manifest.json", manifest)
+    return manifest
+
+
+def _write_shards(
+    inputs: list[Path],
+    shards_tmp: Path,
+    settings: Settings,
+    workers: int,
+    writers: dict[str, ShardWriter],
+    duplicates: Duplicates,
+    stats: dict[str, float],
+) -> tuple[Counter[str], dict[Path, str]]:
+    """Every kept game into its split's shards, numbered in input order for ``duplicates``;
+    returns the skip counts and each input's sha256."""
+    skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
+    digests: dict[Path, str] = {}
+    done = 0
+    spool = shards_tmp / ".chunks"
+    spool.mkdir()
+    for parts in chunk_results(inputs, settings, workers, digests, stats, spool):
+        # the split's parts of one chunk, numbered as the games stood in the chunk
+        numbers = duplicates.add(np.concatenate([p.keys for p in parts]))
+        first = 0
+        for name, part in zip(split.SPLITS, parts, strict=True):
+            skipped.update(part.skipped)
+            part.order, first = numbers[first : first + len(part.ids)], first + len(part.ids)
+            if len(part.ids):
+                writers[name].add(part)
+            done += len(part.ids) + sum(part.skipped.values())
+        LOGGER.info("read %d games so far", done)
+    for writer in writers.values():
+        writer.flush()  # an empty split still gets one (empty) shard, recorded as such
+    spool.rmdir()
+    return skipped, digests
+
+
+def _drop_later_copies(duplicates: Duplicates, writers: dict[str, ShardWriter]) -> int:
+    """Duplicates last, from disk: only shards that hold a later copy of a game are
+    rewritten. Returns how many games were dropped."""
+    later = duplicates.later_copies()
+    shutil.rmtree(duplicates.directory)
+    for writer in writers.values():
+        if len(later):
+            writer.drop(later)
+        writer.forget_order()
+    return len(later)
+
+
+def _file_digests(out_dir: Path, workers: int) -> dict[str, str]:
+    """sha256 of every shard file, by its name relative to ``out_dir``."""
+    paths = [p for name in split.SPLITS for p in sorted((out_dir / name).iterdir())]
+    with ThreadPoolExecutor(max(1, workers)) as pool:  # hashlib hashes without the GIL
+        digests = list(pool.map(sha256_file, paths))
+    return {f"{p.parent.name}/{p.name}": d for p, d in zip(paths, digests, strict=True)}

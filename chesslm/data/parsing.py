@@ -1,0 +1,264 @@
+"""Parsing one chunk of PGN text into the games a dataset keeps (in a conversion's worker).
+
+The native PGN reader (``rust_pgn_reader_python_binding``, checked against python-chess in
+the tests) parses the chunk; each game's metadata is read, what cannot be used or what the
+filters reject is counted by reason, and the rest is tokenised with its id, duplicate key and
+split, all as NumPy arrays (``ChunkResult``).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import rust_pgn_reader_python_binding as native
+
+from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
+
+if TYPE_CHECKING:
+    from chesslm.data.convert import Settings
+
+_LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
+_STANDARD = {"standard", "chess", "chess960 standard"}
+# The native reader's promotion codes (-1 none, 2 N, 3 B, 4 R, 5 Q) to tokens.
+_PROMO_LUT = np.full(8, tokens.PROMO_NONE, dtype=np.uint8)
+_PROMO_LUT[[3, 4, 5, 6]] = [tokens.promotion_token(p) for p in tokens.PROMO_PIECES]
+
+
+@dataclass
+class ChunkResult:
+    """What a worker returns for one chunk: kept games in input order, and skips.
+
+    Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]``, duplicate key
+    ``keys[i]`` and split ``SPLITS[splits[i]]`` (a pure function of the id, so workers compute
+    it); ``columns`` holds its metadata (``clock`` per ply, the others per game).
+    """
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, gamearrays.ID_DTYPE))
+    keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    splits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    columns: dict[str, np.ndarray] = field(default_factory=metadata.empty_columns)
+    skipped: Counter[str] = field(default_factory=Counter)
+    # the main process numbers kept games in input order (duplicate detection keeps the first)
+    order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def stored(self) -> dict[str, np.ndarray]:
+        """The games' arrays as a store holds them (``metadata.STORE`` names)."""
+        arrays = {"tokens": self.tokens, "offsets": self.offsets, "ids": self.ids}
+        return arrays | metadata.stored_names(self.columns)
+
+    def take(self, games: np.ndarray) -> ChunkResult:
+        """The games at the (sorted) indices ``games``, vectorised."""
+        chosen = np.zeros(len(self.ids), dtype=bool)
+        chosen[games] = True
+        lengths = np.diff(self.offsets)
+        plies = (lengths - 2) // 3
+        per_game = {n: c[chosen] for n, c in self.columns.items() if n != "clock"}
+        per_game["clock"] = self.columns["clock"][np.repeat(chosen, plies)]
+        return ChunkResult(
+            ids=self.ids[chosen],
+            keys=self.keys[chosen],
+            splits=self.splits[chosen],
+            tokens=self.tokens[np.repeat(chosen, lengths)],
+            offsets=np.concatenate([[0], np.cumsum(lengths[chosen])]).astype(np.int64),
+            columns=per_game,
+            order=self.order[chosen] if len(self.order) else self.order,
+        )
+
+    def by_split(self) -> list[ChunkResult]:
+        """The games as one result per split (``split.SPLITS`` order); the first carries the
+        chunk's skip counts."""
+        parts = [self.take(np.flatnonzero(self.splits == k)) for k in range(len(split.SPLITS))]
+        parts[0].skipped = self.skipped
+        return parts
+
+    @staticmethod
+    def concat(parts: Sequence[ChunkResult]) -> ChunkResult:
+        offsets = [parts[0].offsets]
+        for part in parts[1:]:
+            offsets.append(part.offsets[1:] + offsets[-1][-1])
+        skipped: Counter[str] = Counter()
+        for part in parts:
+            skipped.update(part.skipped)
+        return ChunkResult(
+            ids=np.concatenate([p.ids for p in parts]),
+            keys=np.concatenate([p.keys for p in parts]),
+            splits=np.concatenate([p.splits for p in parts]),
+            tokens=np.concatenate([p.tokens for p in parts]),
+            offsets=np.concatenate(offsets),
+            columns={
+                name: np.concatenate([p.columns[name] for p in parts]) for name in metadata.COLUMNS
+            },
+            skipped=skipped,
+            order=np.concatenate([p.order for p in parts]),
+        )
+
+
+def game_id(headers: dict[str, str], moves: Callable[[], np.ndarray]) -> str:
+    """The Lichess id from ``Site`` (or ``GameId``), else one derived from the content.
+
+    ``moves`` gives the game's move array; it is called only when there is no Lichess id.
+    """
+    match = _LICHESS_ID.search(headers.get("Site", ""))
+    if match:
+        return match.group(1)
+    gid = headers.get("GameId", "")
+    if re.fullmatch(r"[A-Za-z0-9]{8}", gid):
+        return gid
+    content = repr(sorted(headers.items())).encode() + moves().tobytes()
+    return "c" + hashlib.blake2b(content, digest_size=8).hexdigest()
+
+
+_BASE62 = np.full(256, -1, dtype=np.int64)
+_BASE62[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
+_BASE62[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", np.uint8)] = np.arange(10, 36)
+_BASE62[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", np.uint8)] = np.arange(36, 62)
+
+
+def id_keys(ids: np.ndarray) -> np.ndarray:
+    """64-bit duplicate keys of ids: a Lichess id (8 base-62 letters) exactly, others hashed.
+
+    Exact keys below 62**8 < 2**48 cannot collide; a content id's key is a 63-bit hash with
+    the top bit set, so it never equals a Lichess id's key.
+    """
+    raw = np.asarray(ids, dtype=gamearrays.ID_DTYPE)
+    chars = raw.view(np.uint8).reshape(len(raw), raw.dtype.itemsize)
+    digits = _BASE62[chars[:, :8]]
+    lichess = (chars[:, 8] == 0) & (digits >= 0).all(axis=1)
+    keys = np.zeros(len(raw), dtype=np.uint64)
+    weights = 62 ** np.arange(7, -1, -1, dtype=np.int64)
+    keys[lichess] = (digits[lichess] * weights).sum(axis=1).astype(np.uint64)
+    for i in np.flatnonzero(~lichess):
+        digest = hashlib.blake2b(bytes(raw[i]), digest_size=8).digest()
+        keys[i] = int.from_bytes(digest, "big") | (1 << 63)
+    return keys
+
+
+def classify(headers: dict[str, str], error: str | None, plies: int, settings: Settings) -> str:
+    """The skip reason of a parsed game by the rules of chess, or '' to keep it."""
+    variant = headers.get("Variant", "Standard").strip().lower()
+    if variant == "from position":
+        return "custom_start"
+    if variant not in _STANDARD:
+        return "variant"
+    if "FEN" in headers or headers.get("SetUp", "0").strip() == "1":
+        return "custom_start"
+    if error is not None:
+        return "illegal_move" if "illegal" in error.lower() else "unparsable"
+    if plies == 0:
+        return "no_moves"
+    if plies < settings.filters.min_plies:
+        return "too_short"
+    if 2 + 3 * plies > settings.context:
+        return "too_long"  # dropped whole: a cut game would teach a false ending
+    return ""
+
+
+def parse_chunk(text: str, settings: Settings) -> ChunkResult:
+    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
+    texts = pgn.split_games(text)
+    if not texts:
+        return ChunkResult()
+    parsed = native.parse_games_from_strings(texts, num_threads=1)
+    parts = [_parse_view(view, settings) for view in parsed.chunks]
+    if len(parts) == 1:
+        return parts[0]
+    return ChunkResult.concat(parts)
+
+
+def _parse_view(view: Any, settings: Settings) -> ChunkResult:
+    result = ChunkResult()
+    move_offsets = view.move_offsets.astype(np.int64)
+    plies = np.diff(move_offsets)
+    all_headers = view.headers  # built anew on each access: read it once
+    rules_ok, columns = _by_the_rules(all_headers, view.parse_errors, plies, settings, result)
+    failed = settings.filters.reasons(columns)
+    for k, reason in enumerate(filters.REASONS):
+        result.skipped[reason] += int(np.count_nonzero(rules_ok & (failed == k + 1)))
+    keep = rules_ok & (failed == 0)
+    kept = np.flatnonzero(keep)
+    ids = [
+        game_id(all_headers[i], functools.partial(moves_of, view, move_offsets, i)) for i in kept
+    ]
+    result.ids = np.array([i.encode("ascii") for i in ids], dtype=gamearrays.ID_DTYPE)
+    result.keys = id_keys(result.ids)
+    result.splits = _splits(ids, settings)
+    result.tokens, moves = _tokenise(view, move_offsets, keep)
+    result.offsets = np.concatenate([[0], np.cumsum(2 + 3 * plies[keep])]).astype(np.int64)
+    result.columns = {name: column[keep] for name, column in columns.items()}
+    result.columns["clock"] = metadata.clock_column(np.asarray(view.clocks)[moves])
+    return result
+
+
+def _by_the_rules(
+    all_headers: list[dict[str, str]],
+    errors: list[str | None],
+    plies: np.ndarray,
+    settings: Settings,
+    result: ChunkResult,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Which games the rules of chess keep (the others counted in ``result.skipped``), and
+    every game's per-game metadata columns."""
+    rules_ok = np.zeros(len(plies), dtype=bool)
+    rows = []
+    for i, (headers, error) in enumerate(zip(all_headers, errors, strict=True)):
+        rows.append(metadata.header_row(headers))
+        if not headers and (error is not None or plies[i] == 0):
+            result.skipped["unparsable"] += 1  # text that is no game at all
+            continue
+        reason = classify(headers, error, int(plies[i]), settings)
+        if reason:
+            result.skipped[reason] += 1
+        else:
+            rules_ok[i] = True
+    return rules_ok, metadata.header_columns(rows)
+
+
+def _splits(ids: list[str], settings: Settings) -> np.ndarray:
+    """Each game's split as an index into ``split.SPLITS``."""
+    index = {name: k for k, name in enumerate(split.SPLITS)}
+    assign = functools.partial(
+        split.assign, key=settings.split_key, validation=settings.validation, test=settings.test
+    )
+    return np.array([index[assign(gid)] for gid in ids], dtype=np.int8)
+
+
+def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
+    """Source, destination and promotion arrays of game i, stacked (for content ids)."""
+    a, b = move_offsets[i], move_offsets[i + 1]
+    return np.stack([view.from_squares[a:b], view.to_squares[a:b], view.promotions[a:b]])
+
+
+def _tokenise(
+    view: Any, move_offsets: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """BOS, source, destination, promotion per move, EOS for each kept game, back to back.
+
+    Also returns the index in the view's move arrays of each kept ply (for per-ply columns).
+    """
+    plies = np.diff(move_offsets)[keep]
+    starts = move_offsets[:-1][keep]
+    lengths = 2 + 3 * plies
+    out = np.empty(int(lengths.sum()), dtype=np.uint8)
+    if not len(plies):
+        return out, np.zeros(0, np.int64)
+    game_start = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    out[game_start] = tokens.BOS
+    out[game_start + lengths - 1] = tokens.EOS
+    # Move j of kept game g sits at game_start[g] + 1 + 3 * j; it is move starts[g] + j.
+    game_of_move = np.repeat(np.arange(len(plies)), plies)
+    j = np.arange(int(plies.sum())) - np.repeat(np.cumsum(plies) - plies, plies)
+    src = starts[game_of_move] + j
+    dst = game_start[game_of_move] + 1 + 3 * j
+    out[dst] = view.from_squares[src]
+    out[dst + 1] = view.to_squares[src]
+    out[dst + 2] = _PROMO_LUT[view.promotions[src].astype(np.int64) + 1]
+    return out, src
