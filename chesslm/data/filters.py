@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -18,17 +18,6 @@ from chesslm.data.metadata import SPEEDS, TERMINATIONS
 
 REASONS = ("speed", "unrated", "elo", "bot", "termination", "date")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-KEYS = (
-    "min_plies",
-    "speeds",
-    "rated",
-    "min_elo",
-    "max_elo",
-    "exclude_bots",
-    "exclude_terminations",
-    "date_from",
-    "date_to",
-)
 
 
 class FilterError(ValueError):
@@ -72,7 +61,7 @@ class Filters:
         if unknown:
             raise FilterError(f"{where}.{unknown[0]}: not a filter (known: {', '.join(KEYS)})")
         values = dict(settings)
-        for key in ("speeds", "exclude_terminations"):
+        for key in LISTS:
             if values.get(key) is not None:
                 values[key] = tuple(values[key])
         try:
@@ -104,17 +93,9 @@ class Filters:
             raise FilterError(f"date_from: {self.date_from} is after date_to ({self.date_to})")
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "min_plies": self.min_plies,
-            "speeds": list(self.speeds) if self.speeds is not None else None,
-            "rated": self.rated,
-            "min_elo": self.min_elo,
-            "max_elo": self.max_elo,
-            "exclude_bots": self.exclude_bots,
-            "exclude_terminations": list(self.exclude_terminations),
-            "date_from": self.date_from,
-            "date_to": self.date_to,
-        }
+        """The settings as config and manifest spell them (lists, not tuples)."""
+        values = {key: getattr(self, key) for key in KEYS}
+        return {k: list(v) if k in LISTS and v is not None else v for k, v in values.items()}
 
     def reasons(self, columns: dict[str, np.ndarray]) -> np.ndarray:
         """Per game: 0 to keep, else 1 + the index in ``REASONS`` of the first check failed."""
@@ -144,3 +125,8 @@ class Filters:
         for k in range(len(REASONS) - 1, -1, -1):  # the first failed check wins
             out[fails[REASONS[k]]] = k + 1
         return out
+
+
+# the filter keys are the fields (one source of truth); LISTS are those config gives as lists
+KEYS = tuple(f.name for f in fields(Filters))
+LISTS = tuple(f.name for f in fields(Filters) if str(f.type).startswith("tuple"))
