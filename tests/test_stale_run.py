@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from chesslm.data.convert import Settings
 from chesslm.report import staleness
 from tests.helpers import snakemake
 
@@ -83,3 +84,28 @@ def test_run_changes_compares_identity_manifest_and_receipt(tmp_path: Path) -> N
         "or remove the run (rm -r results/r logs/r) and run it again; rebuild the dataset first "
         "(snakemake results/datasets/d/token-cache/cache.json --forcerun convert)"
     )
+
+
+DEFAULTS = Settings().as_dict()
+
+
+@pytest.mark.parametrize(
+    "key", [k for k, v in DEFAULTS["filters"].items() if v is not None] + ["all filters"]
+)
+def test_a_filter_an_old_manifest_lacks_reads_as_its_default(tmp_path: Path, key: str) -> None:
+    """A filter added since a dataset was built (its key absent from the manifest) is not a
+    change while the config leaves it at its default; set to anything else, it is."""
+    run_dir, dataset_dir = tmp_path / "r", tmp_path / "d"
+    write(run_dir / "train" / "identity.json", {"seed": 1})
+    old = {k: v for k, v in DEFAULTS["filters"].items() if k != key and key != "all filters"}
+    write(dataset_dir / "manifest.json", {"settings": {**DEFAULTS, "filters": old}})
+    args = {"dataset": "d", "dataset_dir": dataset_dir}
+    assert staleness.run_changes("r", run_dir, {}, **args, dataset_settings=DEFAULTS) == []
+    changed = "min_plies" if key == "all filters" else key
+    default = DEFAULTS["filters"][changed]
+    other = {bool: not default, int: 10, list: ["Abandoned"]}[type(default)]
+    now = {**DEFAULTS, "filters": {**DEFAULTS["filters"], changed: other}}
+    assert staleness.run_changes("r", run_dir, {}, **args, dataset_settings=now) == [
+        f"datasets.d.filters.{changed}: the dataset was built (and the run trained) with "
+        f"{default!r}, config now {other!r}"
+    ]

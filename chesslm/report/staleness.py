@@ -6,7 +6,9 @@ probe does: workflow/rules/train.smk), so ``-n`` says "Nothing to be done" and t
 results stand. ``run_changes`` compares what
 the run recorded (``results/{run}/train/identity.json``) with the current config, the dataset's
 manifest and its integrity receipt, and names every difference in one line each; the workflow
-prints them when it is parsed and ``summary.md`` opens with them. Standard library only.
+prints them when it is parsed and ``summary.md`` opens with them. A dataset setting that an
+older manifest does not record (a filter added since) reads as its default: the dataset was
+built without it, which is what the default means.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from chesslm.data.convert import Settings
 from chesslm.files import lookup
 
 # runs.NAME keys the identity records under another name (dotted: one level down)
@@ -44,12 +47,17 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted key, old, new) for every leaf that differs."""
+def _differences(
+    old: Any, new: Any, default: Any = None, prefix: str = ""
+) -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) for every leaf that differs; a key ``old`` lacks reads as its
+    value in ``default``."""
     if isinstance(old, dict) and isinstance(new, dict):
+        defaults = default if isinstance(default, dict) else {}
         out = []
         for key in sorted(set(old) | set(new)):
-            out += _differences(old.get(key), new.get(key), f"{prefix}{key}.")
+            then = old[key] if key in old else defaults.get(key)
+            out += _differences(then, new.get(key), defaults.get(key), f"{prefix}{key}.")
         return out
     return [] if _same(old, new) else [(prefix.rstrip("."), old, new)]
 
@@ -84,7 +92,8 @@ def run_changes(
     dataset_dir = Path(dataset_dir)
     manifest = _read(dataset_dir / "manifest.json")
     if manifest is not None and dataset_settings is not None:
-        for key, then, now in _differences(manifest.get("settings"), dataset_settings):
+        built = manifest.get("settings")
+        for key, then, now in _differences(built, dataset_settings, Settings().as_dict()):
             changes.append(
                 f"datasets.{dataset}.{key}: the dataset was built (and the run trained) with "
                 f"{then!r}, config now {now!r}"
