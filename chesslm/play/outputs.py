@@ -24,6 +24,11 @@ class Output(NamedTuple):
     """Caption file under ``workflow/report/`` ("-": not a report item)."""
     label: str
 
+    @property
+    def in_report(self) -> bool:
+        """A ``report()`` item of ``snakemake --report`` (it has a caption)."""
+        return self.caption != "-"
+
 
 # name | file | part | caption (workflow/report/) | label
 _TABLE = """
@@ -50,8 +55,6 @@ PARTS: tuple[str, ...] = tuple(dict.fromkeys(out.part for out in OUTPUTS))
 
 RECORDS: dict[str, str] = {out.part: out.name for out in OUTPUTS if out.file.endswith(".json")}
 """Part -> the name of its record, which the summary reads."""
-
-REPORT_ITEMS: tuple[Output, ...] = tuple(out for out in OUTPUTS if out.caption != "-")
 
 
 def of_part(part: str) -> tuple[Output, ...]:

@@ -24,7 +24,7 @@ rule play:
                     subcategory="{run}",
                     labels={"run": "{run}", "item": out.label},
                 )
-                if out.caption != "-"
+                if out.in_report
                 else f"results/{{run}}/play/{out.file}"
             )
             for out in PLAY_OUTPUTS
