@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
-from chesslm.play import scoring  # noqa: E402
+from chesslm.play import outputs, scoring  # noqa: E402
 from chesslm.train import model as gpt  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
@@ -320,11 +320,11 @@ def evaluate_once(work: Path, checkpoint: Path, cache: Path, settings: dict, thr
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     wall = time.perf_counter() - t0
-    play = {k: json.loads((work / "play" / f"{k}.json").read_text())
-            for k in ("move-match", "legality", "elo")}  # fmt: skip
+    play = {part: json.loads((work / "play" / outputs.FILES[name]).read_text())
+            for part, name in outputs.RECORDS.items()}  # fmt: skip
     games = json.loads((work / "play" / "state" / "elo-games.json").read_text())["games"]
     return {
-        "match_s": round(play["move-match"]["seconds"], 2),
+        "match_s": round(play["match"]["seconds"], 2),
         "legality_s": round(play["legality"]["seconds"], 2),
         "elo_s": round(play["elo"]["seconds"], 2),
         "process_s": round(wall, 2),

@@ -33,6 +33,10 @@ pytestmark = pytest.mark.slow
         ),
         ("runs: {demo: {dataset: sample, play: {datasets: [nope]}}}", "runs.demo.play.datasets"),
         (
+            "runs: {demo: {dataset: sample, play: {elo: {nodes: null, move_seconds: null}}}}",
+            "runs.demo.play.elo.nodes and runs.demo.play.elo.move_seconds are both null",
+        ),
+        (
             "runs: {demo: {dataset: sample, legality_eval_games: 5000}}",
             "runs.demo.legality_eval_games is 5000, more than datasets.sample.legality_games",
         ),

@@ -22,8 +22,9 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
-from chesslm.play import elo, evaluate, games, markdown_section, matching, plots, scoring
+from chesslm.play import elo, evaluate, games, matching, outputs, plots, scoring
 from chesslm.play.progress import Progress
+from chesslm.report.play_section import markdown_section
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
 from tests.conftest import SAMPLE, make_cache
@@ -538,7 +539,7 @@ def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cac
                 assert evaluate.main(["--run-dir", str(run_dir), "--settings",
                                       json.dumps(settings), "--cache", f"sample={play_cache}",
                                       "--threads", "1"]) == 0  # fmt: skip
-            out = {k: run_dir / "play" / v for k, v in evaluate.OUTPUTS.items()}
+            out = {k: run_dir / "play" / v for k, v in outputs.FILES.items()}
             assert torch.get_num_threads() == threads
             for key in ("move_match", "legality", "elo"):
                 assert json.loads(out[key].read_text())["host"]["torch_threads"] == threads

@@ -138,7 +138,7 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
 
 def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -> None:
     """Rule play (chesslm/play) on the terminal run: real Stockfish games, tables, figures."""
-    from chesslm.play import markdown_section
+    from chesslm.report.play_section import markdown_section
 
     target = "results/mini/play/move-match.json"
     snakemake(trained, target, *ARGS, "--cores", "1")

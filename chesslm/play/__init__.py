@@ -1,11 +1,8 @@
 """Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of
 every legal move, ``matching`` move-matching tables with bootstrap intervals, ``games``
 self-play and games against Stockfish, ``elo`` the maximum-likelihood fit, ``evaluate`` the
-three parts bounded and resumable, ``plots`` and ``markdown`` the report.
+parts bounded and resumable, ``outputs`` the table of their files, ``plots`` the figures.
 
-``markdown_section(play_dir)`` renders the summary.md section of ``results/{run}/play``.
+The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
+this package imports nothing (``outputs`` is read without torch).
 """
-
-from chesslm.play.markdown import markdown_section
-
-__all__ = ["markdown_section"]

@@ -19,6 +19,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,29 +28,18 @@ import chess.engine
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.data.cache import TokenCache
-from chesslm.play import elo, games, matching, plots
+from chesslm.figures import save_svg
+from chesslm.play import elo, games, matching, outputs, plots
 from chesslm.play.progress import EVERY_SECONDS, Progress
-from chesslm.report.plots import save_svg
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
 
 logger = logging.getLogger(__name__)
 
-OUTPUTS = {
-    "move_match": "move-match.json",
-    "move_match_table": "move-match.csv",
-    "legality": "legality.json",
-    "legality_table": "legality.csv",
-    "elo": "elo.json",
-    "elo_table": "elo.csv",
-    "elo_games": "elo-games.csv",
-    "move_match_plot": "move-match.svg",
-    "legality_plot": "legality.svg",
-    "elo_plot": "elo.svg",
-}
 ELO_NOTE = (
     "engine Elo on Stockfish's UCI_Elo calibration (CCRL Blitz, 120+1 s, anchored to the Stash"
     " engine, about +-100 Elo), not a human (Lichess) rating"
@@ -107,16 +97,31 @@ ELO_REPRODUCIBILITY = (
 
 @dataclass
 class Job:
-    """What the three parts share: the model, where state and outputs go, the settings."""
+    """What the parts share: the model, the datasets, where state goes, the settings."""
 
     net: gpt.GPT
     model_info: dict[str, Any]
     device: torch.device
     settings: dict[str, Any]
+    caches: dict[str, Path]
     state: Path
-    out: dict[str, Path]
     host: dict[str, Any]
     progress_every: float
+
+
+@dataclass
+class Result:
+    """What a part hands back for writing: its record (the ``.json``), its tables by output
+    name (the ``.csv`` files) and its figure (the ``.svg``)."""
+
+    record: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+    figure: Figure
+
+
+Part = Callable[[Job], Result]
+"""One part of the evaluation, bounded by its own ``seconds``; its outputs are the rows of
+``chesslm.play.outputs`` with its name."""
 
 
 def use_threads(threads: int) -> dict[str, Any]:
@@ -137,6 +142,15 @@ def use_threads(threads: int) -> dict[str, Any]:
     return host
 
 
+def check_engine_limit(settings: dict[str, Any]) -> None:
+    """The rule's config check refuses this first; the command line gets it here, before any
+    work, as the engine would otherwise never stop."""
+    e = settings["elo"]
+    if e["games_per_anchor"] > 0 and e["nodes"] is None and e["move_seconds"] is None:
+        raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
+                         " never stop); set one")  # fmt: skip
+
+
 def run(
     run_dir: Path,
     settings: dict[str, Any],
@@ -147,8 +161,29 @@ def run(
     threads: int = 1,
     progress_every: float = EVERY_SECONDS,
 ) -> dict[str, Path]:
-    """Evaluate ``run_dir``'s best.pt with ``threads`` torch threads; returns the paths written
-    (``OUTPUTS`` keys). Progress lines come at most ``progress_every`` seconds of work apart."""
+    """Evaluate ``run_dir``'s best.pt with ``threads`` torch threads, part after part, each
+    part's files written as soon as it ends; returns the paths written (``outputs.FILES``
+    keys). Progress lines come at most ``progress_every`` seconds of work apart."""
+    check_engine_limit(settings)
+    job = _job(run_dir, settings, caches, device=device, threads=threads,
+               checkpoint_path=checkpoint_path, progress_every=progress_every)  # fmt: skip
+    out = {name: run_dir / "play" / file for name, file in outputs.FILES.items()}
+    for name in outputs.PARTS:
+        _write(PARTS[name](job), outputs.of_part(name), out)
+    return out
+
+
+def _job(
+    run_dir: Path,
+    settings: dict[str, Any],
+    caches: dict[str, Path],
+    *,
+    device: str,
+    threads: int,
+    checkpoint_path: Path | None,
+    progress_every: float,
+) -> Job:
+    """Load the model, and keep or empty the work in progress (``_state``)."""
     host = {"device": device, **use_threads(threads)}
     dev = torch.device(device)
     torch.manual_seed(settings["seed"])
@@ -169,55 +204,32 @@ def run(
     state = _state(play_dir, identity)
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
-    out = {k: play_dir / v for k, v in OUTPUTS.items()}
-    job = Job(net, model_info, dev, settings, state, out, host, progress_every)
-    move_matching(job, caches)
-    legality(job)
-    elo_games(job, caches)
-    return out
+    return Job(net, model_info, dev, settings, caches, state, host, progress_every)
 
 
-def move_matching(job: Job, caches: dict[str, Path]) -> None:
-    """Part 1: move-matching tables of each dataset, their figure."""
-    m, seed = job.settings["match"], job.settings["seed"]
+def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path]) -> None:
+    """A part's files, in its table order: the record, the tables, the figure."""
+    for output in mine:
+        path = out[output.name]
+        if output.file.endswith(".json"):
+            files.write_json_atomic(path, result.record)
+        elif output.file.endswith(".csv"):
+            _write_csv(path, result.tables[output.name])
+        else:
+            save_svg(result.figure, path)
+
+
+def move_matching(job: Job) -> Result:
+    """Part ``match``: move-matching tables of each dataset, their figure."""
+    m = job.settings["match"]
     protocol = matching.Protocol(m["skip_plies"], m["min_clock_seconds"])
     started = time.monotonic()
     deadline = started + m["seconds"]
     per_dataset: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
-    for name, cache_dir in caches.items():
-        evaluator = matching.Evaluator(
-            job.net,
-            cache_dir,
-            job.state / "match" / name,
-            games=m["games"],
-            chunk_games=m["chunk_games"],
-            batch_tokens=m["batch_tokens"],
-            device=job.device,
-            attention=m["attention"],
-        )
-        progress = Progress(f"move-matching {name}", evaluator.positions_total, "positions",
-                            every=job.progress_every)  # fmt: skip
-        t0 = time.monotonic()
-        complete = evaluator.run(deadline, progress)
-        progress.finish("complete" if complete else "stopped by the time budget")
-        seconds = time.monotonic() - t0
-        pos = evaluator.positions()
-        meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
-        table = matching.tables(pos, meta, protocol, replicates=m["bootstrap"], seed=seed)
-        features = matching.position_features(pos, meta)
-        per_dataset[name] = {
-            "cache": str(cache_dir),
-            "validation_games": len(evaluator.games),
-            "games_selected": int(len(evaluator.selected)),
-            "games_evaluated": int(len(np.unique(pos["game"]))),
-            "complete": complete,
-            "metadata": meta_state,
-            "seconds_this_run": seconds,
-            **matching.counts(pos, features, protocol),
-            "table": table,
-        }
-        rows += [{"dataset": name, **r} for r in table]
+    for name, cache_dir in job.caches.items():
+        per_dataset[name] = _match_dataset(job, name, cache_dir, protocol, deadline)
+        rows += [{"dataset": name, **r} for r in per_dataset[name]["table"]]
     match_json = {
         "model": job.model_info,
         "host": job.host,
@@ -235,13 +247,51 @@ def move_matching(job: Job, caches: dict[str, Path]) -> None:
         "datasets": per_dataset,
     }
     logger.info("move-matching: %.1f s", match_json["seconds"])
-    files.write_json_atomic(job.out["move_match"], match_json)
-    _write_csv(job.out["move_match_table"], pd.DataFrame(rows))
-    save_svg(plots.match_figure(pd.DataFrame(rows)), job.out["move_match_plot"])
+    frame = pd.DataFrame(rows)
+    return Result(match_json, {"move_match_table": frame}, plots.match_figure(frame))
 
 
-def legality(job: Job) -> None:
-    """Part 2: free-running legality, greedy and at temperature 1."""
+def _match_dataset(
+    job: Job, name: str, cache_dir: Path, protocol: matching.Protocol, deadline: float
+) -> dict[str, Any]:
+    """One dataset's move-matching (its finished chunks kept in the state) and its table."""
+    m = job.settings["match"]
+    evaluator = matching.Evaluator(
+        job.net,
+        cache_dir,
+        job.state / "match" / name,
+        games=m["games"],
+        chunk_games=m["chunk_games"],
+        batch_tokens=m["batch_tokens"],
+        device=job.device,
+        attention=m["attention"],
+    )
+    progress = Progress(f"move-matching {name}", evaluator.positions_total, "positions",
+                        every=job.progress_every)  # fmt: skip
+    t0 = time.monotonic()
+    complete = evaluator.run(deadline, progress)
+    progress.finish("complete" if complete else "stopped by the time budget")
+    seconds = time.monotonic() - t0
+    pos = evaluator.positions()
+    meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
+    table = matching.tables(pos, meta, protocol, replicates=m["bootstrap"],
+                            seed=job.settings["seed"])  # fmt: skip
+    features = matching.position_features(pos, meta)
+    return {
+        "cache": str(cache_dir),
+        "validation_games": len(evaluator.games),
+        "games_selected": int(len(evaluator.selected)),
+        "games_evaluated": int(len(np.unique(pos["game"]))),
+        "complete": complete,
+        "metadata": meta_state,
+        "seconds_this_run": seconds,
+        **matching.counts(pos, features, protocol),
+        "table": table,
+    }
+
+
+def legality(job: Job) -> Result:
+    """Part ``legality``: free-running legality, greedy and at temperature 1."""
     lg = job.settings["legality"]
     legality_json: dict[str, Any] = {"model": job.model_info, "host": job.host, "modes": {}}
     cached = job.state / "legality.json"
@@ -274,23 +324,20 @@ def legality(job: Job) -> None:
     )
     legality_json["seconds"] = time.monotonic() - started
     logger.info("free-running legality: %.1f s", legality_json["seconds"])
-    files.write_json_atomic(job.out["legality"], legality_json)
-    leg_rows = [
-        {"mode": mode, **b} for mode, r in legality_json["modes"].items() for b in r["buckets"]
-    ]
-    _write_csv(job.out["legality_table"], pd.DataFrame(leg_rows))
-    save_svg(plots.legality_figure(pd.DataFrame(leg_rows)), job.out["legality_plot"])
+    rows = [{"mode": mode, **b} for mode, r in legality_json["modes"].items() for b in r["buckets"]]
+    frame = pd.DataFrame(rows)
+    return Result(legality_json, {"legality_table": frame}, plots.legality_figure(frame))
 
 
-def elo_games(job: Job, caches: dict[str, Path]) -> None:
-    """Part 3: games against Stockfish at each anchor, the Elo fit, its tables and figure."""
+def elo_games(job: Job) -> Result:
+    """Part ``elo``: games against Stockfish at each anchor, the Elo fit, its tables, figure."""
     e = job.settings["elo"]
     games_file = job.state / "elo-games.json"
     records: dict[str, dict[str, Any]] = (
         {r["key"]: r for r in files.read_json(games_file)["games"]} if games_file.exists() else {}
     )
     started = time.monotonic()
-    info = _play_anchors(job, caches, records, games_file) if e["games_per_anchor"] > 0 else {}
+    info = _play_anchors(job, records, games_file) if e["games_per_anchor"] > 0 else {}
     seconds = time.monotonic() - started
     logger.info("games against Stockfish: %.1f s", seconds)
     played = list(records.values())
@@ -313,21 +360,24 @@ def elo_games(job: Job, caches: dict[str, Path]) -> None:
         f" longer than {e['max_plies']} plies are adjudicated draws",
         "seconds": seconds,
     }
-    files.write_json_atomic(job.out["elo"], elo_json)
-    _write_csv(job.out["elo_table"], pd.DataFrame(per_anchor))
-    _write_csv(job.out["elo_games"], pd.DataFrame(played).drop(columns=["key"], errors="ignore"))
-    save_svg(plots.elo_figure(per_anchor, fit), job.out["elo_plot"])
+    tables = {
+        "elo_table": pd.DataFrame(per_anchor),
+        "elo_games": pd.DataFrame(played).drop(columns=["key"], errors="ignore"),
+    }
+    return Result(elo_json, tables, plots.elo_figure(per_anchor, fit))
 
 
-def _play_anchors(
-    job: Job, caches: dict[str, Path], records: dict[str, dict[str, Any]], games_file: Path
-) -> dict[str, Any]:
+PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games}
+"""Each part of ``outputs.PARTS`` (the order they run in) by name."""
+if set(PARTS) != set(outputs.PARTS):
+    raise ImportError(f"evaluate.PARTS {sorted(PARTS)} != chesslm.play.outputs' parts"
+                      f" {sorted(outputs.PARTS)}")  # fmt: skip
+
+
+def _play_anchors(job: Job, records: dict[str, dict[str, Any]], games_file: Path) -> dict[str, Any]:
     """Play the games not yet in ``records``, each kept in ``games_file`` as it ends."""
     e = job.settings["elo"]
-    if e["nodes"] is None and e["move_seconds"] is None:
-        raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
-                         " never stop); set one")  # fmt: skip
-    first = next(iter(caches.values()))
+    first = next(iter(job.caches.values()))
     val = TokenCache(first).validation
     openings = games.openings_from(
         (val[int(i)] for i in matching.evenly_spaced(len(val), 4 * e["games_per_anchor"])),

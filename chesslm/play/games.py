@@ -272,13 +272,7 @@ def play_engine_games(
     info: dict[str, Any] = {"engine_path": engine_path, "anchors_effective": {}}
     try:
         for anchor in anchors:
-            eng = chess.engine.SimpleEngine.popen_uci(engine_path)
-            option = eng.options["UCI_Elo"]
-            effective = min(max(anchor, option.min), option.max)
-            eng.configure({"UCI_LimitStrength": True, "UCI_Elo": effective, "Threads": 1})
-            engines[anchor] = eng
-            info["anchors_effective"][str(anchor)] = effective
-            info["engine"] = eng.id.get("name")
+            engines[anchor] = _start_engine(engine_path, anchor, info)
         pending = [
             EngineGame(anchor, i, i % 2 == 0, openings[(i // 2) % len(openings)])
             for anchor in anchors
@@ -290,22 +284,8 @@ def play_engine_games(
             if time.monotonic() >= deadline:
                 complete = False
                 break
-            still = []
-            for g in pending:
-                over = g.board.is_game_over(claim_draw=True)
-                if over or len(g.board.move_stack) >= max_plies:
-                    on_result(_record(g, adjudicated=not over, effective=info))
-                else:
-                    still.append(g)
-            pending = still
-            model_turn = [g for g in pending if g.board.turn == g.model_white]
-            moves = best_moves(net, [g.board for g in model_turn])
-            for g, move in zip(model_turn, moves, strict=True):
-                g.board.push(move)
-            for g in pending:
-                if g in model_turn or g.board.is_game_over(claim_draw=True):
-                    continue
-                g.board.push(engines[g.anchor].play(g.board, limit).move)
+            pending = _finish_over(pending, max_plies, on_result, info)
+            _play_round(net, pending, engines, limit)
             if progress is not None:
                 total = len(anchors) * games_per_anchor
                 progress.update(total - len(pending), f"{len(pending)} games in play")
@@ -314,6 +294,56 @@ def play_engine_games(
     finally:
         for eng in engines.values():
             eng.quit()
+
+
+def _start_engine(engine_path: str, anchor: int, info: dict[str, Any]) -> chess.engine.SimpleEngine:
+    """One engine limited to ``anchor`` (clamped to its UCI_Elo range, noted in ``info``)."""
+    eng = chess.engine.SimpleEngine.popen_uci(engine_path)
+    try:
+        option = eng.options["UCI_Elo"]
+        effective = min(max(anchor, option.min), option.max)
+        eng.configure({"UCI_LimitStrength": True, "UCI_Elo": effective, "Threads": 1})
+    except BaseException:
+        eng.quit()  # not yet among the engines the caller quits
+        raise
+    info["anchors_effective"][str(anchor)] = effective
+    info["engine"] = eng.id.get("name")
+    return eng
+
+
+def _finish_over(
+    pending: list[EngineGame],
+    max_plies: int,
+    on_result: Callable[[dict[str, Any]], None],
+    info: dict[str, Any],
+) -> list[EngineGame]:
+    """Hand the games that ended (or reached ``max_plies``: a draw) to ``on_result``; returns
+    those still in play."""
+    still = []
+    for g in pending:
+        over = g.board.is_game_over(claim_draw=True)
+        if over or len(g.board.move_stack) >= max_plies:
+            on_result(_record(g, adjudicated=not over, effective=info))
+        else:
+            still.append(g)
+    return still
+
+
+def _play_round(
+    net: torch.nn.Module,
+    pending: list[EngineGame],
+    engines: dict[int, chess.engine.SimpleEngine],
+    limit: chess.engine.Limit,
+) -> None:
+    """One ply of every game in play: the model's moves in one batch, then the engines'."""
+    model_turn = [g for g in pending if g.board.turn == g.model_white]
+    moves = best_moves(net, [g.board for g in model_turn])
+    for g, move in zip(model_turn, moves, strict=True):
+        g.board.push(move)
+    for g in pending:
+        if g in model_turn or g.board.is_game_over(claim_draw=True):
+            continue
+        g.board.push(engines[g.anchor].play(g.board, limit).move)
 
 
 def _record(g: EngineGame, *, adjudicated: bool, effective: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from chesslm import files
-from chesslm.data import gamearrays, metadata
+from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
 from chesslm.play import scoring
 from chesslm.play.progress import Progress
@@ -246,18 +246,30 @@ def tables(
     """Rows (protocol, grouping, group, positions, games, few_games, top1/top3/nll with 95 %
     bootstrap intervals over games; None for a group of fewer than MIN_INTERVAL_GAMES)."""
     features = position_features(pos, meta)
+    columns = _columns(pos, features, protocol)
+    if not columns:
+        return []
+    sums = _game_sums(pos, columns)
+    boot = _bootstrap(sums, replicates, seed)
+    total = sums.sum(axis=0)
+    return [
+        _row(name, grouping, group, total[c], sums[:, c, 0], boot[:, c])
+        for c, (name, grouping, group, _) in enumerate(columns)
+    ]
+
+
+def _columns(
+    pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol
+) -> list[tuple[str, str, str, np.ndarray]]:
+    """Every (protocol, grouping, group) with a position, and the mask of its positions."""
     rank = pos["rank"]
-    values = {"top1": (rank < 1).astype(np.float64), "top3": (rank < 3).astype(np.float64),
-              "nll": pos["nll"].astype(np.float64)}  # fmt: skip
-    game_ids, game_of = np.unique(pos["game"], return_inverse=True)
-    G = len(game_ids)
     labels = {
         "overall": np.full(len(rank), "all", dtype=object),
         "elo_bin": elo_bin(features["elo"]),
         "band": elo_band(features["elo"]),
         "speed": features["speed"],
     }
-    columns: list[tuple[str, str, str, np.ndarray]] = []  # (protocol, grouping, group, mask)
+    columns: list[tuple[str, str, str, np.ndarray]] = []
     for name in PROTOCOLS:
         keep = (
             protocol_mask(pos, features, protocol) if name == "maia" else np.ones_like(rank, bool)
@@ -265,39 +277,59 @@ def tables(
         for grouping in GROUPINGS:
             for group in _ordered(set(labels[grouping][keep]), grouping):
                 columns.append((name, grouping, group, keep & (labels[grouping] == group)))
-    if not columns:
-        return []
-    # per game x column sums of n, top1, top3, nll; bootstrap resamples games
+    return columns
+
+
+def _game_sums(
+    pos: dict[str, np.ndarray], columns: list[tuple[str, str, str, np.ndarray]]
+) -> np.ndarray:
+    """Per game x column sums of n, top1, top3, nll (games x columns x 4): the bootstrap
+    resamples games."""
+    rank = pos["rank"]
+    values = {"top1": (rank < 1).astype(np.float64), "top3": (rank < 3).astype(np.float64),
+              "nll": pos["nll"].astype(np.float64)}  # fmt: skip
+    game_ids, game_of = np.unique(pos["game"], return_inverse=True)
+    G = len(game_ids)
     sums = np.zeros((G, len(columns), 4))
     for c, (*_, m) in enumerate(columns):
         gm = game_of[m]
         sums[:, c, 0] = np.bincount(gm, minlength=G)
         for j, stat in enumerate(STATS, start=1):
             sums[:, c, j] = np.bincount(gm, weights=values[stat][m], minlength=G)
-    total = sums.sum(axis=0)
+    return sums
+
+
+def _bootstrap(sums: np.ndarray, replicates: int, seed: int) -> np.ndarray:
+    """The column sums of ``replicates`` resamples of the games (with replacement)."""
+    G = len(sums)
     rng = np.random.default_rng(seed)
-    boot = np.zeros((replicates, len(columns), 4))
+    boot = np.zeros((replicates, *sums.shape[1:]))
     for r in range(replicates):
         counts = np.bincount(rng.integers(0, G, G), minlength=G).astype(np.float64)
         boot[r] = np.tensordot(counts, sums, axes=1)
-    rows = []
-    for c, (name, grouping, group, _) in enumerate(columns):
-        n = total[c, 0]
-        games = int((sums[:, c, 0] > 0).sum())
-        row: dict[str, Any] = {
-            "protocol": name,
-            "grouping": grouping,
-            "group": group,
-            "positions": int(n),
-            "games": games,
-            "few_games": games < MIN_INTERVAL_GAMES,
-        }
-        for j, stat in enumerate(STATS):
-            row[stat] = float(total[c, j + 1] / n) if n else None
-            low, high = (None, None) if row["few_games"] else _percentiles(boot[:, c], j)
-            row[f"{stat}_low"], row[f"{stat}_high"] = low, high
-        rows.append(row)
-    return rows
+    return boot
+
+
+def _row(
+    name: str, grouping: str, group: str, total: np.ndarray, per_game: np.ndarray,
+    boot: np.ndarray,
+) -> dict[str, Any]:  # fmt: skip
+    """One column's row: its sums ``total``, positions ``per_game``, resampled sums ``boot``."""
+    n = total[0]
+    games = int((per_game > 0).sum())
+    row: dict[str, Any] = {
+        "protocol": name,
+        "grouping": grouping,
+        "group": group,
+        "positions": int(n),
+        "games": games,
+        "few_games": games < MIN_INTERVAL_GAMES,
+    }
+    for j, stat in enumerate(STATS):
+        row[stat] = float(total[j + 1] / n) if n else None
+        low, high = (None, None) if row["few_games"] else _percentiles(boot, j)
+        row[f"{stat}_low"], row[f"{stat}_high"] = low, high
+    return row
 
 
 def _percentiles(boot: np.ndarray, j: int) -> tuple[float | None, float | None]:
@@ -332,8 +364,3 @@ def counts(pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Proto
         "unknown_elo_positions": int((features["elo"] < 0).sum()),
         "mean_legal_moves": float(np.mean(pos["n_legal"])) if len(pos["rank"]) else None,
     }
-
-
-def read_cache_offsets(cache_dir: Path) -> np.ndarray:
-    return gamearrays.load_npy(gamearrays.part_path(cache_dir / "validation", "offsets"),
-                               mmap=False)  # fmt: skip

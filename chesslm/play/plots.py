@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from chesslm.figures import notice_figure
 from chesslm.play import elo as elo_fit
 from chesslm.play import matching
-from chesslm.report.plots import notice_figure
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:

@@ -142,10 +142,25 @@ def branched_lengths(games: Sequence[GameInput]) -> np.ndarray:
     return np.array([len(g.main) for g in games], dtype=np.int64) + sources
 
 
-def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -> Batch:
-    """The host half of a batch: the branched sequences of ``games`` padded into rows (to a
-    multiple of ``pad_to`` tokens), vectorised over the whole batch (no per-game or per-ply
-    Python loop), packed into one buffer (``pin``: page-locked, for a non-blocking copy)."""
+@dataclass
+class _Flat:
+    """A batch's games flattened: per game (``B`` games), per ply (``P``), per legal move."""
+
+    B: int
+    L: np.ndarray  # (B,) main-line tokens of each game
+    main: np.ndarray  # every game's main line back to back
+    main_off: np.ndarray  # (B + 1,) where each game's main line starts in ``main``
+    counts: np.ndarray  # (P,) legal moves per ply
+    ply_game: np.ndarray  # (P,) game of each ply
+    ply_abs: np.ndarray  # (P,) ply number within its game
+    move_ply: np.ndarray  # (M,) ply of each legal move
+    src: np.ndarray  # (M,) source, destination, promotion (0 = none) of each legal move
+    dst: np.ndarray
+    pro: np.ndarray
+    played: list[np.ndarray]  # (P,) x 3 the played source, destination, promotion; -1: none
+
+
+def _flatten(games: Sequence[GameInput]) -> _Flat:
     B = len(games)
     L = np.array([len(g.main) for g in games], dtype=np.int64)
     n = np.array([g.plies for g in games], dtype=np.int64)
@@ -157,9 +172,6 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
     P = len(counts)
     ply_game = np.repeat(np.arange(B), n)
     ply_abs = start[ply_game] + np.arange(P) - _cumsum0(n)[ply_game]
-    move_ply = np.repeat(np.arange(P), counts)
-    src, dst, pro = codes // 320, (codes // 5) % 64, codes % 5
-
     # the played triple of each ply (-1 where the main line stops before it)
     has = ply_abs < (L[ply_game] - 1) // 3
     first = main_off[ply_game] + 1 + 3 * ply_abs
@@ -168,76 +180,75 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
                  -1)
         for j in range(3)
     ]  # fmt: skip
+    return _Flat(B, L, main, main_off, counts, ply_game, ply_abs,
+                 move_ply=np.repeat(np.arange(P), counts), src=codes // 320,
+                 dst=(codes // 5) % 64, pro=codes % 5, played=played)  # fmt: skip
 
-    # (ply, source) keys, in move order: the played source is the main line's token
-    new_key = _starts(move_ply * 64 + src)
+
+def _keys(f: _Flat) -> dict[str, np.ndarray]:
+    """(ply, source) keys, in move order; an unplayed source is a branch token after the main
+    line (``branch``), the played one is the main line's token."""
+    new_key = _starts(f.move_ply * 64 + f.src)
     key_first = np.nonzero(new_key)[0]
-    key_of_move = np.cumsum(new_key) - 1
-    key_ply, key_src = move_ply[key_first], src[key_first]
-    key_game = ply_game[key_ply]
-    bk = key_src != played[0][key_ply]
-    rank, n_src = _rank_in_game(key_game[bk], B)
-    key_local = 1 + 3 * ply_abs[key_ply]
-    key_local[bk] = L[key_game[bk]] + rank
+    key_ply, key_src = f.move_ply[key_first], f.src[key_first]
+    key_game = f.ply_game[key_ply]
+    branch = key_src != f.played[0][key_ply]
+    rank, n_src = _rank_in_game(key_game[branch], f.B)
+    local = 1 + 3 * f.ply_abs[key_ply]
+    local[branch] = f.L[key_game[branch]] + rank
+    return {"of_move": np.cumsum(new_key) - 1, "ply": key_ply, "src": key_src, "game": key_game,
+            "branch": branch, "local": local, "n_src": n_src}  # fmt: skip
 
-    # promoting (ply, source, destination) pairs, likewise
-    promo_moves = np.nonzero(pro > 0)[0]
-    new_pair = _starts((move_ply[promo_moves] * 64 + src[promo_moves]) * 64 + dst[promo_moves])
+
+def _pairs(f: _Flat, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Promoting (ply, source, destination) pairs, likewise: an unplayed pair is a branch token
+    after the game's source branches."""
+    promo_moves = np.nonzero(f.pro > 0)[0]
+    new_pair = _starts(
+        (f.move_ply[promo_moves] * 64 + f.src[promo_moves]) * 64 + f.dst[promo_moves]
+    )
     pair_first = promo_moves[new_pair]
-    move_pair = np.full(len(codes), -1, dtype=np.int64)
+    move_pair = np.full(len(f.src), -1, dtype=np.int64)
     move_pair[promo_moves] = np.cumsum(new_pair) - 1
-    pair_ply, pair_src, pair_dst = move_ply[pair_first], src[pair_first], dst[pair_first]
-    pair_game = ply_game[pair_ply]
-    pair_key = key_of_move[pair_first]
-    bp = (pair_src != played[0][pair_ply]) | (pair_dst != played[1][pair_ply])
-    rank, n_pair = _rank_in_game(pair_game[bp], B)
-    pair_local = 2 + 3 * ply_abs[pair_ply]
-    pair_local[bp] = L[pair_game[bp]] + n_src[pair_game[bp]] + rank
+    pair_ply, pair_src = f.move_ply[pair_first], f.src[pair_first]
+    pair_dst = f.dst[pair_first]
+    pair_game = f.ply_game[pair_ply]
+    branch = (pair_src != f.played[0][pair_ply]) | (pair_dst != f.played[1][pair_ply])
+    rank, n_pair = _rank_in_game(pair_game[branch], f.B)
+    local = 2 + 3 * f.ply_abs[pair_ply]
+    local[branch] = f.L[pair_game[branch]] + keys["n_src"][pair_game[branch]] + rank
+    return {"of_move": move_pair, "ply": pair_ply, "dst": pair_dst, "game": pair_game,
+            "key": keys["of_move"][pair_first], "branch": branch, "local": local,
+            "n_pair": n_pair}  # fmt: skip
 
-    T = int((L + n_src + n_pair).max())
-    T = -(-T // pad_to) * pad_to  # fewer distinct shapes (compiled kernels) and aligned rows
-    idx = np.full(B * T, tokens.PAD, dtype=np.int64)
-    pos = np.zeros(B * T, dtype=np.int64)
-    prefix = np.zeros(B * T, dtype=np.int64)  # padding attends to itself only
-    extra = np.full(B * T, -1, dtype=np.int64)
-    main_game = np.repeat(np.arange(B), L)
-    local = np.arange(len(main)) - main_off[main_game]
+
+def _rows(
+    f: _Flat, keys: dict[str, np.ndarray], pairs: dict[str, np.ndarray], T: int
+) -> dict[str, np.ndarray]:
+    """The (B * T) token ids, position ids and attention bounds of the padded rows."""
+    idx = np.full(f.B * T, tokens.PAD, dtype=np.int64)
+    pos = np.zeros(f.B * T, dtype=np.int64)
+    prefix = np.zeros(f.B * T, dtype=np.int64)  # padding attends to itself only
+    extra = np.full(f.B * T, -1, dtype=np.int64)
+    main_game = np.repeat(np.arange(f.B), f.L)
+    local = np.arange(len(f.main)) - f.main_off[main_game]
     rows = main_game * T + local
-    idx[rows], pos[rows], prefix[rows] = main, local, local + 1
-    rows = key_game[bk] * T + key_local[bk]
-    at = ply_abs[key_ply[bk]]
-    idx[rows], pos[rows], prefix[rows] = key_src[bk], 1 + 3 * at, 1 + 3 * at
-    rows = pair_game[bp] * T + pair_local[bp]
-    at = ply_abs[pair_ply[bp]]
-    idx[rows], pos[rows], prefix[rows] = pair_dst[bp], 2 + 3 * at, 1 + 3 * at
-    extra[rows] = key_local[pair_key[bp]]  # the pair's source token, in the same row
+    idx[rows], pos[rows], prefix[rows] = f.main, local, local + 1
+    bk = keys["branch"]
+    rows = keys["game"][bk] * T + keys["local"][bk]
+    at = f.ply_abs[keys["ply"][bk]]
+    idx[rows], pos[rows], prefix[rows] = keys["src"][bk], 1 + 3 * at, 1 + 3 * at
+    bp = pairs["branch"]
+    rows = pairs["game"][bp] * T + pairs["local"][bp]
+    at = f.ply_abs[pairs["ply"][bp]]
+    idx[rows], pos[rows], prefix[rows] = pairs["dst"][bp], 2 + 3 * at, 1 + 3 * at
+    extra[rows] = keys["local"][pairs["key"][bp]]  # the pair's source token, in the same row
+    return {"idx": idx, "pos": pos, "prefix": prefix, "extra": extra}
 
-    is_played = (src == played[0][move_ply]) & (dst == played[1][move_ply])
-    is_played &= pro == played[2][move_ply]
-    played_move = np.full(P, -1, dtype=np.int64)
-    played_move[move_ply[is_played]] = np.nonzero(is_played)[0]
-    arrays = {
-        "before_rows": ply_game * T + 3 * ply_abs,
-        "key_rows": key_game * T + key_local,
-        "key_ply": key_ply,
-        "key_src": key_src,
-        "pair_rows": pair_game * T + pair_local,
-        "move_ply": move_ply,
-        "move_key": key_of_move,
-        "move_pair": move_pair,
-        "move_dst": dst,
-        "move_pro": pro,
-        "played": played_move,
-        "ply_game": ply_game,
-        "ply_number": ply_abs,
-    }
-    # everything the device needs in ONE (pinned, on CUDA) host buffer: one non-blocking copy
-    # per batch instead of a dozen synchronous ones from pageable memory
-    parts = {
-        "idx": idx, "pos": pos, "prefix": prefix, "extra": extra,
-        **{k: arrays[k] for k in DEVICE_ARRAYS},
-        "rows": np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]]),
-    }  # fmt: skip
+
+def _pack(parts: dict[str, np.ndarray], pin: bool) -> tuple[torch.Tensor, dict]:
+    """Everything the device needs in ONE (pinned, on CUDA) host buffer: one non-blocking copy
+    per batch instead of a dozen synchronous ones from pageable memory."""
     total = sum(len(a) for a in parts.values())
     packed = torch.empty(total, dtype=torch.int64, pin_memory=pin)
     flat = packed.numpy()
@@ -246,14 +257,46 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
         flat[at : at + len(a)] = a
         layout[name] = (at, len(a))
         at += len(a)
-    return Batch(
-        **arrays,
-        max_pos=int(pos.max()),
-        shape=(B, T),
-        counts=counts,
-        packed=packed,
-        layout=layout,
-    )
+    return packed, layout
+
+
+def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -> Batch:
+    """The host half of a batch: the branched sequences of ``games`` padded into rows (to a
+    multiple of ``pad_to`` tokens), vectorised over the whole batch (no per-game or per-ply
+    Python loop), packed into one buffer (``pin``: page-locked, for a non-blocking copy)."""
+    f = _flatten(games)
+    keys = _keys(f)
+    pairs = _pairs(f, keys)
+    T = int((f.L + keys["n_src"] + pairs["n_pair"]).max())
+    T = -(-T // pad_to) * pad_to  # fewer distinct shapes (compiled kernels) and aligned rows
+    rows = _rows(f, keys, pairs, T)
+    played = f.played
+    is_played = (f.src == played[0][f.move_ply]) & (f.dst == played[1][f.move_ply])
+    is_played &= f.pro == played[2][f.move_ply]
+    played_move = np.full(len(f.counts), -1, dtype=np.int64)
+    played_move[f.move_ply[is_played]] = np.nonzero(is_played)[0]
+    arrays = {
+        "before_rows": f.ply_game * T + 3 * f.ply_abs,
+        "key_rows": keys["game"] * T + keys["local"],
+        "key_ply": keys["ply"],
+        "key_src": keys["src"],
+        "pair_rows": pairs["game"] * T + pairs["local"],
+        "move_ply": f.move_ply,
+        "move_key": keys["of_move"],
+        "move_pair": pairs["of_move"],
+        "move_dst": f.dst,
+        "move_pro": f.pro,
+        "played": played_move,
+        "ply_game": f.ply_game,
+        "ply_number": f.ply_abs,
+    }
+    packed, layout = _pack({
+        **rows,
+        **{k: arrays[k] for k in DEVICE_ARRAYS},
+        "rows": np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]]),
+    }, pin)  # fmt: skip
+    return Batch(**arrays, max_pos=int(rows["pos"].max()), shape=(f.B, T), counts=f.counts,
+                 packed=packed, layout=layout)  # fmt: skip
 
 
 def to_device(batch: Batch, device: torch.device | str) -> Batch:

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from chesslm.files import sha256_file
+from chesslm.report.cells import md_table as _md_table
+from chesslm.report.cells import num as _num
+from chesslm.report.play_section import markdown_section
 from chesslm.report.staleness import warning
 from chesslm.train.state import WALL_PARTS
 
@@ -24,29 +27,10 @@ def stale_line(run: str, changes: list[str]) -> str:
     return "Warning: " + warning(run, changes)
 
 
-def _num(value: Any, spec: str = ".4g") -> str:
-    """A number for summary.md; ``spec=""`` prints whole numbers without ``.0``."""
-    if isinstance(value, str):
-        return value
-    if value is None or pd.isna(value):
-        return "n/a"
-    if spec == "" and float(value).is_integer():
-        return str(int(value))
-    return format(value, spec)
-
-
 def _utc(value: Any) -> str:
     if value is None or pd.isna(value):
         return "n/a"
     return pd.Timestamp(float(value), unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows] + [""]
 
 
 def _identity_value(value: Any) -> str:
@@ -125,14 +109,10 @@ def efficiency_line(segments: pd.DataFrame, train: pd.DataFrame) -> str:
 
 
 def play_section(run_dir: Path) -> list[str]:
-    """The play evaluation's section (``chesslm.play.markdown_section``) when the run has
-    ``play/``; nothing when it has not, or this checkout's chesslm.play does not provide it."""
+    """The play evaluation's section (``play_section.markdown_section``) when the run has
+    ``play/``; nothing when it has not."""
     play_dir = run_dir / "play"
     if not play_dir.is_dir():
-        return []
-    try:  # lazily: chesslm.play may import torch and chess engines
-        from chesslm.play import markdown_section
-    except ImportError:
         return []
     return [markdown_section(play_dir).rstrip("\n"), ""]
 

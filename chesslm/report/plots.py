@@ -2,7 +2,8 @@
 
 Figures are built with ``matplotlib.figure.Figure`` and never touch ``pyplot``, so no global
 backend or figure registry is involved. A figure with nothing to show says so in words
-instead of drawing empty axes (a CPU run has no GPU telemetry).
+instead of drawing empty axes (a CPU run has no GPU telemetry); saving and that notice are
+``chesslm.figures``, shared with the play evaluation's figures.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from chesslm.data.tokens import PHASES
+from chesslm.figures import notice_figure, save_svg
 from chesslm.train.state import RESUMABLE, TERMINAL
 
 # Segment timeline: a resumable stop (the next segment continues), a terminal status (the run
@@ -30,8 +31,6 @@ _RESUMABLE_COLOUR, _TERMINAL_COLOUR, _OTHER_COLOUR = STATUS_KINDS.values()
 # Throughput: a record over less than this fraction of the median interval between records is
 # a timing artefact (e.g. logged at a segment's end just after the previous one), not a rate.
 MIN_INTERVAL_FRACTION = 0.05
-# Fixed ids and no date make the SVG bytes depend on the data alone.
-SVG_RC = {"svg.hashsalt": "chesslm", "svg.fonttype": "none"}
 
 
 def draw_all(
@@ -63,20 +62,6 @@ def _latest(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     key = ["kind", "step"] if "kind" in frame else ["step"]
     return frame.drop_duplicates(subset=key, keep="last").sort_values("step")
-
-
-def save_svg(fig: Figure, path: Path) -> None:
-    """Write a figure as SVG whose bytes depend on the data alone."""
-    with matplotlib.rc_context(SVG_RC):
-        fig.savefig(path, format="svg", metadata={"Date": None})
-
-
-def notice_figure(title: str, message: str) -> Figure:
-    """A small figure that states in words why there is nothing to plot."""
-    fig = Figure(figsize=(7, 1.6), layout="constrained")
-    fig.suptitle(title)
-    fig.text(0.5, 0.4, message, ha="center", va="center", wrap=True)
-    return fig
 
 
 def _finish(*axes: Any, boundaries: list[float]) -> None:

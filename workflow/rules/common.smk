@@ -13,6 +13,9 @@ from snakemake.utils import validate
 
 from chesslm.data import convert as chesslm_convert
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
+from chesslm.play.outputs import FILES as PLAY_FILES
+from chesslm.play.outputs import PARTS as PLAY_PARTS
+from chesslm.play.outputs import RECORDS as PLAY_RECORDS
 from chesslm.train import launch
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
 
@@ -268,9 +271,21 @@ def play_datasets(run):
     return names
 
 
+def _check_play_engine_limit(run):
+    """Games against the engine need a limit per move: without one it would never stop."""
+    elo = play_settings(run)["elo"]
+    unlimited = elo["nodes"] is None and elo["move_seconds"] is None
+    if elo["games_per_anchor"] > 0 and unlimited:
+        _refuse(
+            f"config: runs.{run}.play.elo.nodes and runs.{run}.play.elo.move_seconds are both"
+            " null (the engine would never stop); set one, or games_per_anchor: 0"
+        )
+
+
 # at parse time, before any job
 for _run in RUNS:
     play_datasets(_run)
+    _check_play_engine_limit(_run)
 _check_legality_requests()
 
 
@@ -278,10 +293,23 @@ def play_device(run):
     return play_settings(run)["device"] or run_settings(run).device
 
 
-def play_threads(run):
+def get_play_threads(wildcards):
     """Rule play's threads, which its torch uses: more than one is slower on a loaded machine
     (BENCHMARKS.md)."""
-    return play_settings(run)["threads"]
+    return play_settings(wildcards.run)["threads"]
+
+
+def get_play_device(wildcards):
+    return play_device(wildcards.run)
+
+
+def get_play_gpus(wildcards):
+    return 1 if play_device(wildcards.run) == "cuda" else 0
+
+
+def get_play_settings_json(wildcards):
+    """The run's play object (defaults applied) as the JSON chesslm.play.evaluate reads."""
+    return json.dumps(play_settings(wildcards.run), sort_keys=True)
 
 
 def get_play_caches(wildcards):
@@ -291,10 +319,14 @@ def get_play_caches(wildcards):
     }
 
 
+def get_play_cache_files(wildcards):
+    return list(get_play_caches(wildcards).values())
+
+
 def get_play_runtime(wildcards):
-    """Minutes: the three budgets plus model load, tables and figures."""
+    """Minutes: every part's budget plus model load, tables and figures."""
     p = play_settings(wildcards.run)
-    seconds = p["match"]["seconds"] + p["legality"]["seconds"] + p["elo"]["seconds"]
+    seconds = sum(p[part]["seconds"] for part in PLAY_PARTS)
     return math.ceil((seconds + 300) / 60)
 
 
@@ -304,11 +336,10 @@ def get_run_play_outputs(wildcards):
 
 
 def get_play_outputs(run):
-    """The play files the run's report shows (none when play.enabled is false)."""
+    """The play records the run's report shows (none when play.enabled is false)."""
     if not play_settings(run)["enabled"]:
         return []
-    names = ("move-match.json", "legality.json", "elo.json")
-    return [f"results/{run}/play/{name}" for name in names]
+    return [f"results/{run}/play/{PLAY_FILES[name]}" for name in PLAY_RECORDS.values()]
 
 
 # --- reports and targets -----------------------------------------------------------------

@@ -2,75 +2,46 @@
 # (chesslm/play; config/README.md, section "play").
 #
 # rule play: results/{run}/results.json (a terminal status) + the token caches of the datasets
-#   evaluated (validation splits only) -> results/{run}/play/{move-match,legality,elo}.json,
-#   their CSV tables and figures. Bounded by play.*.seconds; work in progress stays in
+#   evaluated (validation splits only) -> results/{run}/play/: the files of
+#   chesslm.play.outputs.OUTPUTS (each part's record, tables and figure; those with a caption
+#   are report() items). Bounded by play.*.seconds; work in progress stays in
 #   results/{run}/play/state/, so `--forcerun play` after a budget stop resumes it.
+
+from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
 
 
 rule play:
     input:
         results="results/{run}/results.json",
-        caches=lambda w: list(get_play_caches(w).values()),
+        caches=get_play_cache_files,
     output:
-        move_match="results/{run}/play/move-match.json",
-        legality="results/{run}/play/legality.json",
-        elo="results/{run}/play/elo.json",
-        move_match_table=report(
-            "results/{run}/play/move-match.csv",
-            caption="../report/play-move-match-table.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "move-matching table"},
-        ),
-        legality_table=report(
-            "results/{run}/play/legality.csv",
-            caption="../report/play-legality-table.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "free-running legality table"},
-        ),
-        elo_table=report(
-            "results/{run}/play/elo.csv",
-            caption="../report/play-elo-table.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "score per anchor"},
-        ),
-        elo_games="results/{run}/play/elo-games.csv",
-        move_match_plot=report(
-            "results/{run}/play/move-match.svg",
-            caption="../report/play-move-match.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "move-matching by Elo"},
-        ),
-        legality_plot=report(
-            "results/{run}/play/legality.svg",
-            caption="../report/play-legality.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "illegal share by ply"},
-        ),
-        elo_plot=report(
-            "results/{run}/play/elo.svg",
-            caption="../report/play-elo.rst",
-            category="Play",
-            subcategory="{run}",
-            labels={"run": "{run}", "item": "score against Stockfish"},
-        ),
+        **{
+            out.name: (
+                report(
+                    f"results/{{run}}/play/{out.file}",
+                    caption=f"../report/{out.caption}",
+                    category="Play",
+                    subcategory="{run}",
+                    labels={"run": "{run}", "item": out.label},
+                )
+                if out.in_report
+                else f"results/{{run}}/play/{out.file}"
+            )
+            for out in PLAY_OUTPUTS
+        },
     log:
         "logs/{run}/play.log",
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
     # torch in the job uses exactly these threads (runs.NAME.play.threads, default 1)
-    threads: lambda w: play_threads(w.run)
+    threads: get_play_threads
     resources:
-        gpu=lambda w: 1 if play_device(w.run) == "cuda" else 0,
+        gpu=get_play_gpus,
         mem_mb=8000,
         runtime=get_play_runtime,
     params:
-        settings=lambda w: json.dumps(play_settings(w.run), sort_keys=True),
+        settings=get_play_settings_json,
         caches=get_play_caches,
-        device=lambda w: play_device(w.run),
+        device=get_play_device,
     script:
         "../scripts/play.py"

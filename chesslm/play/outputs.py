@@ -1,0 +1,62 @@
+"""The outputs of the play evaluation, in one table: ``chesslm.play.evaluate`` writes each
+file, rule ``play`` turns each into a named output (a ``report()`` item where it has a
+caption), and the summary reads the records. Standard library only, so the Snakefile and
+the report import it without torch, pandas or matplotlib.
+
+Each row belongs to a *part* (``play.PART`` of the config, whose ``seconds`` bound it); a
+part writes one record (``.json``), its tables (``.csv``) and one figure (``.svg``). A new
+part is its rows here plus its function in ``evaluate.PARTS``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Output(NamedTuple):
+    name: str
+    """The rule's named output, and the key of ``evaluate.run``'s result."""
+    file: str
+    """File name under ``results/{run}/play/``."""
+    part: str
+    """The part that writes it: its key in the config's ``play`` object."""
+    caption: str
+    """Caption file under ``workflow/report/`` ("-": not a report item)."""
+    label: str
+
+    @property
+    def in_report(self) -> bool:
+        """A ``report()`` item of ``snakemake --report`` (it has a caption)."""
+        return self.caption != "-"
+
+
+# name | file | part | caption (workflow/report/) | label
+_TABLE = """
+move_match | move-match.json | match | - | -
+move_match_table | move-match.csv | match | play-move-match-table.rst | move-matching table
+move_match_plot | move-match.svg | match | play-move-match.rst | move-matching by Elo
+legality | legality.json | legality | - | -
+legality_table | legality.csv | legality | play-legality-table.rst | free-running legality table
+legality_plot | legality.svg | legality | play-legality.rst | illegal share by ply
+elo | elo.json | elo | - | -
+elo_table | elo.csv | elo | play-elo-table.rst | score per anchor
+elo_games | elo-games.csv | elo | - | -
+elo_plot | elo.svg | elo | play-elo.rst | score against Stockfish
+"""
+OUTPUTS: tuple[Output, ...] = tuple(
+    Output(*(cell.strip() for cell in line.split("|"))) for line in _TABLE.strip().splitlines()
+)
+
+FILES: dict[str, str] = {out.name: out.file for out in OUTPUTS}
+"""Name -> file name under ``play/``."""
+
+PARTS: tuple[str, ...] = tuple(dict.fromkeys(out.part for out in OUTPUTS))
+"""The parts, in the order they run."""
+
+RECORDS: dict[str, str] = {out.part: out.name for out in OUTPUTS if out.file.endswith(".json")}
+"""Part -> the name of its record, which the summary reads."""
+
+
+def of_part(part: str) -> tuple[Output, ...]:
+    """The outputs ``part`` writes, in table order."""
+    return tuple(out for out in OUTPUTS if out.part == part)
