@@ -94,14 +94,17 @@ class AnchorSpec:
             raise ValueError(f"anchor {record.get('name')!r}: {error}") from None
 
 
-# Weakest to strongest; the UCI_Elo anchors keep games.py's 20,000 nodes per move.
+# Weakest to strongest, as a 4-games-a-pair ladder placed them (random about 190, greedy
+# about 690, Stockfish at 1 node about 1770: the random shares fill the gaps between); the
+# UCI_Elo anchors keep games.py's 20,000 nodes a move.
 DEFAULT_ANCHORS = (
     AnchorSpec("random", "random"),
+    AnchorSpec("stockfish-n1-r75", "stockfish", nodes=1, random_share=0.75),
     AnchorSpec("greedy-r50", "greedy", random_share=0.5),
     AnchorSpec("greedy", "greedy"),
-    AnchorSpec("stockfish-n1-r75", "stockfish", nodes=1, random_share=0.75),
     AnchorSpec("stockfish-n1-r50", "stockfish", nodes=1, random_share=0.5),
     AnchorSpec("stockfish-n1-r25", "stockfish", nodes=1, random_share=0.25),
+    AnchorSpec("stockfish-n1-r10", "stockfish", nodes=1, random_share=0.1),
     AnchorSpec("stockfish-n1", "stockfish", nodes=1),
     AnchorSpec("stockfish-elo1350", "stockfish_elo", nodes=20_000, elo=1350),
     AnchorSpec("stockfish-elo1600", "stockfish_elo", nodes=20_000, elo=1600),

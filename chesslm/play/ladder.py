@@ -1,18 +1,19 @@
 """The Elo ladder: anchors from a random mover up past Stockfish's ``UCI_Elo`` 2000, rated on
 one scale, so that every model's Elo is finite once it scores at all.
 
-Protocol. The anchors (``anchors.DEFAULT_ANCHORS``, weakest first: a random mover, a one-ply
-material-greedy mover with half its moves random, the greedy mover, Stockfish at 1 node with
-75 %, 50 % and 25 % of its moves random and with none, then Stockfish at ``UCI_Elo`` 1350,
-1600, 2000 and 2400 at 20,000 nodes a move) play a round robin on CPU:
-every pair of anchors within ``reach`` places of each other in that order (all pairs by
-default), except pairs of two ``UCI_Elo`` anchors, whose games would say nothing about the
-ratings to fit. A pair plays ``games_per_pair`` games (8 by default): games 2k and 2k+1 start
-from the same ``opening_plies`` random plies with colours swapped. A game still going after
-``max_plies`` plies is scored a draw. Every game's seed derives from the ladder's ``seed``,
-the pair and the game's index, so the random, greedy and node-limited anchors' games replay
-move for move on one engine build; the ``UCI_Elo`` anchors' games do not (the engine weakens
-itself with a random generator no client can seed).
+Protocol. The anchors (``anchors.DEFAULT_ANCHORS``, weakest first: a random mover; Stockfish
+at 1 node with 75 % of its moves random; a one-ply material-greedy mover with half its moves
+random, and with none; Stockfish at 1 node with 50 %, 25 %, 10 % of its moves random, and
+with none; then Stockfish at ``UCI_Elo`` 1350, 1600, 2000 and 2400, 20,000 nodes a move)
+play a round robin on CPU: every pair of anchors within ``reach`` places of each other in
+that order (all pairs by default), except pairs of two ``UCI_Elo`` anchors, whose games say
+nothing about the ratings to fit (60 pairs by default). A pair plays ``games_per_pair``
+games (8 by default): games 2k and 2k+1 start from the same ``opening_plies`` (2) random
+plies with colours swapped. A game still going after ``max_plies`` (300) plies is scored a
+draw. Every game's seed derives from the ladder's ``seed``, the pair and the game's index,
+so the random, greedy and node-limited anchors' games replay move for move on one engine
+build; the ``UCI_Elo`` anchors' games do not (the engine weakens itself with a random
+generator no client can seed).
 
 Fit. Maximum likelihood of the Bradley-Terry (logistic) model, expected score
 ``1 / (1 + 10^((R_b - R_a) / 400))``, draws as half a point (as BayesElo and Ordo), over all
@@ -21,8 +22,9 @@ every other anchor free; Newton iterations in NumPy. Intervals: 95 % Wald interv
 observed Fisher information at the maximum, conditional on the fixed anchors' values.
 
 A run's model then plays the anchors; ``fit_player`` fits its one rating against the ladder's
-ratings, held fixed, with a 95 % likelihood-ratio (profile) interval. The ladder's own
-uncertainty is not propagated into the model's interval.
+ratings, held fixed, with a 95 % likelihood-ratio (profile) interval; given the ladder's
+covariance it also states that interval widened by the ladder's own uncertainty (delta
+method, half-widths in quadrature: ``low_total``/``high_total``).
 
 A ladder is computed once per settings and engine build (``ladder_key``) and stored as JSON
 (``write_ladder``); ``is_current`` says whether a stored one still holds.
@@ -108,10 +110,11 @@ class LadderSettings:
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> LadderSettings:
-        anchors = tuple(AnchorSpec.from_dict(a) for a in record.get("anchors", ()))
         rest = {k: v for k, v in record.items() if k != "anchors"}
+        if "anchors" in record:
+            rest["anchors"] = tuple(AnchorSpec.from_dict(a) for a in record["anchors"])
         try:
-            return cls(anchors=anchors or anchor_players.DEFAULT_ANCHORS, **rest)
+            return cls(**rest)
         except TypeError as error:
             raise LadderError(f"ladder settings: {error}") from None
 
@@ -173,6 +176,35 @@ def play_pair(
         white, black = (a, b) if index % 2 == 0 else (b, a)
         s = game_seed(seed, a.name, b.name, index)
         rows.append(play_game(white, black, seed=s, opening=opening, max_plies=max_plies))
+    return rows
+
+
+def play_anchors(
+    player: Player,
+    settings: LadderSettings,
+    engine_path: str,
+    games_per_anchor: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``player`` (a run's model: ``anchors.ModelPlayer``) against every anchor of the ladder,
+    ``games_per_anchor`` games each, colours and openings as in the ladder's own games (the
+    same openings for every run's model); ``progress(done, total)`` after each anchor."""
+    rows: list[dict[str, Any]] = []
+    for done, spec in enumerate(settings.anchors, 1):
+        anchor = anchor_players.open_player(spec, engine_path)
+        try:
+            rows += play_pair(
+                player,
+                anchor,
+                games=games_per_anchor,
+                seed=settings.seed,
+                max_plies=settings.max_plies,
+                opening_plies=settings.opening_plies,
+            )
+        finally:
+            anchor.close()
+        if progress is not None:
+            progress(done, len(settings.anchors))
     return rows
 
 
@@ -314,10 +346,15 @@ def fit_ratings(rows: Iterable[dict[str, Any]], fixed: dict[str, float]) -> dict
     ratings = np.array([fixed.get(name, start) for name in tally.names], dtype=float)
     ratings = _newton(tally, ratings, free) if free.any() else ratings
     _, hessian = _derivatives(tally, ratings)
-    se = np.zeros(len(ratings))
+    cov = np.zeros((len(ratings), len(ratings)))
     if free.any():
-        se[free] = np.sqrt(np.diag(np.linalg.inv(-hessian[np.ix_(free, free)])))
-    return {"method": FIT_METHOD, "ratings": _rating_table(tally, ratings, se, fixed)}
+        cov[np.ix_(free, free)] = np.linalg.inv(-hessian[np.ix_(free, free)])
+    se = np.sqrt(np.diag(cov))
+    return {
+        "method": FIT_METHOD,
+        "ratings": _rating_table(tally, ratings, se, fixed),
+        "covariance": {"names": tally.names, "matrix": cov.tolist()},
+    }
 
 
 def _rating_table(
@@ -342,14 +379,14 @@ def _rating_table(
 
 
 def _player_log_likelihood(rating: float, games: np.ndarray) -> float:
-    """Log-likelihood of one rating over (opponent's rating, score) rows."""
+    """Log-likelihood of one rating over (opponent's rating, points, games) rows."""
     p = np.clip(_expected(rating - games[:, 0]), 1e-300, 1 - 1e-16)
-    return float(np.sum(games[:, 1] * np.log(p) + (1 - games[:, 1]) * np.log1p(-p)))
+    return float(np.sum(games[:, 1] * np.log(p) + (games[:, 2] - games[:, 1]) * np.log1p(-p)))
 
 
 def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
     """The root of decreasing ``f`` in [low, high] (to far below 0.01 Elo)."""
-    for _ in range(100):
+    for _ in range(60):
         mid = (low + high) / 2
         low, high = (mid, high) if f(mid) > 0 else (low, mid)
     return (low + high) / 2
@@ -357,8 +394,8 @@ def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
 
 def player_games(
     rows: Iterable[dict[str, Any]], player: str, ratings: dict[str, float]
-) -> list[tuple[float, float]]:
-    """(opponent's rating, ``player``'s score) for each of ``player``'s games in ``rows``."""
+) -> list[tuple[str, float]]:
+    """(opponent, ``player``'s score) for each of ``player``'s games in ``rows``."""
     out = []
     for r in rows:
         if player not in (r["white"], r["black"]):
@@ -367,23 +404,32 @@ def player_games(
         if opponent not in ratings:
             raise LadderError(f"{player}'s game against {opponent!r}: not on the ladder")
         score = float(r["score"]) if r["white"] == player else 1 - float(r["score"])
-        out.append((float(ratings[opponent]), score))
+        out.append((opponent, score))
     return out
 
 
 def fit_player(
-    rows: Iterable[dict[str, Any]], ratings: dict[str, float], player: str = "model"
+    rows: Iterable[dict[str, Any]],
+    ratings: dict[str, float],
+    player: str = "model",
+    covariance: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``player``'s rating from its games against players of known ``ratings`` (the ladder's),
     with a 95 % likelihood-ratio interval. Finite once it scores above 0 and below 100 %;
-    after only losses the rating is "below ``high``", after only wins "above ``low``"."""
-    games = np.array(player_games(rows, player, ratings)).reshape(-1, 2)
-    if not len(games):
+    after only losses the rating is "below ``high``", after only wins "above ``low``".
+    With the ladder's ``covariance`` (``fit_ratings``'), also ``ladder_se``, the spread the
+    ladder's own uncertainty adds, and ``low_total``/``high_total``, the interval widened by
+    it (half-widths added in quadrature)."""
+    played = player_games(rows, player, ratings)
+    if not played:
         raise LadderError(f"{player}: no games against the ladder's anchors")
-    total, n = float(games[:, 1].sum()), len(games)
+    opponents = sorted({o for o, _ in played})
+    games = np.array([(ratings[o], sum(s for p, s in played if p == o),
+                       sum(p == o for p, _ in played)) for o in opponents])  # fmt: skip
+    total, n = float(games[:, 1].sum()), len(played)
     span = (min(ratings.values()) - 4000.0, max(ratings.values()) + 4000.0)
     if 0 < total < n:
-        best = _bisect(lambda r: total - float(_expected(r - games[:, 0]).sum()), *span)
+        best = _bisect(lambda r: total - float(games[:, 2] @ _expected(r - games[:, 0])), *span)
         peak = _player_log_likelihood(best, games)
     else:  # the likelihood's supremum, 0, is approached at one end of the scale
         best, peak = (span[1] if total == n else span[0]), 0.0
@@ -394,7 +440,7 @@ def fit_player(
     low = None if total == 0 else _bisect(drop, span[0], best)
     high = None if total == n else _bisect(lambda r: -drop(r), best, span[1])
     bound = "below" if total == 0 else "above" if total == n else None
-    return {
+    result = {
         "player": player,
         "games": n,
         "score": total / n,
@@ -404,6 +450,47 @@ def fit_player(
         "bound": bound,
         "text": _rating_text(best, low, high, bound),
         "method": PLAYER_METHOD,
+    }
+    if covariance is not None:
+        at = best if bound is None else high if bound == "below" else low
+        result |= _with_ladder(result, played, ratings, covariance, at)
+    return result
+
+
+def ladder_spread(
+    played: Sequence[tuple[str, float]],
+    ratings: dict[str, float],
+    covariance: dict[str, Any],
+    at: float,
+) -> float:
+    """The standard error a player's rating at ``at`` inherits from its opponents' ratings
+    (delta method: the estimate moves with opponent j by j's share of the information)."""
+    names = covariance["names"]
+    counts = np.array([sum(o == name for o, _ in played) for name in names], dtype=float)
+    p = _expected(at - np.array([ratings.get(name, at) for name in names]))
+    share = counts * p * (1 - p)
+    share /= share.sum()
+    return float(np.sqrt(max(share @ np.array(covariance["matrix"]) @ share, 0.0)))
+
+
+def _with_ladder(
+    result: dict[str, Any],
+    played: Sequence[tuple[str, float]],
+    ratings: dict[str, float],
+    covariance: dict[str, Any],
+    at: float,
+) -> dict[str, Any]:
+    spread = ladder_spread(played, ratings, covariance, at)
+    widen = Z95 * spread
+    low, high = result["low"], result["high"]
+    return {
+        "ladder_se": spread,
+        "low_total": None if low is None else at - math.hypot(at - low, widen),
+        "high_total": None if high is None else at + math.hypot(high - at, widen),
+        "method": PLAYER_METHOD.replace(
+            " (ladder uncertainty not included)",
+            "; low_total/high_total: widened by the ladder's own uncertainty (delta method)",
+        ),
     }
 
 
@@ -463,7 +550,7 @@ def build_ladder(
         "key": ladder_key(settings, identity),
         "settings": settings.as_dict(),
         "engine": identity,
-        "protocol": __doc__.split("\n\n")[1].replace("\n", " "),
+        "protocol": " ".join(__doc__.split("\n\n")[1:3]).replace("\n", " "),
         "reproducible": reproducibility(settings),
         "wall_seconds": seconds,
         "games": rows,
@@ -480,7 +567,7 @@ def read_ladder(path: Path | str) -> dict[str, Any]:
     ladder = files.read_json(path)
     if ladder.get("format") != FORMAT:
         raise LadderError(f"{path}: ladder format {ladder.get('format')!r}, expected {FORMAT}")
-    for key in ("key", "settings", "engine", "games", "ratings"):
+    for key in ("key", "settings", "engine", "games", "ratings", "covariance"):
         if key not in ladder:
             raise LadderError(f"{path}: ladder file has no {key!r}")
     for name, rating in ladder["ratings"].items():
@@ -492,6 +579,11 @@ def read_ladder(path: Path | str) -> dict[str, Any]:
 def is_current(ladder: dict[str, Any], settings: LadderSettings, identity: dict[str, str]) -> bool:
     """Whether a stored ladder was computed with these settings on this engine build."""
     return ladder.get("key") == ladder_key(settings, identity)
+
+
+def ladder_covariance(ladder: dict[str, Any]) -> dict[str, Any]:
+    """The fitted ratings' covariance (names, matrix): ``fit_player``'s ``covariance``."""
+    return ladder["covariance"]
 
 
 def ladder_ratings(ladder: dict[str, Any]) -> dict[str, float]:
