@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import chess
 import chess.engine
-import torch
 
-from chesslm.play import games
+if TYPE_CHECKING:
+    import torch
 
 KINDS = ("random", "greedy", "stockfish", "stockfish_elo")
 REPRODUCIBLE = {"random": True, "greedy": True, "stockfish": True, "stockfish_elo": False}
@@ -241,6 +241,11 @@ class ModelPlayer:
     scores it (argmax; deterministic for given weights), or a seeded sample."""
 
     def __init__(self, net: torch.nn.Module, *, name: str = "model", sample: bool = False):
+        import torch  # here, not above: the ladder's worker processes start without torch
+
+        from chesslm.play import games
+
+        self.best_moves = games.best_moves
         self.name = name
         self.net = net
         self.sample = sample
@@ -250,7 +255,7 @@ class ModelPlayer:
         self.generator.manual_seed(seed)
 
     def move(self, board: chess.Board) -> chess.Move:
-        return games.best_moves(self.net, [board], sample=self.sample, generator=self.generator)[0]
+        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator)[0]
 
     def close(self) -> None:
         pass

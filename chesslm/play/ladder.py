@@ -32,7 +32,9 @@ A ladder is computed once per settings and engine build (``ladder_key``) and sto
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import multiprocessing
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -166,16 +168,25 @@ def play_game(
 
 
 def play_pair(
-    a: Player, b: Player, *, games: int, seed: int, max_plies: int, opening_plies: int
+    a: Player,
+    b: Player,
+    settings: LadderSettings,
+    games: int,
+    deadline: float | None = None,
 ) -> list[dict[str, Any]]:
     """``games`` games of ``a`` against ``b``: game 2k with ``a`` White, 2k+1 with ``b`` White,
-    both from the same random opening."""
+    both from the same random opening; none started at or after ``deadline`` (monotonic)."""
     rows = []
     for index in range(games):
-        opening = random_opening(game_seed(seed, a.name, b.name, index // 2), opening_plies)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        opening_seed = game_seed(settings.seed, a.name, b.name, index // 2)
+        opening = random_opening(opening_seed, settings.opening_plies)
         white, black = (a, b) if index % 2 == 0 else (b, a)
-        s = game_seed(seed, a.name, b.name, index)
-        rows.append(play_game(white, black, seed=s, opening=opening, max_plies=max_plies))
+        seed = game_seed(settings.seed, a.name, b.name, index)
+        rows.append(
+            play_game(white, black, seed=seed, opening=opening, max_plies=settings.max_plies)
+        )
     return rows
 
 
@@ -184,23 +195,19 @@ def play_anchors(
     settings: LadderSettings,
     engine_path: str,
     games_per_anchor: int,
+    *,
+    deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """``player`` (a run's model: ``anchors.ModelPlayer``) against every anchor of the ladder,
     ``games_per_anchor`` games each, colours and openings as in the ladder's own games (the
-    same openings for every run's model); ``progress(done, total)`` after each anchor."""
+    same openings for every run's model); no game started at or after ``deadline``
+    (monotonic); ``progress(done, total)`` after each anchor."""
     rows: list[dict[str, Any]] = []
     for done, spec in enumerate(settings.anchors, 1):
         anchor = anchor_players.open_player(spec, engine_path)
         try:
-            rows += play_pair(
-                player,
-                anchor,
-                games=games_per_anchor,
-                seed=settings.seed,
-                max_plies=settings.max_plies,
-                opening_plies=settings.opening_plies,
-            )
+            rows += play_pair(player, anchor, settings, games_per_anchor, deadline)
         finally:
             anchor.close()
         if progress is not None:
@@ -208,34 +215,48 @@ def play_anchors(
     return rows
 
 
+def _pair_games(task: tuple[dict[str, Any], str, str, str]) -> list[dict[str, Any]]:
+    """One pair's games in a process of its own (a worker of ``play_round_robin``)."""
+    record, a_name, b_name, engine_path = task
+    settings = LadderSettings.from_dict(record)
+    specs = {spec.name: spec for spec in settings.anchors}
+    a = anchor_players.open_player(specs[a_name], engine_path)
+    try:
+        b = anchor_players.open_player(specs[b_name], engine_path)
+        try:
+            return play_pair(a, b, settings, settings.games_per_pair)
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
 def play_round_robin(
     settings: LadderSettings,
     engine_path: str,
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> list[dict[str, Any]]:
-    """Every pair of ``settings.pairs()`` plays its games; ``progress(done, total)`` after
-    each pair."""
-    players: dict[str, Player] = {}
-    try:
-        for spec in settings.anchors:
-            players[spec.name] = anchor_players.open_player(spec, engine_path)
-        rows: list[dict[str, Any]] = []
-        pairs = settings.pairs()
-        for done, (a, b) in enumerate(pairs, 1):
-            rows += play_pair(
-                players[a.name],
-                players[b.name],
-                games=settings.games_per_pair,
-                seed=settings.seed,
-                max_plies=settings.max_plies,
-                opening_plies=settings.opening_plies,
-            )
+    """Every pair of ``settings.pairs()`` plays its games, ``workers`` pairs at a time (each
+    game seeded by its place, so the rows do not depend on ``workers``); ``progress(done,
+    total)`` as pairs finish."""
+    tasks = [(settings.as_dict(), a.name, b.name, engine_path) for a, b in settings.pairs()]
+    rows: list[dict[str, Any]] = []
+    if workers == 1:
+        for done, task in enumerate(tasks, 1):
+            rows += _pair_games(task)
             if progress is not None:
-                progress(done, len(pairs))
+                progress(done, len(tasks))
         return rows
-    finally:
-        for player in players.values():
-            player.close()
+    # spawn: a forked copy of a parent that holds torch's threads may deadlock
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures = [pool.submit(_pair_games, task) for task in tasks]
+        for done, future in enumerate(futures, 1):
+            rows += future.result()
+            if progress is not None:
+                progress(done, len(tasks))
+    return rows
 
 
 # ------------------------------------------------------------------ the joint fit
@@ -538,11 +559,13 @@ def build_ladder(
     settings: LadderSettings,
     engine_path: str,
     progress: Callable[[int, int], None] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Play the round robin and fit it: the ladder file's content."""
+    """Play the round robin (``workers`` pairs at a time) and fit it: the ladder file's
+    content."""
     identity = {"path": engine_path, **engine_identity(engine_path)}
     start = time.monotonic()
-    rows = play_round_robin(settings, engine_path, progress)
+    rows = play_round_robin(settings, engine_path, progress, workers)
     seconds = time.monotonic() - start
     fit = fit_ratings(rows, settings.fixed_ratings())
     return {
