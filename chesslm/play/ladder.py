@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-import multiprocessing
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -215,14 +214,13 @@ def play_anchors(
     return rows
 
 
-def _pair_games(task: tuple[dict[str, Any], str, str, str]) -> list[dict[str, Any]]:
-    """One pair's games in a process of its own (a worker of ``play_round_robin``)."""
-    record, a_name, b_name, engine_path = task
-    settings = LadderSettings.from_dict(record)
-    specs = {spec.name: spec for spec in settings.anchors}
-    a = anchor_players.open_player(specs[a_name], engine_path)
+def _pair_games(
+    settings: LadderSettings, pair: tuple[AnchorSpec, AnchorSpec], engine_path: str
+) -> list[dict[str, Any]]:
+    """One pair's games with players of their own (a task of ``play_round_robin``)."""
+    a = anchor_players.open_player(pair[0], engine_path)
     try:
-        b = anchor_players.open_player(specs[b_name], engine_path)
+        b = anchor_players.open_player(pair[1], engine_path)
         try:
             return play_pair(a, b, settings, settings.games_per_pair)
         finally:
@@ -240,22 +238,22 @@ def play_round_robin(
     """Every pair of ``settings.pairs()`` plays its games, ``workers`` pairs at a time (each
     game seeded by its place, so the rows do not depend on ``workers``); ``progress(done,
     total)`` as pairs finish."""
-    tasks = [(settings.as_dict(), a.name, b.name, engine_path) for a, b in settings.pairs()]
+    pairs = settings.pairs()
     rows: list[dict[str, Any]] = []
     if workers == 1:
-        for done, task in enumerate(tasks, 1):
-            rows += _pair_games(task)
+        for done, pair in enumerate(pairs, 1):
+            rows += _pair_games(settings, pair, engine_path)
             if progress is not None:
-                progress(done, len(tasks))
+                progress(done, len(pairs))
         return rows
-    # spawn: a forked copy of a parent that holds torch's threads may deadlock
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures = [pool.submit(_pair_games, task) for task in tasks]
+    # threads, not processes: the engines search in processes of their own, and a process
+    # pool would re-run the caller's main module (a Snakemake script) in every worker
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(_pair_games, settings, pair, engine_path) for pair in pairs]
         for done, future in enumerate(futures, 1):
             rows += future.result()
             if progress is not None:
-                progress(done, len(tasks))
+                progress(done, len(pairs))
     return rows
 
 
@@ -282,6 +280,8 @@ class Tally:
         at = {name: i for i, name in enumerate(tally.names)}
         for r in rows:
             w, b, s = at[r["white"]], at[r["black"]], float(r["score"])
+            if w == b:
+                raise LadderError(f"game {r['white']}-{r['black']}: a player against itself")
             if s not in (0.0, 0.5, 1.0):
                 raise LadderError(f"game {r['white']}-{r['black']}: score {s} not 0, 1/2 or 1")
             tally.games[w, b] += 1
@@ -315,9 +315,9 @@ def _expected(diff: np.ndarray) -> np.ndarray:
 
 
 def _log_likelihood(tally: Tally, ratings: np.ndarray) -> float:
-    p = np.clip(_expected(ratings[:, None] - ratings[None, :]), 1e-300, 1 - 1e-16)
-    return float(np.sum(tally.points * np.log(p)) / 2 + np.sum((tally.games - tally.points)
-                 * np.log1p(-p)) / 2)  # fmt: skip
+    """Each game once: its score's log-odds from White's side plus the rest from Black's."""
+    p = np.clip(_expected(ratings[:, None] - ratings[None, :]), 1e-300, 1.0)
+    return float(np.sum(tally.points * np.log(p)))
 
 
 def _derivatives(tally: Tally, ratings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -429,6 +429,15 @@ def player_games(
     return out
 
 
+def _by_opponent(played: Sequence[tuple[str, float]], ratings: dict[str, float]) -> np.ndarray:
+    """(opponent's rating, points, games) per opponent: the likelihood needs no more."""
+    rows = {}
+    for opponent, score in played:
+        points, games = rows.get(opponent, (0.0, 0))
+        rows[opponent] = (points + score, games + 1)
+    return np.array([(ratings[o], points, games) for o, (points, games) in rows.items()])
+
+
 def fit_player(
     rows: Iterable[dict[str, Any]],
     ratings: dict[str, float],
@@ -444,9 +453,7 @@ def fit_player(
     played = player_games(rows, player, ratings)
     if not played:
         raise LadderError(f"{player}: no games against the ladder's anchors")
-    opponents = sorted({o for o, _ in played})
-    games = np.array([(ratings[o], sum(s for p, s in played if p == o),
-                       sum(p == o for p, _ in played)) for o in opponents])  # fmt: skip
+    games = _by_opponent(played, ratings)
     total, n = float(games[:, 1].sum()), len(played)
     span = (min(ratings.values()) - 4000.0, max(ratings.values()) + 4000.0)
     if 0 < total < n:
@@ -487,6 +494,9 @@ def ladder_spread(
     """The standard error a player's rating at ``at`` inherits from its opponents' ratings
     (delta method: the estimate moves with opponent j by j's share of the information)."""
     names = covariance["names"]
+    missing = sorted({o for o, _ in played} - set(names))
+    if missing:
+        raise LadderError(f"ladder covariance: no row for {missing}: not this ladder's")
     counts = np.array([sum(o == name for o, _ in played) for name in names], dtype=float)
     p = _expected(at - np.array([ratings.get(name, at) for name in names]))
     share = counts * p * (1 - p)
