@@ -21,6 +21,7 @@ each of its moves; ``close()`` ends it. Anchors, from weakest to strongest:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,6 +39,8 @@ HASH_MB = 16  # fixed so the node-limited search is the same on every host
 
 
 class Player(Protocol):
+    """Anything that plays: told of each new game (with its seed), asked for its moves."""
+
     name: str
 
     def new_game(self, seed: int) -> None: ...
@@ -83,8 +86,7 @@ class AnchorSpec:
         return REPRODUCIBLE[self.kind]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "nodes": self.nodes, "elo": self.elo,
-                "random_share": self.random_share}  # fmt: skip
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> AnchorSpec:
