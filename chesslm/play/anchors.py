@@ -96,9 +96,10 @@ class AnchorSpec:
             raise ValueError(f"anchor {record.get('name')!r}: {error}") from None
 
 
-# Weakest to strongest, as a 4-games-a-pair ladder placed them (random about 190, greedy
-# about 690, Stockfish at 1 node about 1770: the random shares fill the gaps between); the
-# UCI_Elo anchors keep games.py's 20,000 nodes a move.
+# Weakest to strongest, as a 4-games-a-pair ladder placed them (random -160, greedy 500,
+# Stockfish at 1 node 1620, each +-120 to 290; without the random shares between them some
+# pairs only ever won, and the fit had no finite maximum); the UCI_Elo anchors keep
+# games.py's 20,000 nodes a move.
 DEFAULT_ANCHORS = (
     AnchorSpec("random", "random"),
     AnchorSpec("stockfish-n1-r75", "stockfish", nodes=1, random_share=0.75),

@@ -8,12 +8,12 @@ with none; then Stockfish at ``UCI_Elo`` 1350, 1600, 2000 and 2400, 20,000 nodes
 play a round robin on CPU: every pair of anchors within ``reach`` places of each other in
 that order (all pairs by default), except pairs of two ``UCI_Elo`` anchors, whose games say
 nothing about the ratings to fit (60 pairs by default). A pair plays ``games_per_pair``
-games (8 by default): games 2k and 2k+1 start from the same ``opening_plies`` (2) random
-plies with colours swapped. A game still going after ``max_plies`` (300) plies is scored a
-draw. Every game's seed derives from the ladder's ``seed``, the pair and the game's index,
-so the random, greedy and node-limited anchors' games replay move for move on one engine
-build; the ``UCI_Elo`` anchors' games do not (the engine weakens itself with a random
-generator no client can seed).
+games (16 by default: 960 games in all): games 2k and 2k+1 start from the same
+``opening_plies`` (2) random plies with colours swapped. A game still going after
+``max_plies`` (300) plies is scored a draw. Every game's seed derives from the ladder's
+``seed``, the pair and the game's index, so the random, greedy and node-limited anchors'
+games replay move for move on one engine build; the ``UCI_Elo`` anchors' games do not (the
+engine weakens itself with a random generator no client can seed).
 
 Fit. Maximum likelihood of the Bradley-Terry (logistic) model, expected score
 ``1 / (1 + 10^((R_b - R_a) / 400))``, draws as half a point (as BayesElo and Ordo), over all
@@ -25,6 +25,8 @@ A run's model then plays the anchors; ``fit_player`` fits its one rating against
 ratings, held fixed, with a 95 % likelihood-ratio (profile) interval; given the ladder's
 covariance it also states that interval widened by the ladder's own uncertainty (delta
 method, half-widths in quadrature: ``low_total``/``high_total``).
+
+Cost: 240 games (4 a pair) took 253 s with 2 workers on 2 shared CPU cores.
 
 A ladder is computed once per settings and engine build (``ladder_key``) and stored as JSON
 (``write_ladder``); ``is_current`` says whether a stored one still holds.
@@ -70,7 +72,7 @@ class LadderError(ValueError):
 @dataclass(frozen=True)
 class LadderSettings:
     anchors: tuple[AnchorSpec, ...] = anchor_players.DEFAULT_ANCHORS
-    games_per_pair: int = 8
+    games_per_pair: int = 16  # 4 left the weakest anchors' ratings +-200 to 290
     seed: int = 0
     max_plies: int = 300
     opening_plies: int = 2
