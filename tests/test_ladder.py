@@ -291,3 +291,14 @@ def test_a_broken_ladder_file_is_refused_naming_the_file_and_key(tmp_path) -> No
         ladder.LadderSettings.from_dict({"anchors": [{"name": "x", "kind": "engine"}]})
     with pytest.raises(ladder.LadderError, match="none is a stockfish_elo anchor"):
         ladder.LadderSettings(anchors=(AnchorSpec("random", "random"),))
+
+
+def test_the_pairs_are_neighbours_within_reach_and_never_two_fixed_anchors() -> None:
+    settings = ladder.LadderSettings(reach=2)
+    names = [a.name for a in settings.anchors]
+    pairs = [(names.index(a.name), names.index(b.name)) for a, b in settings.pairs()]
+    assert all(0 < j - i <= 2 for i, j in pairs)
+    assert not any(settings.anchors[i].fixed and settings.anchors[j].fixed for i, j in pairs)
+    assert len(ladder.LadderSettings().pairs()) == 66 - 6  # 12 anchors, 4 of them fixed
+    with pytest.raises(ladder.LadderError, match="unexpected keyword argument 'games'"):
+        ladder.LadderSettings.from_dict({"games": 4})
