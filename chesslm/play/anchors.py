@@ -1,0 +1,264 @@
+"""Anchor players for the Elo ladder, and the one interface every player of a game shares.
+
+A ``Player`` is told ``new_game(seed)`` before each game and then asked ``move(board)`` for
+each of its moves; ``close()`` ends it. Anchors, from weakest to strongest:
+
+- ``random``: a uniformly random legal move (seeded per game: reproducible);
+- ``greedy``: one ply of material: mate in one if there is one, else the move that wins the
+  most material (the captured piece, plus the promotion's gain), ties broken at random
+  (seeded per game: reproducible);
+- ``stockfish``: Stockfish at a fixed node count, one thread, a fixed hash, strength not
+  limited, a fresh game (``ucinewgame``) each game: deterministic for one engine build;
+- ``random_share`` (greedy and stockfish): a seeded random legal move instead on that share
+  of the moves, to bridge the gaps between random, greedy and the engine (still reproducible;
+  the engine at 1 node already beats ``UCI_Elo`` 1350);
+- ``stockfish_elo``: Stockfish with ``UCI_LimitStrength`` at a ``UCI_Elo``: the engine's own
+  calibrated scale, which the ladder holds fixed. The engine weakens itself with an internal
+  random generator it does not let a client seed: these games are NOT reproducible.
+
+``ModelPlayer`` adapts a model of this project to the same interface.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import chess
+import chess.engine
+
+if TYPE_CHECKING:
+    import torch
+
+KINDS = ("random", "greedy", "stockfish", "stockfish_elo")
+REPRODUCIBLE = {"random": True, "greedy": True, "stockfish": True, "stockfish_elo": False}
+VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9}
+HASH_MB = 16  # fixed so the node-limited search is the same on every host
+
+
+class Player(Protocol):
+    """Anything that plays: told of each new game (with its seed), asked for its moves."""
+
+    name: str
+
+    def new_game(self, seed: int) -> None: ...
+
+    def move(self, board: chess.Board) -> chess.Move: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class AnchorSpec:
+    """One anchor's settings (JSON-able: the ladder file stores them)."""
+
+    name: str
+    kind: str
+    nodes: int | None = None  # stockfish, stockfish_elo: nodes per move
+    elo: int | None = None  # stockfish_elo: UCI_Elo, the rating the ladder holds fixed
+    random_share: float = 0.0  # greedy, stockfish: share of moves played at random instead
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"anchor {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
+        engine = self.kind.startswith("stockfish")
+        if engine and (self.nodes is None or self.nodes < 1):
+            raise ValueError(f"anchor {self.name!r}: {self.kind} needs nodes >= 1")
+        if (self.kind == "stockfish_elo") != (self.elo is not None):
+            raise ValueError(
+                f"anchor {self.name!r}: elo must be set for stockfish_elo and only for it"
+            )
+        diluted = self.kind in ("greedy", "stockfish")
+        if not 0.0 <= self.random_share < 1.0 or (self.random_share and not diluted):
+            raise ValueError(
+                f"anchor {self.name!r}: random_share must be in [0, 1), greedy or stockfish only"
+            )
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the ladder holds this anchor's rating at its calibrated value."""
+        return self.kind == "stockfish_elo"
+
+    @property
+    def reproducible(self) -> bool:
+        return REPRODUCIBLE[self.kind]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> AnchorSpec:
+        try:
+            return cls(**record)
+        except TypeError as error:
+            raise ValueError(f"anchor {record.get('name')!r}: {error}") from None
+
+
+# Weakest to strongest, as a 4-games-a-pair ladder placed them (random -160, greedy 500,
+# Stockfish at 1 node 1620, each +-120 to 290; without the random shares between them some
+# pairs only ever won, and the fit had no finite maximum); the UCI_Elo anchors keep
+# games.py's 20,000 nodes a move.
+DEFAULT_ANCHORS = (
+    AnchorSpec("random", "random"),
+    AnchorSpec("stockfish-n1-r75", "stockfish", nodes=1, random_share=0.75),
+    AnchorSpec("greedy-r50", "greedy", random_share=0.5),
+    AnchorSpec("greedy", "greedy"),
+    AnchorSpec("stockfish-n1-r50", "stockfish", nodes=1, random_share=0.5),
+    AnchorSpec("stockfish-n1-r25", "stockfish", nodes=1, random_share=0.25),
+    AnchorSpec("stockfish-n1-r10", "stockfish", nodes=1, random_share=0.1),
+    AnchorSpec("stockfish-n1", "stockfish", nodes=1),
+    AnchorSpec("stockfish-elo1350", "stockfish_elo", nodes=20_000, elo=1350),
+    AnchorSpec("stockfish-elo1600", "stockfish_elo", nodes=20_000, elo=1600),
+    AnchorSpec("stockfish-elo2000", "stockfish_elo", nodes=20_000, elo=2000),
+    AnchorSpec("stockfish-elo2400", "stockfish_elo", nodes=20_000, elo=2400),
+)
+
+
+@dataclass
+class RandomPlayer:
+    name: str = "random"
+    rng: random.Random = field(default_factory=random.Random)
+
+    def new_game(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def move(self, board: chess.Board) -> chess.Move:
+        return self.rng.choice(list(board.legal_moves))
+
+    def close(self) -> None:
+        pass
+
+
+def material_gain(board: chess.Board, move: chess.Move) -> int:
+    """Material the mover wins at once: the captured piece and a promotion's gain."""
+    gain = VALUES[chess.PAWN] if board.is_en_passant(move) else 0
+    captured = board.piece_type_at(move.to_square)
+    if captured is not None:
+        gain += VALUES[captured]
+    if move.promotion is not None:
+        gain += VALUES[move.promotion] - VALUES[chess.PAWN]
+    return gain
+
+
+@dataclass
+class GreedyPlayer(RandomPlayer):
+    name: str = "greedy"
+
+    def move(self, board: chess.Board) -> chess.Move:
+        legal = list(board.legal_moves)
+        for move in legal:
+            if not board.gives_check(move):  # cheap; spares a push and a mate search
+                continue
+            board.push(move)
+            mate = board.is_checkmate()
+            board.pop()
+            if mate:
+                return move
+        gains = [material_gain(board, m) for m in legal]
+        best = max(gains)
+        return self.rng.choice([m for m, g in zip(legal, gains, strict=True) if g == best])
+
+
+class EnginePlayer:
+    """Stockfish as an anchor: node-limited (deterministic) or strength-limited (random)."""
+
+    def __init__(self, spec: AnchorSpec, engine_path: str) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.limit = chess.engine.Limit(nodes=spec.nodes)
+        self.engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+        self.game: object = object()
+        options: dict[str, Any] = {"Threads": 1, "Hash": HASH_MB}
+        if spec.kind == "stockfish_elo":
+            option = self.engine.options["UCI_Elo"]
+            if not option.min <= spec.elo <= option.max:
+                self.engine.quit()
+                raise ValueError(
+                    f"anchor {spec.name!r}: UCI_Elo {spec.elo} is outside this engine's"
+                    f" {option.min}-{option.max}"
+                )
+            options |= {"UCI_LimitStrength": True, "UCI_Elo": spec.elo}
+        else:
+            options |= {"UCI_LimitStrength": False}
+        self.engine.configure(options)
+
+    @property
+    def build(self) -> str:
+        return str(self.engine.id.get("name"))
+
+    def new_game(self, seed: int) -> None:
+        self.game = object()  # a new id makes python-chess send ucinewgame (clears the hash)
+
+    def move(self, board: chess.Board) -> chess.Move:
+        return self.engine.play(board, self.limit, game=self.game).move
+
+    def close(self) -> None:
+        self.engine.quit()
+
+
+class DilutedPlayer(RandomPlayer):
+    """``inner``'s move, or a seeded random legal move on a ``share`` of the moves."""
+
+    def __init__(self, inner: Player, share: float) -> None:
+        super().__init__(inner.name)
+        self.inner, self.share = inner, share
+
+    def new_game(self, seed: int) -> None:
+        super().new_game(seed)
+        self.inner.new_game(self.rng.getrandbits(63))
+
+    def move(self, board: chess.Board) -> chess.Move:
+        if self.rng.random() < self.share:
+            return super().move(board)
+        return self.inner.move(board)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def open_player(spec: AnchorSpec, engine_path: str) -> Player:
+    """The anchor ``spec`` describes, ready to play (an engine anchor starts its process)."""
+    player: Player
+    if spec.kind == "random":
+        return RandomPlayer(spec.name)
+    if spec.kind == "greedy":
+        player = GreedyPlayer(spec.name)
+    else:
+        player = EnginePlayer(spec, engine_path)
+    return DilutedPlayer(player, spec.random_share) if spec.random_share else player
+
+
+def engine_build(engine_path: str) -> str:
+    """The engine's UCI ``id name`` (e.g. "Stockfish 15.1"): part of a ladder's identity."""
+    engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+    try:
+        return str(engine.id.get("name"))
+    finally:
+        engine.quit()
+
+
+class ModelPlayer:
+    """A model of this project as a player: its best legal move, as ``games.best_moves``
+    scores it (argmax; deterministic for given weights), or a seeded sample."""
+
+    def __init__(self, net: torch.nn.Module, *, name: str = "model", sample: bool = False):
+        import torch  # here, not above: the ladder's worker processes start without torch
+
+        from chesslm.play import games
+
+        self.best_moves = games.best_moves
+        self.name = name
+        self.net = net
+        self.sample = sample
+        self.generator = torch.Generator()
+
+    def new_game(self, seed: int) -> None:
+        self.generator.manual_seed(seed)
+
+    def move(self, board: chess.Board) -> chess.Move:
+        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator)[0]
+
+    def close(self) -> None:
+        pass
