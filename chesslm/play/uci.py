@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Any, TextIO
 
 import chess
 import torch
@@ -55,7 +55,12 @@ def load_model(path: str, device: str) -> gpt.GPT:
 
     :raises checkpoint.CheckpointError: naming the file, if it is not a chesslm checkpoint
         (``checkpoint.load``'s refusals) or its weights do not fit its own preset."""
-    payload = checkpoint.load(path)
+    return model_of(checkpoint.load(path), path, device)
+
+
+def model_of(payload: dict[str, Any], path: str, device: str) -> gpt.GPT:
+    """The model of a loaded checkpoint (``path`` names it in errors), strictly: every weight
+    of its preset present, with its shape."""
     preset = lookup(payload, "identity.model.preset")
     if not isinstance(preset, str):
         raise checkpoint.CheckpointError(f"{path}: no model preset (identity.model.preset)")
