@@ -18,7 +18,7 @@ from chesslm.data import tokens
 from chesslm.export import gpt2, tensorfile, vocabulary
 from chesslm.train import model as gpt
 from tests.conftest import sample_games
-from tests.helpers import model_checkpoint, snakemake
+from tests.helpers import ROOT, model_checkpoint, snakemake
 
 transformers = pytest.importorskip(
     "transformers", reason="loading an export needs the [hf] extra: pip install -e '.[hf]'"
@@ -188,3 +188,19 @@ def test_the_cards_snippet_runs_on_the_export(exported: Path, monkeypatch) -> No
     e2e4_e7e5 += tokens.move_tokens(chess.Move.from_uci("e7e5"))
     assert scope["encode"](["e2e4", "e7e5"]) == e2e4_e7e5
     assert scope["logits"].shape == (1, 7, tokens.VOCAB_SIZE)
+
+
+@pytest.mark.slow
+def test_the_readmes_snippet_runs_on_the_export(exported: Path, tmp_path: Path, monkeypatch):
+    text = (ROOT / "README.md").read_text().split("## Play it or share it", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", text.split("\n## ", 1)[0], re.S).group(1)
+    (tmp_path / "results/demo").mkdir(parents=True)
+    (tmp_path / "results/demo/export").symlink_to(exported / "results/mini/export")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - README's own code, as a reader would run it
+    assert scope["ids"].tolist()[0] == [
+        tokens.BOS,
+        *tokens.encode_moves([chess.Move.from_uci("e2e4")])[1:4],
+    ]
+    assert scope["logits"].shape == (1, 4, tokens.VOCAB_SIZE)
