@@ -4,6 +4,7 @@ against a real process, whole games against Stockfish, and raw malformed input o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -199,3 +200,33 @@ def test_the_console_script_is_the_module() -> None:
     if "chesslm-uci" not in scripts:
         pytest.skip("the installed chesslm predates [project.scripts]: pip install -e . again")
     assert scripts["chesslm-uci"] == "chesslm.play.uci:main"
+
+
+@pytest.mark.slow
+def test_the_reports_play_command_runs_and_names_the_export(
+    ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chesslm.play import uci
+
+    run = Path("results/demo")
+    monkeypatch.chdir(tmp_path)  # the run's paths are relative, as the rules give them
+    (tmp_path / run / "train").mkdir(parents=True)
+    shutil.copy(ckpt, tmp_path / run / "train" / "best.pt")
+    lines = "\n".join(uci.report_section(run))
+    assert "not written yet: `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
+    command = re.search(r"`(chesslm-uci [^`]*)`", lines).group(1).split()
+    done = subprocess.run(
+        [*ENGINE, *command[1:]], input="uci\ngo nodes 1\nquit\n", capture_output=True,
+        text=True, env=ENV, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "bestmove " in done.stdout, done.stderr
+    (tmp_path / run / "export").mkdir()
+    (tmp_path / run / "export" / "model.safetensors").write_bytes(b"")
+    monkey = Path.cwd()
+    try:
+        os.chdir(tmp_path)
+        assert "- Export: `results/demo/export/` (Hugging Face" in "\n".join(
+            uci.report_section(run)
+        )
+    finally:
+        os.chdir(monkey)
