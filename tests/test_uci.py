@@ -134,7 +134,7 @@ def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
             "setoption name Nonsense value 3",
             "position startpos moves e2e4 e7e5 e1e8 d2d4",
             "isready",
-            "go nodes many depth 1",
+            "go nodes many depth 1 searchmoves d2d4 g1f3 wtime 1000",
             "position fen not a fen at all",
             "go",
             "position sideways",
@@ -151,7 +151,8 @@ def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
     out = done.stdout.splitlines()
     assert "uciok" in out and out.count("readyok") == 2
     infos = "\n".join(line for line in out if line.startswith("info string"))
-    for expected in ("'xyzzy'", "Temperature", "'Nonsense'", "'e1e8'", "'many'", "invalid FEN"):
+    expected_infos = ("'xyzzy'", "Temperature", "'Nonsense'", "'e1e8'", "'many'", "searchmoves")
+    for expected in (*expected_infos, "invalid FEN"):
         assert expected in infos, (expected, infos)
     best = [line.split()[1] for line in out if line.startswith("bestmove")]
     assert len(best) == 3
@@ -161,6 +162,20 @@ def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
     assert chess.Move.from_uci(best[0]) in after.legal_moves
     assert chess.Move.from_uci(best[1]) in chess.Board().legal_moves
     assert best[2] == "(none)"
+
+
+@pytest.mark.slow
+def test_go_ponder_answers_at_ponderhit_and_a_null_move_is_illegal(ckpt: Path) -> None:
+    talk = "position startpos moves e2e4 0000 e7e5\ngo ponder\nisready\nponderhit\nquit\n"
+    done = raw(ckpt, talk)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "illegal move '0000'" in done.stdout
+    best = [i for i, line in enumerate(out) if line.startswith("bestmove")]
+    assert len(best) == 1 and best[0] > out.index("readyok"), out
+    after_e4 = chess.Board()
+    after_e4.push_uci("e2e4")
+    assert chess.Move.from_uci(out[best[0]].split()[1]) in after_e4.legal_moves
 
 
 @pytest.mark.slow

@@ -62,8 +62,13 @@ def render(facts: Facts) -> str:
     return "\n".join(parts)
 
 
-def _value(value: Any) -> str:
-    return "not recorded" if value is None else f"`{json.dumps(value)}`"
+def _value(value: Any, none: str = "not recorded") -> str:
+    return none if value is None else f"`{json.dumps(value)}`"
+
+
+def _rating(value: Any) -> str:
+    """An Elo figure rounded, or a dash for an unbounded (None) one."""
+    return "-" if value is None else f"{value:.0f}"
 
 
 def header(facts: Facts) -> str:
@@ -124,7 +129,10 @@ def data(facts: Facts) -> str:
     inputs = ", ".join(
         f"`{i.get('name')}` (sha256 `{i.get('sha256')}`)" for i in m.get("inputs", [])
     )
-    filters = "\n".join(f"| `{k}` | {_value(v)} |" for k, v in settings.get("filters", {}).items())
+    filters = "\n".join(
+        f"| `{k}` | {_value(v, none='none (no filter)')} |"
+        for k, v in settings.get("filters", {}).items()
+    )
     return (
         f"## Data\n\nDataset fingerprint `{m.get('fingerprint')}` (the checkpoint's identity"
         f" names `{facts.identity.get('dataset_fingerprint')}`); integrity receipt: all files"
@@ -183,9 +191,10 @@ def elo_section(elo: dict[str, Any] | None) -> str:
     if not elo:
         return "Elo: not evaluated.\n"
     fit = elo.get("fit", {})
+    estimate = "no finite estimate" if fit.get("elo") is None else _rating(fit.get("elo"))
     return (
-        f"Elo: {_value(fit.get('elo'))} (interval {_value(fit.get('low'))} to"
-        f" {_value(fit.get('high'))}; {fit.get('games')} games, score {fit.get('score')};"
-        f" {fit.get('method')}). Opponents: {_value(lookup(elo, 'engine.engine'))} at"
+        f"Elo: {estimate} (interval {_rating(fit.get('low'))} to {_rating(fit.get('high'))};"
+        f" {fit.get('games')} games, score {fit.get('score')}; {fit.get('method')})."
+        f" Opponents: {lookup(elo, 'engine.engine') or 'not recorded'} at"
         f" {_value(elo.get('limit'))}. Protocol: {elo.get('protocol')}. {elo.get('note') or ''}\n"
     )

@@ -9,8 +9,10 @@ tensors' bytes back to back, little-endian, in the order of their offsets.
 >>> import io
 >>> buffer = io.BytesIO()
 >>> write(buffer, {"x": torch.arange(3, dtype=torch.float32)}, {"format": "pt"})
->>> buffer.getvalue()[:8]
-b'P\\x00\\x00\\x00\\x00\\x00\\x00\\x00'
+>>> data = buffer.getvalue()
+>>> n = int.from_bytes(data[:8], "little")
+>>> json.loads(data[8 : 8 + n])["x"], n % 8, len(data) - 8 - n
+({'dtype': 'F32', 'shape': [3], 'data_offsets': [0, 12]}, 0, 12)
 """
 
 from __future__ import annotations

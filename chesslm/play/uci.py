@@ -49,6 +49,7 @@ OPTIONS = (
     "option name Threads type spin default 1 min 1 max 256",
 )
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
+GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
 
 
 def load_model(path: str, device: str) -> gpt.GPT:
@@ -104,7 +105,10 @@ def parse_position(args: list[str]) -> tuple[chess.Board, list[str]]:
         complaints.append(f"position needs startpos or fen, got {' '.join(head)!r}; using startpos")
     for i, text in enumerate(moves):
         try:
-            board.push(board.parse_uci(text))
+            move = board.parse_uci(text)
+            if not move:  # 0000: a null move has no tokens
+                raise ValueError(text)
+            board.push(move)
         except ValueError:
             complaints.append(
                 f"illegal move {text!r} at move {i + 1} of the position's moves; position taken"
@@ -114,9 +118,10 @@ def parse_position(args: list[str]) -> tuple[chess.Board, list[str]]:
     return board, complaints
 
 
-def parse_go(args: list[str]) -> tuple[dict[str, int], set[str], list[str]]:
-    """``go``'s numeric limits, its flags (``infinite``, ``ponder``) and complaints."""
-    numbers, flags, complaints = {}, set(), []
+def parse_go(args: list[str]) -> tuple[set[str], list[str]]:
+    """``go``'s flags (``infinite``, ``ponder``) and complaints about its words; its limits are
+    checked, not used (one forward pass is the whole search)."""
+    flags, complaints = set(), []
     i = 0
     while i < len(args):
         word = args[i]
@@ -124,14 +129,18 @@ def parse_go(args: list[str]) -> tuple[dict[str, int], set[str], list[str]]:
             flags.add(word)
         elif word in GO_NUMBERS and i + 1 < len(args):
             try:
-                numbers[word] = int(args[i + 1])
+                int(args[i + 1])
             except ValueError:
                 complaints.append(f"go {word}: not an integer: {args[i + 1]!r}; ignored")
             i += 1
-        elif word != "searchmoves":  # searchmoves' moves are skipped as unknown words
+        elif word == "searchmoves":
+            complaints.append("go searchmoves is not supported: every legal move is considered")
+            while i + 1 < len(args) and args[i + 1] not in GO_WORDS:
+                i += 1
+        else:
             complaints.append(f"go: ignored {word!r}")
         i += 1
-    return numbers, flags, complaints
+    return flags, complaints
 
 
 class Engine:
@@ -227,11 +236,15 @@ class Engine:
         self.board, self.unencodable = board, unencodable_start(root)
 
     def go(self, args: list[str]) -> None:
-        _, flags, complaints = parse_go(args)
+        flags, complaints = parse_go(args)
         for text in complaints:
             self.info(text)
+        self.release([])  # a go before the last one's stop: answer that one first
         started = time.perf_counter()
-        move, why = self.choose()
+        try:
+            move, why = self.choose()
+        except Exception as error:  # noqa: BLE001 - every go gets a bestmove, or a GUI waits
+            move, why = self.random_move(f"the model failed ({type(error).__name__}: {error})")
         ms = round(1000 * (time.perf_counter() - started))
         if move is not None:
             self.send(f"info depth 1 nodes 1 time {ms} pv {move.uci()}")
@@ -249,18 +262,23 @@ class Engine:
 
     def choose(self) -> tuple[chess.Move | None, str]:
         """The move to play and a line saying how it was chosen."""
-        legal = list(self.board.legal_moves)
-        if not legal:
+        if not any(self.board.legal_moves):
             return None, "no legal move: the game is over"
         plies = len(self.board.move_stack)
         longest = 1 + 3 * plies + 2  # BOS, the triples so far, the next source and destination
-        why = self.unencodable
-        if why is None and longest > self.net.config.block_size:
-            why = f"the game is longer than the model's context ({self.net.config.block_size})"
-        if why is not None:
-            pick = int(torch.randint(len(legal), (1,), generator=self.rng))
-            return legal[pick], f"{why}: playing a uniformly random legal move"
+        if self.unencodable is not None:
+            return self.random_move(self.unencodable)
+        if longest > self.net.config.block_size:
+            limit = self.net.config.block_size
+            return self.random_move(f"the game is longer than the model's context ({limit})")
         return self.model_move()
+
+    def random_move(self, why: str) -> tuple[chess.Move | None, str]:
+        legal = list(self.board.legal_moves)
+        if not legal:
+            return None, "no legal move: the game is over"
+        pick = int(torch.randint(len(legal), (1,), generator=self.rng))
+        return legal[pick], f"{why}: playing a uniformly random legal move"
 
     def model_move(self) -> tuple[chess.Move, str]:
         codes, logp = legal_scores(self.net, self.board, self.device)
@@ -268,7 +286,8 @@ class Engine:
             pick = int(torch.argmax(logp))
             how = "argmax"
         else:
-            probs = torch.softmax(logp / self.temperature, dim=0)
+            # from the best move down: a tiny temperature cannot make every weight zero
+            probs = torch.softmax((logp - logp.max()) / self.temperature, dim=0)
             pick = int(torch.multinomial(probs, 1, generator=self.rng))
             how = f"sampled at temperature {self.temperature:g}"
         p = math.exp(float(logp[pick]))
