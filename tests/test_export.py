@@ -95,6 +95,13 @@ def test_a_model_without_biases_exports_as_zero_biases(tmp_path: Path) -> None:
     assert max_difference(net, hf_model(tmp_path / "export"), padded(real_games(4))) <= TOLERANCE
 
 
+def test_the_baseline_config_is_gpt2_small_with_the_baselines_parameters() -> None:
+    config = transformers.GPT2Config(**gpt2.hf_config(gpt.config_for("baseline")))
+    with torch.device("meta"):  # shapes only: no 344 MB of weights
+        hf = transformers.GPT2LMHeadModel(config)
+    assert hf.num_parameters() == gpt.BASELINE_PARAMETERS  # the tied head counted once
+
+
 def test_weights_the_mapping_does_not_know_are_refused(noisy_net: gpt.GPT) -> None:
     state = {**noisy_net.state_dict(), "transformer.h.0.attn.rotary": torch.zeros(2)}
     with pytest.raises(ValueError, match="transformer.h.0.attn.rotary"):
