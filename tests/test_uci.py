@@ -245,3 +245,27 @@ def test_the_reports_play_command_runs_and_names_the_export(
         )
     finally:
         os.chdir(monkey)
+
+
+def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
+    """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
+    from chesslm.play import uci
+
+    said: list[str] = []
+    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle("position startpos moves e2e4 e7e5 g1f3 b8c6 f1c4 g8f6 e1h1")
+    assert engine.board.move_stack[-1] == chess.Move.from_uci("e1g1") and not said
+    engine.handle("go nodes 1")
+    assert chess.Move.from_uci(said[-1].split()[1]) in engine.board.legal_moves
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "warm"])
+def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
+    ckpt: Path, value: str
+) -> None:
+    from chesslm.play import uci
+
+    said: list[str] = []
+    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle(f"setoption name Temperature value {value}")
+    assert engine.temperature == 0 and said[0].startswith("info string option Temperature")
