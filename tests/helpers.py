@@ -109,3 +109,21 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+def model_checkpoint(
+    path: Path, *, preset: str = "tiny", seed: int = 0, spread: float = 0.0
+) -> Path:
+    """A checkpoint of a freshly initialised model, written by the project's saver and loadable
+    like a trained run's best.pt; ``spread`` > 0 adds Gaussian noise of that scale to every
+    parameter (so LayerNorm gains and biases are not their trivial 1 and 0)."""
+    torch.manual_seed(seed)
+    net = model.build(preset)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(spread * torch.randn_like(p))
+    payload = small_payload()
+    payload["model"] = net.state_dict()
+    payload["identity"] = {"model": {"preset": preset, **net.config.to_dict()}}
+    checkpoint.save(path, payload)
+    return path

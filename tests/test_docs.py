@@ -13,6 +13,8 @@ are diagrams or illustrations). Each command is handled by its program:
   executor, with the profile the docs show;
 - ``python -m pytest``: collected (``--collect-only``) with the same arguments;
 - ``python -m chesslm.report.summary``: run on a synthetic run of that name;
+- ``chesslm-uci``: the engine's module with the same arguments, on a tiny checkpoint at the
+  path shown, asked for a move;
 - ``python benchmarks/*.py``: every flag the docs use must be one the script accepts (GPU);
 - ``python3 -m venv``: run; ``pip install``: each requirement checked against the installed
   environment and pyproject.toml (CI installs from scratch: .ci/run);
@@ -21,7 +23,8 @@ are diagrams or illustrations). Each command is handled by its program:
 
 YAML snippets: a config snippet (``datasets``/``runs``) merged into config/config.yaml must
 validate against the schema, and every default in config/README.md's tables must read (as
-YAML) as the schema's default; profile snippets must parse and name real rules.
+YAML) as the schema's default; profile snippets must parse and name real rules; a lichess-bot
+``engine`` section must name the console script and only flags and options the engine has.
 """
 
 from __future__ import annotations
@@ -251,10 +254,39 @@ def check_pip(command: Command) -> None:
             assert version(name).split("+")[0] == pinned, f"{command}: {name} {version(name)}"
 
 
+def check_uci(command: Command, workdir: Path) -> None:
+    """The engine answers ``uci`` and a ``go`` with a legal move, from a tiny checkpoint put
+    where the command says (a scratch tree of its own)."""
+    import chess
+
+    from tests.helpers import model_checkpoint
+
+    words = list(command.words[1:])
+    scratch = workdir.parent / f"{workdir.name}-uci"
+    path = scratch / words[words.index("--checkpoint") + 1]
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model_checkpoint(path)
+    engine = [sys.executable, "-m", "chesslm.play.uci", *words]
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    talk = "uci\nposition startpos moves e2e4\ngo movetime 100\nquit\n"
+    done = subprocess.run(
+        engine, cwd=scratch, env=full_env, capture_output=True, text=True, input=talk
+    )
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    assert "uciok" in done.stdout.splitlines(), done.stdout
+    best = re.search(r"^bestmove (\S+)", done.stdout, re.M)
+    board = chess.Board()
+    board.push_uci("e2e4")
+    assert best and chess.Move.from_uci(best.group(1)) in board.legal_moves, done.stdout
+
+
 def check(command: Command, workdir: Path) -> None:
     program = command.words[0]
     if program == "snakemake":
         check_snakemake(command, workdir)
+    elif program == "chesslm-uci":
+        check_uci(command, workdir)
     elif program in ("python", "python3"):
         check_python(command, workdir)
     elif program == "pip":
@@ -322,10 +354,28 @@ def test_yaml_snippet(block: Block) -> None:
     assert isinstance(value, dict), block.where
     if {"datasets", "runs"} & set(value):
         jsonschema.validate(merged_config(value), SCHEMA)
+    elif set(value) == {"engine"}:
+        check_lichess_bot(value["engine"], block.where)
     else:  # a Snakemake profile
         assert set(value) <= {"default-resources", "set-resources"}, block.where
         for rule in value.get("set-resources") or {}:
             assert rule in RULES, f"{block.where}: no rule {rule!r}"
+
+
+def check_lichess_bot(engine: dict, where: str) -> None:
+    """A lichess-bot ``engine`` section: the console script, UCI, and only the engine's own
+    command-line flags (``engine_options``: ``--KEY=VALUE``) and UCI options."""
+    import tomllib
+
+    from chesslm.play import uci
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert engine["name"] in scripts and engine["protocol"] == "uci", where
+    done = run([sys.executable, "-m", "chesslm.play.uci", "--help"], ROOT)
+    for key in engine.get("engine_options") or {}:
+        assert f"--{key}" in done.stdout, f"{where}: the engine has no --{key}"
+    declared = {re.match(r"option name (\w+)", line).group(1) for line in uci.OPTIONS}
+    assert set(engine.get("uci_options") or {}) <= declared, where
 
 
 def table_defaults(section: str) -> list[tuple[str, str]]:

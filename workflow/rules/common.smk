@@ -342,6 +342,19 @@ def get_play_outputs(run):
     return [f"results/{run}/play/{PLAY_FILES[name]}" for name in PLAY_RECORDS.values()]
 
 
+# --- export (workflow/rules/export.smk) -------------------------------------------------
+
+
+def get_run_manifest(wildcards):
+    return f"{dataset_dir(run_dataset(wildcards.run))}/manifest.json"
+
+
+def get_best_checkpoint(wildcards):
+    """The checkpoint rule export hands over (written by the run's segments, which
+    results.json follows)."""
+    return f"results/{wildcards.run}/train/best.pt"
+
+
 # --- reports and targets -----------------------------------------------------------------
 
 

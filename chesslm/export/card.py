@@ -1,0 +1,200 @@
+"""``README.md`` of an export: a model card saying what the weights are, what data made them
+(fingerprint, filters, licence), how they were trained and how they play, from the run's own
+records (the checkpoint's identity, the dataset manifest and integrity receipt, results.json
+and, when the run has them, its play evaluation's files).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from chesslm.data import tokens
+from chesslm.files import lookup
+
+LICENCE = (
+    "The training games come from the Lichess open database (https://database.lichess.org),"
+    " released under CC0 1.0 (public domain dedication). This card sets no licence for the"
+    " weights: that is the publisher's choice."
+)
+TRAINING_KEYS = (
+    "world_size",
+    "device",
+    "micro",
+    "accum",
+    "lr",
+    "epochs",
+    "seed",
+    "warmup_steps",
+    "schedule_steps",
+    "max_updates",
+    "optimizer",
+    "precision",
+    "sampling",
+    "torch",
+)
+
+
+@dataclass
+class Facts:
+    """What the card reports, read by ``chesslm.export.folder``."""
+
+    run: str
+    checkpoint: dict[str, Any]  # path, sha256, step, best_nll
+    identity: dict[str, Any]  # the checkpoint's training identity
+    manifest: dict[str, Any]
+    receipt: dict[str, Any]
+    results: dict[str, Any]
+    play: dict[str, dict[str, Any]] = field(default_factory=dict)  # "move-match", "elo"
+
+
+def render(facts: Facts) -> str:
+    parts = [
+        header(facts),
+        use(facts),
+        tokenizer(facts),
+        data(facts),
+        training(facts),
+        evaluation(facts),
+        f"## Licence\n\n{LICENCE}\n",
+    ]
+    return "\n".join(parts)
+
+
+def _value(value: Any, none: str = "not recorded") -> str:
+    return none if value is None else f"`{json.dumps(value)}`"
+
+
+def _rating(value: Any) -> str:
+    """An Elo figure rounded, or a dash for an unbounded (None) one."""
+    return "-" if value is None else f"{value:.0f}"
+
+
+def header(facts: Facts) -> str:
+    model, ckpt = facts.identity.get("model", {}), facts.checkpoint
+    return (
+        "---\nlibrary_name: transformers\ntags: [chess, gpt2, chesslm]\n---\n\n"
+        f"# chesslm run `{facts.run}`: a chess-move GPT-2\n\n"
+        f"A GPT-2 (preset `{model.get('preset')}`: {model.get('n_layer')} layers,"
+        f" {model.get('n_head')} heads, width {model.get('n_embd')}, context"
+        f" {model.get('block_size')} tokens, vocabulary {model.get('vocab_size')},"
+        f" {facts.identity.get('parameters')} parameters) trained by chesslm to predict the next"
+        " move token of Lichess games. Weights: the run's `best.pt` (step"
+        f" {ckpt.get('step')}, validation NLL {ckpt.get('best_nll')}, sha256"
+        f" `{ckpt.get('sha256')}`), in FP32, in Hugging Face's GPT-2 layout: its logits are"
+        " the chesslm model's (the tests compare them on real games: max abs difference"
+        " <= 1e-4 in FP32).\n"
+    )
+
+
+def use(facts: Facts) -> str:
+    return f"""## Use
+
+```python
+import json, torch
+from transformers import GPT2LMHeadModel
+model = GPT2LMHeadModel.from_pretrained("export").eval()   # this folder
+vocab = json.load(open("export/tokenizer.json"))
+def encode(moves):  # UCI moves from the standard start
+    ids = [vocab["special"]["BOS"]]
+    for m in moves:
+        ids += [vocab["squares"][m[:2]], vocab["squares"][m[2:4]],
+                vocab["promotion"][m[4:] or "none"]]
+    return ids
+logits = model(torch.tensor([encode(["e2e4", "e7e5"])])).logits  # next: a source square
+```
+
+To pick a move, renormalise over the legal tokens at each step (source, then destination,
+then promotion), as chesslm's play evaluation does. To play it, chesslm's UCI engine runs the
+run's checkpoint: `chesslm-uci --checkpoint results/{facts.run}/train/best.pt`.
+"""
+
+
+def tokenizer(facts: Facts) -> str:
+    version = lookup(facts.identity, "tokenizer.version")
+    return (
+        f"## Tokenizer\n\n`{version}` (chesslm.data.tokens; sha256 of its module"
+        f" `{lookup(facts.identity, 'tokenizer.sha256')}`), mapped in `tokenizer.json`: ids"
+        f" 0-63 squares a1..h8, {tokens.PROMO_NONE} no promotion, {tokens.PROMO_NONE + 1}-"
+        f"{tokens.PROMO_NONE + 4} promotion to knight, bishop, rook, queen, {tokens.BOS} BOS,"
+        f" {tokens.EOS} EOS, {tokens.PAD} PAD, {tokens.FIRST_RESERVED}-{tokens.VOCAB_SIZE - 1}"
+        " reserved. A game is BOS, one (source, destination, promotion) triple per move, EOS.\n"
+    )
+
+
+def data(facts: Facts) -> str:
+    m, r = facts.manifest, facts.receipt
+    settings = m.get("settings", {})
+    inputs = ", ".join(
+        f"`{i.get('name')}` (sha256 `{i.get('sha256')}`)" for i in m.get("inputs", [])
+    )
+    filters = "\n".join(
+        f"| `{k}` | {_value(v, none='none (no filter)')} |"
+        for k, v in settings.get("filters", {}).items()
+    )
+    return (
+        f"## Data\n\nDataset fingerprint `{m.get('fingerprint')}` (the checkpoint's identity"
+        f" names `{facts.identity.get('dataset_fingerprint')}`); integrity receipt: all files"
+        f" verified {r.get('all_files_verified')}, test split decoded {r.get('test_decoded')}."
+        f" Inputs: {inputs or 'not recorded'}. Games per split: {_value(m.get('games'))};"
+        f" split {_value(settings.get('split'))}; context {settings.get('context')} tokens."
+        " The test split was never evaluated.\n\n"
+        f"| filter | value |\n|---|---|\n{filters}\n"
+    )
+
+
+def training(facts: Facts) -> str:
+    rows = "\n".join(f"| `{k}` | {_value(facts.identity.get(k))} |" for k in TRAINING_KEYS)
+    res = facts.results
+    return (
+        f"## Training\n\nStatus `{res.get('status')}` at step {lookup(res, 'cursor.step')};"
+        f" best validation NLL {res.get('best_validation_nll')} at step {res.get('best_step')}."
+        f"\n\n| setting | value |\n|---|---|\n{rows}\n"
+    )
+
+
+def evaluation(facts: Facts) -> str:
+    match, elo = facts.play.get("move-match"), facts.play.get("elo")
+    if not match and not elo:
+        return "## Evaluation\n\nThe run has no play evaluation (`runs.NAME.play.enabled`).\n"
+    return "## Evaluation\n\n" + move_matching(match) + elo_section(elo)
+
+
+def move_matching(match: dict[str, Any] | None) -> str:
+    if not match:
+        return "Move-matching: not evaluated.\n\n"
+    lines = []
+    for name, ds in match.get("datasets", {}).items():
+        row = next((r for r in ds.get("table", []) if r.get("grouping") == "overall"), None)
+        if row:
+            lines.append(
+                f"| {name} | {row.get('protocol')} | {row.get('positions')} |"
+                f" {_ci(row, 'top1')} | {_ci(row, 'top3')} | {_ci(row, 'nll')} |"
+            )
+    protocols = "; ".join(f"`{k}`: {v}" for k, v in match.get("protocols", {}).items())
+    return (
+        f"Move-matching on validation games ({match.get('definition')}; {protocols};"
+        f" {match.get('interval')}):\n\n| dataset | protocol | positions | top-1 | top-3 | NLL |"
+        "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
+    )
+
+
+def _ci(row: dict[str, Any], key: str) -> str:
+    value, low, high = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
+    if value is None:
+        return "-"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]" if low is not None else f"{value:.3f}"
+
+
+def elo_section(elo: dict[str, Any] | None) -> str:
+    if not elo:
+        return "Elo: not evaluated.\n"
+    fit = elo.get("fit", {})
+    estimate = "no finite estimate" if fit.get("elo") is None else _rating(fit.get("elo"))
+    return (
+        f"Elo: {estimate} (interval {_rating(fit.get('low'))} to {_rating(fit.get('high'))};"
+        f" {fit.get('games')} games, score {fit.get('score')}; {fit.get('method')})."
+        f" Opponents: {lookup(elo, 'engine.engine') or 'not recorded'} at"
+        f" {_value(elo.get('limit'))}. Protocol: {elo.get('protocol')}. {elo.get('note') or ''}\n"
+    )

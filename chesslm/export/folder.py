@@ -1,0 +1,67 @@
+"""The export folder of a run (rule export): ``model.safetensors`` and ``config.json`` (the
+Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``tokenizer.json``
+(``chesslm.export.vocabulary``) and ``README.md`` (``chesslm.export.card``). Writing needs
+neither transformers nor safetensors; each file is written atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chesslm import files
+from chesslm.export import card, gpt2, tensorfile, vocabulary
+from chesslm.play.uci import model_of
+from chesslm.train import checkpoint
+
+FILES = {
+    "weights": "model.safetensors",
+    "config": "config.json",
+    "tokenizer": "tokenizer.json",
+    "card": "README.md",
+}
+
+
+@dataclass
+class Sources:
+    """A run's files the export reads."""
+
+    run: str
+    checkpoint: Path  # results/{run}/train/best.pt
+    results: Path  # results/{run}/results.json
+    manifest: Path  # the dataset's manifest.json
+    receipt: Path  # the dataset's integrity-receipt.json
+    play: dict[str, Path] = field(default_factory=dict)  # "move-match"/"elo" -> its JSON
+
+
+def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
+    """Write the export of ``sources`` into ``out_dir``; returns the files by ``FILES`` key.
+
+    :raises ValueError: naming the file, if the checkpoint or a record cannot be read."""
+    payload = checkpoint.load(sources.checkpoint)
+    net = model_of(payload, str(sources.checkpoint), "cpu")  # strict: every weight, its shape
+    tensors = gpt2.hf_state_dict(net.state_dict(), net.config)
+    sha256 = files.sha256_file(sources.checkpoint)
+    facts = card.Facts(
+        run=sources.run,
+        checkpoint={
+            "path": str(sources.checkpoint),
+            "sha256": sha256,
+            "step": payload["cursor"].get("step"),
+            "best_nll": payload.get("metrics", {}).get("best_nll"),
+        },
+        identity=payload["identity"],
+        manifest=files.read_json(sources.manifest),
+        receipt=files.read_json(sources.receipt),
+        results=files.read_json(sources.results),
+        play={name: files.read_json(path) for name, path in sources.play.items()},
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {key: out_dir / name for key, name in FILES.items()}
+    files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
+    files.write_json_atomic(paths["tokenizer"], vocabulary.record())
+    text = card.render(facts).encode()
+    files.write_atomic(paths["card"], lambda fh: fh.write(text))
+    metadata = {"format": "pt", "chesslm_run": sources.run, "checkpoint_sha256": sha256}
+    files.write_atomic(paths["weights"], lambda fh: tensorfile.write(fh, tensors, metadata))
+    return paths

@@ -1,0 +1,94 @@
+"""This project's GPT (``chesslm.train.model``) as Hugging Face's GPT-2: its ``config.json``
+and its weights under ``GPT2LMHeadModel``'s names.
+
+The architectures are the same: learned positions, pre-LayerNorm blocks (eps 1e-5), fused
+q/k/v projection split q, k, v and then into heads, attention scaled by 1/sqrt(head size),
+a 4x MLP, a final LayerNorm and a head tied to the token embedding, no dropout at inference.
+What differs is only how it is written down, and GPT-2's config expresses all of it:
+
+* GPT-2 keeps its projections as ``Conv1D`` (weight ``(in, out)``); ``nn.Linear`` here is
+  ``(out, in)``: each projection weight is transposed;
+* ``nn.GELU()`` here is the exact (erf) GELU: ``activation_function: "gelu"``, not GPT-2's
+  default ``gelu_new`` (the tanh approximation, up to ~1e-3 apart);
+* a preset with ``bias=False`` has no biases in its Linears and LayerNorms, which GPT-2
+  always has: they are written as zeros, which computes the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from chesslm.data import tokens
+from chesslm.train.model import GPTConfig
+
+PROJECTIONS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # Linear here, Conv1D there
+NORMS = ("ln_1", "ln_2")
+TIED = "lm_head.weight"  # the same tensor as transformer.wte.weight; GPT-2 ties it on load
+
+
+def hf_config(config: GPTConfig) -> dict[str, Any]:
+    """``config.json`` of ``GPT2LMHeadModel`` for a model of ``config``."""
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.block_size,
+        "n_embd": config.n_embd,
+        "n_layer": config.n_layer,
+        "n_head": config.n_head,
+        "n_inner": 4 * config.n_embd,
+        "activation_function": "gelu",
+        "layer_norm_epsilon": 1e-5,  # torch.nn.LayerNorm's default, used here
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "initializer_range": 0.02,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": True,
+        "bos_token_id": tokens.BOS,
+        "eos_token_id": tokens.EOS,
+        "pad_token_id": tokens.PAD,
+        "torch_dtype": "float32",
+        "use_cache": True,
+    }
+
+
+def hf_state_dict(state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
+    """The weights of ``state`` (``GPT.state_dict()``) under GPT-2's names, FP32.
+
+    :raises ValueError: naming the keys, if ``state`` has weights this mapping would drop or
+        lacks ones it needs, or its head is not tied to its embedding."""
+    used, out = {TIED}, {}
+
+    def take(name: str, *, transpose: bool = False, bias_of: int | None = None) -> None:
+        if name in state:
+            t = state[name].t() if transpose else state[name]
+        elif bias_of is not None and not config.bias:  # GPT-2 always has one: zero is the same
+            t = torch.zeros(bias_of)
+        else:
+            raise ValueError(f"checkpoint model has no {name!r}")
+        used.add(name)
+        out[name] = t.detach().to(torch.float32).contiguous().clone()
+
+    take("transformer.wte.weight")
+    take("transformer.wpe.weight")
+    for block in (f"transformer.h.{i}." for i in range(config.n_layer)):
+        for norm in NORMS:
+            take(f"{block}{norm}.weight")
+            take(f"{block}{norm}.bias", bias_of=config.n_embd)
+        for proj in PROJECTIONS:
+            weight = state.get(f"{block}{proj}.weight")
+            take(f"{block}{proj}.weight", transpose=True)
+            take(f"{block}{proj}.bias", bias_of=None if weight is None else weight.size(0))
+    take("transformer.ln_f.weight")
+    take("transformer.ln_f.bias", bias_of=config.n_embd)
+    extra = sorted(set(state) - used)
+    if extra:
+        raise ValueError(f"checkpoint model has weights GPT-2 has no place for: {extra}")
+    if TIED in state and not torch.equal(state[TIED], state["transformer.wte.weight"]):
+        raise ValueError(f"checkpoint model's {TIED} is not tied to transformer.wte.weight")
+    return out

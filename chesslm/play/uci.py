@@ -1,0 +1,370 @@
+"""A UCI engine for any checkpoint of this project, so GUIs, match runners and lichess-bot can
+play the model: ``python -m chesslm.play.uci --checkpoint PATH [--device cpu|cuda]``, installed
+as the console script ``chesslm-uci``.
+
+Its move is the argmax (option ``Temperature`` 0, the default) or a sample at that temperature
+(seeded by option ``Seed``, reseeded at ``ucinewgame``) over the legal moves, scored as the play
+evaluation scores them (``chesslm.play.scoring``: one batched pass, the legal-renormalised
+source/destination/promotion factorisation). It searches nothing: ``go`` answers after one
+forward pass whatever its limits (``movetime``, ``nodes``, clocks); ``go infinite`` and
+``go ponder`` hold the answer until ``stop`` (or ``ponderhit``), read by a thread while the
+engine thinks.
+
+The model reads a game as tokens from the standard start (``chesslm.data.tokens``), so a
+position given as another FEN, or a game longer than the model's context, cannot be encoded:
+the engine says so in an ``info string`` and plays a uniformly random legal move (seeded
+too). Bad input never stops it: an unknown command, an unknown option or a bad value is ignored
+with an ``info string``; ``position`` with an illegal move keeps the moves before it. A file
+that is not a chesslm checkpoint ends it at start with one line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+import chess
+import torch
+
+from chesslm.data import tokens
+from chesslm.files import lookup
+from chesslm.play import scoring
+from chesslm.train import checkpoint
+from chesslm.train import model as gpt
+
+NAME = "chesslm"
+AUTHOR = "the chesslm authors"
+MAX_SEED = 2**31 - 1
+# UCI has no float option type: Temperature is a string option, as lc0 declares its own
+OPTIONS = (
+    "option name Temperature type string default 0",
+    f"option name Seed type spin default 0 min 0 max {MAX_SEED}",
+    "option name Threads type spin default 1 min 1 max 256",
+)
+GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
+GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
+
+
+def load_model(path: str, device: str) -> gpt.GPT:
+    """The checkpoint's model in eval mode on ``device``.
+
+    :raises checkpoint.CheckpointError: naming the file, if it is not a chesslm checkpoint
+        (``checkpoint.load``'s refusals) or its weights do not fit its own preset."""
+    return model_of(checkpoint.load(path), path, device)
+
+
+def model_of(payload: dict[str, Any], path: str, device: str) -> gpt.GPT:
+    """The model of a loaded checkpoint (``path`` names it in errors), strictly: every weight
+    of its preset present, with its shape."""
+    preset = lookup(payload, "identity.model.preset")
+    if not isinstance(preset, str):
+        raise checkpoint.CheckpointError(f"{path}: no model preset (identity.model.preset)")
+    try:
+        net = gpt.build(preset, device=device)
+        net.load_state_dict(payload["model"])
+    except (ValueError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0]
+        message = f"{path}: weights unfit for preset {preset!r}: {first}"
+        raise checkpoint.CheckpointError(message) from None
+    return net.eval()
+
+
+def unencodable_start(board: chess.Board) -> str | None:
+    """Why the model cannot read a game from this starting board, or None for the standard
+    start (move counters aside: they do not change the position)."""
+    if board.epd() == chess.Board().epd():
+        return None
+    return (
+        "the model reads games from the standard start position and this FEN is not it"
+        " (its move history is unknown)"
+    )
+
+
+def parse_position(args: list[str]) -> tuple[chess.Board, list[str]]:
+    """The board of a ``position`` command's arguments and the complaints about them (an
+    illegal move ends the moves there; a bad FEN leaves the start position)."""
+    words = list(args)
+    moves = words[words.index("moves") + 1 :] if "moves" in words else []
+    head = words[: words.index("moves")] if "moves" in words else words
+    complaints = []
+    board = chess.Board()
+    if head[:1] == ["fen"]:
+        fen = " ".join(head[1:])
+        try:
+            board = chess.Board(fen)
+        except ValueError as error:
+            complaints.append(f"invalid FEN {fen!r} ({error}); using the start position")
+    elif head != ["startpos"]:
+        complaints.append(f"position needs startpos or fen, got {' '.join(head)!r}; using startpos")
+    for i, text in enumerate(moves):
+        try:
+            move = board.parse_uci(text)
+            if not move:  # 0000: a null move has no tokens
+                raise ValueError(text)
+            board.push(move)
+        except ValueError:
+            complaints.append(
+                f"illegal move {text!r} at move {i + 1} of the position's moves; position taken"
+                f" up to the move before it ({len(board.move_stack)} moves)"
+            )
+            break
+    return board, complaints
+
+
+def parse_go(args: list[str]) -> tuple[set[str], list[str]]:
+    """``go``'s flags (``infinite``, ``ponder``) and complaints about its words; its limits are
+    checked, not used (one forward pass is the whole search)."""
+    flags, complaints = set(), []
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in ("infinite", "ponder"):
+            flags.add(word)
+        elif word in GO_NUMBERS and i + 1 < len(args):
+            try:
+                int(args[i + 1])
+            except ValueError:
+                complaints.append(f"go {word}: not an integer: {args[i + 1]!r}; ignored")
+            i += 1
+        elif word == "searchmoves":
+            complaints.append("go searchmoves is not supported: every legal move is considered")
+            while i + 1 < len(args) and args[i + 1] not in GO_WORDS:
+                i += 1
+        else:
+            complaints.append(f"go: ignored {word!r}")
+        i += 1
+    return flags, complaints
+
+
+class Engine:
+    """One UCI session: the current position, the options and a held ``bestmove``."""
+
+    def __init__(self, net: gpt.GPT, send: Callable[[str], None]) -> None:
+        self.net, self.send = net, send
+        self.device = next(net.parameters()).device
+        self.board = chess.Board()
+        self.unencodable: str | None = None
+        self.temperature = 0.0
+        self.seed = 0
+        self.rng = torch.Generator().manual_seed(self.seed)
+        self.held: str | None = None  # the bestmove line of a go infinite/ponder
+        self.commands = {
+            "uci": self.uci,
+            "isready": lambda _: self.send("readyok"),
+            "ucinewgame": self.new_game,
+            "setoption": self.setoption,
+            "position": self.position,
+            "go": self.go,
+            "stop": self.release,
+            "ponderhit": self.release,
+            "debug": lambda _: None,
+            "register": lambda _: None,
+        }
+
+    def handle(self, line: str) -> bool:
+        """Act on one input line; False on ``quit``."""
+        words = line.split()
+        if not words:
+            return True
+        if words[0] == "quit":
+            return False
+        command = self.commands.get(words[0])
+        if command is None:
+            self.info(f"unknown command {words[0]!r}; ignored")
+            return True
+        try:
+            command(words[1:])
+        except Exception as error:  # noqa: BLE001 - a GUI's engine must outlive any one command
+            self.info(f"{words[0]} failed: {type(error).__name__}: {error}")
+        return True
+
+    def info(self, text: str) -> None:
+        self.send(f"info string {' '.join(text.split())}")
+
+    def uci(self, _: list[str]) -> None:
+        self.send(f"id name {NAME} ({self.net.config.n_layer} layers, {tokens.VERSION})")
+        self.send(f"id author {AUTHOR}")
+        for option in OPTIONS:
+            self.send(option)
+        self.send("uciok")
+
+    def new_game(self, _: list[str]) -> None:
+        self.board, self.unencodable = chess.Board(), None
+        self.rng.manual_seed(self.seed)
+
+    def setoption(self, args: list[str]) -> None:
+        name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
+        name, value = name.strip(), value.strip()
+        setter = {
+            "temperature": self.set_temperature,
+            "seed": self.set_seed,
+            "threads": lambda v: torch.set_num_threads(max(1, int(v))),
+        }.get(name.lower())
+        if setter is None:
+            self.info(f"unknown option {name!r}; ignored")
+            return
+        try:
+            setter(value)
+        except ValueError as error:
+            self.info(f"option {name} refused value {value!r} ({error}); unchanged")
+
+    def set_temperature(self, value: str) -> None:
+        t = float(value)
+        if not (math.isfinite(t) and t >= 0):
+            raise ValueError("a finite number >= 0 is needed")
+        self.temperature = t
+
+    def set_seed(self, value: str) -> None:
+        seed = int(value)
+        if not 0 <= seed <= MAX_SEED:
+            raise ValueError(f"0..{MAX_SEED} is needed")
+        self.seed = seed
+        self.rng.manual_seed(seed)
+
+    def position(self, args: list[str]) -> None:
+        board, complaints = parse_position(args)
+        for text in complaints:
+            self.info(text)
+        root = board.root()
+        self.board, self.unencodable = board, unencodable_start(root)
+
+    def go(self, args: list[str]) -> None:
+        flags, complaints = parse_go(args)
+        for text in complaints:
+            self.info(text)
+        self.release([])  # a go before the last one's stop: answer that one first
+        started = time.perf_counter()
+        try:
+            move, why = self.choose()
+        except Exception as error:  # noqa: BLE001 - every go gets a bestmove, or a GUI waits
+            move, why = self.random_move(f"the model failed ({type(error).__name__}: {error})")
+        ms = round(1000 * (time.perf_counter() - started))
+        if move is not None:
+            self.send(f"info depth 1 nodes 1 time {ms} pv {move.uci()}")
+        self.info(why)
+        line = f"bestmove {move.uci() if move is not None else '(none)'}"
+        if flags & {"infinite", "ponder"}:
+            self.held = line
+        else:
+            self.send(line)
+
+    def release(self, _: list[str]) -> None:
+        if self.held is not None:
+            self.send(self.held)
+            self.held = None
+
+    def choose(self) -> tuple[chess.Move | None, str]:
+        """The move to play and a line saying how it was chosen."""
+        if not any(self.board.legal_moves):
+            return None, "no legal move: the game is over"
+        plies = len(self.board.move_stack)
+        longest = 1 + 3 * plies + 2  # BOS, the triples so far, the next source and destination
+        if self.unencodable is not None:
+            return self.random_move(self.unencodable)
+        if longest > self.net.config.block_size:
+            limit = self.net.config.block_size
+            return self.random_move(f"the game is longer than the model's context ({limit})")
+        return self.model_move()
+
+    def random_move(self, why: str) -> tuple[chess.Move | None, str]:
+        legal = list(self.board.legal_moves)
+        if not legal:
+            return None, "no legal move: the game is over"
+        pick = int(torch.randint(len(legal), (1,), generator=self.rng))
+        return legal[pick], f"{why}: playing a uniformly random legal move"
+
+    def model_move(self) -> tuple[chess.Move, str]:
+        codes, logp = legal_scores(self.net, self.board, self.device)
+        if self.temperature == 0:
+            pick = int(torch.argmax(logp))
+            how = "argmax"
+        else:
+            # from the best move down: a tiny temperature cannot make every weight zero
+            probs = torch.softmax((logp - logp.max()) / self.temperature, dim=0)
+            pick = int(torch.multinomial(probs, 1, generator=self.rng))
+            how = f"sampled at temperature {self.temperature:g}"
+        p = math.exp(float(logp[pick]))
+        return scoring.decode_code(codes[pick]), f"{how} of {len(codes)} legal moves, p={p:.3f}"
+
+
+def legal_scores(
+    net: gpt.GPT, board: chess.Board, device: torch.device
+) -> tuple[list[int], torch.Tensor]:
+    """The legal move codes of a board reached from the standard start and their
+    log-probabilities (CPU, FP32), from one pass of the play evaluation's scoring."""
+    main = [tokens.BOS]
+    for move in board.move_stack:
+        main.extend(tokens.move_tokens(move))
+    codes = scoring.legal_codes(board)
+    game = scoring.GameInput.from_plies(main, [codes], start=len(board.move_stack))
+    batch = scoring.build_batch([game], device)
+    logp = scoring.score(net, batch).move_logp.float().cpu()
+    return game.legal(0).tolist(), logp
+
+
+def read_lines(stream: Iterable[str], lines: queue.Queue[str | None]) -> None:
+    """Feed input lines to the engine's queue; None at end of input."""
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def serve(engine: Engine, stream: TextIO) -> None:
+    """Answer commands until ``quit`` or the end of input; a thread reads the input, so a
+    ``stop`` is seen while the engine is busy."""
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=read_lines, args=(stream, lines), daemon=True).start()
+    while (line := lines.get()) is not None and engine.handle(line):
+        pass
+
+
+def report_section(run_dir: Path) -> list[str]:
+    """summary.md's lines on handing the run's model over: the exact engine command for its
+    best.pt, and where its export is (or the command that writes it)."""
+    engine = f"chesslm-uci --checkpoint {run_dir / 'train' / 'best.pt'}"
+    export = run_dir / "export"
+    if (export / "model.safetensors").is_file():
+        where = f"`{export}/` (Hugging Face GPT-2 layout, `tokenizer.json`, model card `README.md`)"
+    else:
+        where = f"not written yet: `snakemake --cores 2 {export / 'model.safetensors'}`"
+    return [
+        "### Play it or share it",
+        "",
+        f'- As a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): `{engine}`',
+        f"- Export: {where}",
+        "",
+    ]
+
+
+def send_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chesslm-uci", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="a chesslm .pt (e.g. train/best.pt)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("chesslm-uci: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 1
+    torch.set_num_threads(1)  # the Threads option raises it
+    try:
+        net = load_model(args.checkpoint, args.device)
+    except checkpoint.CheckpointError as error:
+        print(f"chesslm-uci: {error}", file=sys.stderr)
+        return 1
+    serve(Engine(net, send_line), sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The export (chesslm/export, rule export): loaded by transformers' GPT2LMHeadModel, its logits
+are this project's model's on real games of the embedded sample; the tokenizer's JSON alone
+encodes them as chesslm does; the rule writes the folder and its model card on a real run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import chess
+import pytest
+import torch
+
+from chesslm import files
+from chesslm.data import tokens
+from chesslm.export import gpt2, tensorfile, vocabulary
+from chesslm.train import model as gpt
+from tests.conftest import sample_games
+from tests.helpers import ROOT, model_checkpoint, snakemake
+
+transformers = pytest.importorskip(
+    "transformers", reason="loading an export needs the [hf] extra: pip install -e '.[hf]'"
+)
+TOLERANCE = 1e-4  # max abs logit difference in FP32 (issue 23)
+
+
+def real_games(n: int = 12) -> list[list[int]]:
+    """Token rows (BOS ... EOS) of ``n`` of the sample's first 200 games: the longest half and
+    the first half (shorter: padded in a batch)."""
+    games = [g.tolist() for g in sample_games(200, max_plies=340)]
+    return sorted(games, key=len)[-(n - n // 2) :] + games[: n // 2]
+
+
+def padded(games: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, games))
+    return torch.tensor([g + [tokens.PAD] * (width - len(g)) for g in games])
+
+
+def write_weights(net: gpt.GPT, folder: Path) -> None:
+    """config.json and model.safetensors alone, as rule export writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files.write_json_atomic(folder / "config.json", gpt2.hf_config(net.config))
+    tensors = gpt2.hf_state_dict(net.state_dict(), net.config)
+    files.write_atomic(
+        folder / "model.safetensors", lambda fh: tensorfile.write(fh, tensors, {"format": "pt"})
+    )
+
+
+def hf_model(folder: Path, **overrides: object) -> torch.nn.Module:
+    model, info = transformers.GPT2LMHeadModel.from_pretrained(
+        folder, output_loading_info=True, **overrides
+    )
+    assert not any(info.values()), info  # no missing, unexpected or mismatched weights
+    return model.eval()
+
+
+def max_difference(net: gpt.GPT, hf: torch.nn.Module, x: torch.Tensor) -> float:
+    with torch.no_grad():
+        return float((net(x) - hf(x).logits).abs().max())
+
+
+@pytest.fixture(scope="module")
+def noisy_net(tmp_path_factory: pytest.TempPathFactory) -> gpt.GPT:
+    """The tiny preset with every weight (LayerNorm gains and biases too) perturbed, loaded
+    from a checkpoint written by the project's saver."""
+    from chesslm.play.uci import load_model
+
+    path = model_checkpoint(tmp_path_factory.mktemp("export") / "best.pt", spread=0.3)
+    return load_model(str(path), "cpu")
+
+
+def test_transformers_logits_equal_the_models_on_real_games(noisy_net: gpt.GPT, tmp_path: Path):
+    write_weights(noisy_net, tmp_path / "export")
+    hf = hf_model(tmp_path / "export")
+    assert hf.dtype == torch.float32 and hf.config.vocab_size == tokens.VOCAB_SIZE
+    games = real_games()
+    assert max(map(len, games)) > 400  # positions far into the context
+    assert max_difference(noisy_net, hf, padded(games)) <= TOLERANCE
+    for game in games[:3]:  # and unbatched, where no padding follows
+        assert max_difference(noisy_net, hf, torch.tensor([game])) <= TOLERANCE
+    # the tanh GELU of GPT-2's default config is measurably another model: why "gelu"
+    tanh = hf_model(tmp_path / "export", activation_function="gelu_new")
+    assert max_difference(noisy_net, tanh, padded(games)) > TOLERANCE
+
+
+def test_a_model_without_biases_exports_as_zero_biases(tmp_path: Path) -> None:
+    torch.manual_seed(1)
+    net = gpt.GPT(gpt.GPTConfig(n_layer=2, n_head=2, n_embd=32, bias=False)).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    write_weights(net, tmp_path / "export")
+    assert max_difference(net, hf_model(tmp_path / "export"), padded(real_games(4))) <= TOLERANCE
+
+
+def test_the_baseline_config_is_gpt2_small_with_the_baselines_parameters() -> None:
+    config = transformers.GPT2Config(**gpt2.hf_config(gpt.config_for("baseline")))
+    with torch.device("meta"):  # shapes only: no 344 MB of weights
+        hf = transformers.GPT2LMHeadModel(config)
+    assert hf.num_parameters() == gpt.BASELINE_PARAMETERS  # the tied head counted once
+
+
+def test_weights_the_mapping_does_not_know_are_refused(noisy_net: gpt.GPT) -> None:
+    state = {**noisy_net.state_dict(), "transformer.h.0.attn.rotary": torch.zeros(2)}
+    with pytest.raises(ValueError, match="transformer.h.0.attn.rotary"):
+        gpt2.hf_state_dict(state, noisy_net.config)
+
+
+def test_the_tensor_file_reads_back_with_safetensors(noisy_net: gpt.GPT, tmp_path: Path) -> None:
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    tensors = gpt2.hf_state_dict(noisy_net.state_dict(), noisy_net.config)
+    path = tmp_path / "model.safetensors"
+    files.write_atomic(path, lambda fh: tensorfile.write(fh, tensors, {"format": "pt"}))
+    back = safetensors_torch.load_file(path)
+    assert set(back) == set(tensors)
+    assert all(torch.equal(back[name], t) for name, t in tensors.items())
+
+
+def encode_with_the_json(record: dict, moves: list[str]) -> list[int]:
+    """A game's ids from tokenizer.json alone (what a user without chesslm writes)."""
+    ids = [record["special"]["BOS"]]
+    for move in moves:
+        promotion = record["promotion"][move[4:] or "none"]
+        ids += [record["squares"][move[:2]], record["squares"][move[2:4]], promotion]
+    return ids + [record["special"]["EOS"]]
+
+
+def test_the_tokenizer_json_alone_encodes_real_games_as_chesslm(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    files.write_json_atomic(path, vocabulary.record())
+    record = json.loads(path.read_text())
+    assert record["version"] == tokens.VERSION
+    promotions = 0
+    for game in sample_games(300, max_plies=400):
+        moves = [tokens.decode_move(game[i : i + 3]) for i in range(1, len(game) - 1, 3)]
+        promotions += sum(m.promotion is not None for m in moves)
+        assert encode_with_the_json(record, [m.uci() for m in moves]) == game.tolist()
+    assert promotions > 0  # the promotion ids were exercised
+
+
+# --- the rule, on a real trained run -------------------------------------------------------
+
+TARGET = "results/mini/export/model.safetensors"
+
+
+@pytest.fixture(scope="module")
+def exported(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the trained run, exported by real snakemake."""
+    work = tmp_path_factory.mktemp("export-wf") / "wf"
+    shutil.copytree(trained_workflow, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    snakemake(work, TARGET, "--configfile", "train-workflow.yaml", "--cores", "2")
+    return work
+
+
+@pytest.mark.slow
+def test_rule_export_writes_a_folder_transformers_loads_with_equal_logits(exported: Path) -> None:
+    from chesslm.play.uci import load_model
+
+    folder = exported / "results/mini/export"
+    assert {p.name for p in folder.iterdir()} == {
+        "model.safetensors", "config.json", "tokenizer.json", "README.md"
+    }  # fmt: skip
+    assert (exported / "logs/mini/export.log").exists()
+    net = load_model(str(exported / "results/mini/train/best.pt"), "cpu")
+    assert max_difference(net, hf_model(folder), padded(real_games())) <= TOLERANCE
+
+
+@pytest.mark.slow
+def test_the_model_card_names_the_data_the_training_and_the_play(exported: Path) -> None:
+    card = (exported / "results/mini/export/README.md").read_text()
+    run = exported / "results"
+    manifest = json.loads((run / "datasets/mini/manifest.json").read_text())
+    identity = json.loads((run / "mini/train/identity.json").read_text())
+    elo = json.loads((run / "mini/play/elo.json").read_text())
+    assert manifest["fingerprint"] in card and "CC0" in card
+    for key in manifest["settings"]["filters"]:
+        assert f"| `{key}` |" in card
+    assert tokens.VERSION in card and identity["tokenizer"]["sha256"] in card
+    assert f"| `lr` | `{json.dumps(identity['lr'])}` |" in card
+    assert f"| `seed` | `{identity['seed']}` |" in card
+    assert elo["protocol"] in card and "Move-matching on validation games" in card
+    assert "chesslm-uci --checkpoint results/mini/train/best.pt" in card
+
+
+@pytest.mark.slow
+def test_the_cards_snippet_runs_on_the_export(exported: Path, monkeypatch) -> None:
+    card = (exported / "results/mini/export/README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    monkeypatch.chdir(exported / "results/mini")  # the snippet names the folder "export"
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the card's own code, as a reader would run it
+    e2e4_e7e5 = [tokens.BOS, *tokens.move_tokens(chess.Move.from_uci("e2e4"))]
+    e2e4_e7e5 += tokens.move_tokens(chess.Move.from_uci("e7e5"))
+    assert scope["encode"](["e2e4", "e7e5"]) == e2e4_e7e5
+    assert scope["logits"].shape == (1, 7, tokens.VOCAB_SIZE)
+
+
+@pytest.mark.slow
+def test_the_readmes_snippet_runs_on_the_export(exported: Path, tmp_path: Path, monkeypatch):
+    text = (ROOT / "README.md").read_text().split("## Play it or share it", 1)[1]
+    snippet = re.search(r"```python\n(.*?)```", text.split("\n## ", 1)[0], re.S).group(1)
+    (tmp_path / "results/demo").mkdir(parents=True)
+    (tmp_path / "results/demo/export").symlink_to(exported / "results/mini/export")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - README's own code, as a reader would run it
+    assert scope["ids"].tolist()[0] == [
+        tokens.BOS,
+        *tokens.encode_moves([chess.Move.from_uci("e2e4")])[1:4],
+    ]
+    assert scope["logits"].shape == (1, 4, tokens.VOCAB_SIZE)

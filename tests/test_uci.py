@@ -1,0 +1,271 @@
+"""The UCI engine (chesslm/play/uci.py) driven as GUIs drive it: python-chess's UCI client
+against a real process, whole games against Stockfish, and raw malformed input on a pipe."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import chess
+import chess.engine
+import pytest
+
+from tests.helpers import ROOT, model_checkpoint
+
+STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
+ENGINE = [sys.executable, "-m", "chesslm.play.uci"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return model_checkpoint(tmp_path_factory.mktemp("uci") / "best.pt", spread=0.3)
+
+
+def popen(ckpt: Path) -> chess.engine.SimpleEngine:
+    return chess.engine.SimpleEngine.popen_uci(
+        [*ENGINE, "--checkpoint", str(ckpt)], env=ENV, timeout=120
+    )
+
+
+def raw(ckpt: Path, text: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [*ENGINE, "--checkpoint", str(ckpt)]
+    return subprocess.run(
+        command, input=text, capture_output=True, text=True, env=ENV, timeout=timeout
+    )
+
+
+def play_game(engine: chess.engine.SimpleEngine, limits: list[chess.engine.Limit]) -> chess.Board:
+    """A whole game, the model as white, Stockfish (a few nodes a move) as black; every move
+    the model gives is checked legal before it is pushed."""
+    board = chess.Board()
+    with chess.engine.SimpleEngine.popen_uci(STOCKFISH) as stockfish:
+        while not board.is_game_over(claim_draw=True):
+            if board.turn == chess.WHITE:
+                move = engine.play(board, limits[len(board.move_stack) // 2 % len(limits)]).move
+                assert move in board.legal_moves, (move, board.fen())
+            else:
+                move = stockfish.play(board, chess.engine.Limit(nodes=20)).move
+            board.push(move)
+    return board
+
+
+@pytest.mark.slow
+def test_whole_games_against_stockfish_under_every_kind_of_go(ckpt: Path) -> None:
+    limits = [
+        chess.engine.Limit(time=0.05),  # go movetime
+        chess.engine.Limit(nodes=1),
+        chess.engine.Limit(white_clock=30, black_clock=30, white_inc=1, black_inc=1),
+    ]
+    with popen(ckpt) as engine:
+        assert engine.id["name"].startswith("chesslm")
+        assert {"Temperature", "Seed"} <= set(engine.options)
+        argmax = play_game(engine, limits)
+        assert argmax.outcome(claim_draw=True) is not None
+        engine.configure({"Temperature": "1.0", "Seed": 7})
+        sampled = play_game(engine, limits)
+        assert sampled.outcome(claim_draw=True) is not None
+
+
+@pytest.mark.slow
+def test_argmax_is_the_oracles_best_move_and_a_seed_repeats_a_sample(ckpt: Path) -> None:
+    from chesslm.play import scoring, uci
+
+    net = uci.load_model(str(ckpt), "cpu")
+    board = chess.Board()
+    for text in ("e2e4", "c7c5", "g1f3", "d7d6"):
+        board.push_uci(text)
+    # the plain loop (one causal pass per legal move) scores ply 4; any legal move follows it
+    scores = scoring.oracle_scores(net, [*board.move_stack, next(iter(board.legal_moves))], {4})
+    with popen(ckpt) as engine:
+        assert engine.play(board, chess.engine.Limit(nodes=1)).move == max(
+            scores[4], key=scores[4].get
+        )
+        samples = []
+        for seed in (3, 4, 3):  # a changed Seed reseeds: seed 3 again repeats its moves
+            engine.configure({"Temperature": "5", "Seed": seed})
+            samples.append([engine.play(board, chess.engine.Limit(nodes=1)).move for _ in range(8)])
+        assert samples[0] == samples[2]
+        assert len(set(samples[0])) > 1  # temperature 5 over ~30 moves: not one move 8 times
+
+
+@pytest.mark.slow
+def test_go_infinite_waits_for_stop(ckpt: Path) -> None:
+    board = chess.Board()
+    board.push_uci("d2d4")
+    with popen(ckpt) as engine:
+        with engine.analysis(board) as analysis:  # go infinite
+            for info in analysis:
+                if "pv" in info:
+                    break
+            analysis.stop()
+            best = analysis.wait()
+        assert best.move in board.legal_moves
+
+
+@pytest.mark.slow
+def test_a_fen_it_cannot_encode_gets_a_reason_and_a_legal_move(ckpt: Path) -> None:
+    board = chess.Board("8/8/8/4k3/8/8/3QK3/8 w - - 0 1")
+    with popen(ckpt) as engine:
+        result = engine.play(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
+        assert result.move in board.legal_moves
+        assert "standard start" in result.info["string"]
+
+
+@pytest.mark.slow
+def test_the_start_position_as_a_fen_is_read_by_the_model(ckpt: Path) -> None:
+    start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+    done = raw(ckpt, f"position fen {start} moves e2e4\ngo nodes 1\nquit\n")
+    assert done.returncode == 0, done.stderr
+    assert "info string argmax of 20 legal moves" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
+    text = "\n".join(
+        [
+            "uci",
+            "xyzzy plugh",
+            "setoption name Temperature value hot",
+            "setoption name Nonsense value 3",
+            "position startpos moves e2e4 e7e5 e1e8 d2d4",
+            "isready",
+            "go nodes many depth 1 searchmoves d2d4 g1f3 wtime 1000",
+            "position fen not a fen at all",
+            "go",
+            "position sideways",
+            "position fen 7k/5Q2/6K1/8/8/8/8/8 b - - 0 1",  # stalemate: no legal move
+            "go movetime 10",
+            "",
+            "   ",
+            "isready",
+            "quit",
+        ]
+    )
+    done = raw(ckpt, text + "\n")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "uciok" in out and out.count("readyok") == 2
+    infos = "\n".join(line for line in out if line.startswith("info string"))
+    expected_infos = ("'xyzzy'", "Temperature", "'Nonsense'", "'e1e8'", "'many'", "searchmoves")
+    for expected in (*expected_infos, "invalid FEN"):
+        assert expected in infos, (expected, infos)
+    best = [line.split()[1] for line in out if line.startswith("bestmove")]
+    assert len(best) == 3
+    after = chess.Board()
+    for text_move in ("e2e4", "e7e5"):  # e1e8 is illegal: the position stops before it
+        after.push_uci(text_move)
+    assert chess.Move.from_uci(best[0]) in after.legal_moves
+    assert chess.Move.from_uci(best[1]) in chess.Board().legal_moves
+    assert best[2] == "(none)"
+
+
+@pytest.mark.slow
+def test_go_ponder_answers_at_ponderhit_and_a_null_move_is_illegal(ckpt: Path) -> None:
+    talk = "position startpos moves e2e4 0000 e7e5\ngo ponder\nisready\nponderhit\nquit\n"
+    done = raw(ckpt, talk)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "illegal move '0000'" in done.stdout
+    best = [i for i, line in enumerate(out) if line.startswith("bestmove")]
+    assert len(best) == 1 and best[0] > out.index("readyok"), out
+    after_e4 = chess.Board()
+    after_e4.push_uci("e2e4")
+    assert chess.Move.from_uci(out[best[0]].split()[1]) in after_e4.legal_moves
+
+
+@pytest.mark.slow
+def test_end_of_input_during_go_infinite_ends_it(ckpt: Path) -> None:
+    done = raw(ckpt, "uci\nposition startpos\ngo infinite\n", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not any(line.startswith("bestmove") for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("content", [None, b"not a checkpoint at all\n"])
+def test_a_file_that_is_not_a_checkpoint_is_one_line_and_exit_1(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    path = tmp_path / "best.pt"
+    if content is not None:
+        path.write_bytes(content)
+    done = raw(path, "uci\nquit\n")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0], done.stderr
+
+
+def test_the_console_script_is_the_module() -> None:
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, entry_points, version
+
+    from chesslm.play import uci
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert declared["chesslm-uci"] == f"{uci.__name__}:{uci.main.__name__}"
+    try:
+        version("chesslm")
+    except PackageNotFoundError:
+        pytest.skip("chesslm is not installed (pip install -e .): no console scripts")
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    if "chesslm-uci" not in scripts:
+        pytest.skip("the installed chesslm predates [project.scripts]: pip install -e . again")
+    assert scripts["chesslm-uci"] == "chesslm.play.uci:main"
+
+
+@pytest.mark.slow
+def test_the_reports_play_command_runs_and_names_the_export(
+    ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chesslm.play import uci
+
+    run = Path("results/demo")
+    monkeypatch.chdir(tmp_path)  # the run's paths are relative, as the rules give them
+    (tmp_path / run / "train").mkdir(parents=True)
+    shutil.copy(ckpt, tmp_path / run / "train" / "best.pt")
+    lines = "\n".join(uci.report_section(run))
+    assert "not written yet: `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
+    command = re.search(r"`(chesslm-uci [^`]*)`", lines).group(1).split()
+    done = subprocess.run(
+        [*ENGINE, *command[1:]], input="uci\ngo nodes 1\nquit\n", capture_output=True,
+        text=True, env=ENV, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "bestmove " in done.stdout, done.stderr
+    (tmp_path / run / "export").mkdir()
+    (tmp_path / run / "export" / "model.safetensors").write_bytes(b"")
+    monkey = Path.cwd()
+    try:
+        os.chdir(tmp_path)
+        assert "- Export: `results/demo/export/` (Hugging Face" in "\n".join(
+            uci.report_section(run)
+        )
+    finally:
+        os.chdir(monkey)
+
+
+def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
+    """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
+    from chesslm.play import uci
+
+    said: list[str] = []
+    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle("position startpos moves e2e4 e7e5 g1f3 b8c6 f1c4 g8f6 e1h1")
+    assert engine.board.move_stack[-1] == chess.Move.from_uci("e1g1") and not said
+    engine.handle("go nodes 1")
+    assert chess.Move.from_uci(said[-1].split()[1]) in engine.board.legal_moves
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "warm"])
+def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
+    ckpt: Path, value: str
+) -> None:
+    from chesslm.play import uci
+
+    said: list[str] = []
+    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle(f"setoption name Temperature value {value}")
+    assert engine.temperature == 0 and said[0].startswith("info string option Temperature")
