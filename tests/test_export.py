@@ -15,7 +15,7 @@ import torch
 
 from chesslm import files
 from chesslm.data import tokens
-from chesslm.export import gpt2, tensorfile, vocabulary
+from chesslm.export import gpt2, vocabulary
 from chesslm.train import model as gpt
 from tests.conftest import sample_games
 from tests.helpers import ROOT, model_checkpoint, snakemake
@@ -43,9 +43,8 @@ def write_weights(net: gpt.GPT, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     files.write_json_atomic(folder / "config.json", gpt2.hf_config(net.config))
     tensors = gpt2.hf_state_dict(net.state_dict(), net.config)
-    files.write_atomic(
-        folder / "model.safetensors", lambda fh: tensorfile.write(fh, tensors, {"format": "pt"})
-    )
+    weights = gpt2.weights_bytes(tensors, {"format": "pt"})
+    files.write_atomic(folder / "model.safetensors", lambda fh: fh.write(weights))
 
 
 def hf_model(folder: Path, **overrides: object) -> torch.nn.Module:
@@ -108,18 +107,8 @@ def test_weights_the_mapping_does_not_know_are_refused(noisy_net: gpt.GPT) -> No
         gpt2.hf_state_dict(state, noisy_net.config)
 
 
-def test_the_tensor_file_reads_back_with_safetensors(noisy_net: gpt.GPT, tmp_path: Path) -> None:
-    safetensors_torch = pytest.importorskip("safetensors.torch")
-    tensors = gpt2.hf_state_dict(noisy_net.state_dict(), noisy_net.config)
-    path = tmp_path / "model.safetensors"
-    files.write_atomic(path, lambda fh: tensorfile.write(fh, tensors, {"format": "pt"}))
-    back = safetensors_torch.load_file(path)
-    assert set(back) == set(tensors)
-    assert all(torch.equal(back[name], t) for name, t in tensors.items())
-
-
 def encode_with_the_json(record: dict, moves: list[str]) -> list[int]:
-    """A game's ids from tokenizer.json alone (what a user without chesslm writes)."""
+    """A game's ids from chess-tokenizer.json alone (what a user without chesslm writes)."""
     ids = [record["special"]["BOS"]]
     for move in moves:
         promotion = record["promotion"][move[4:] or "none"]
@@ -128,7 +117,7 @@ def encode_with_the_json(record: dict, moves: list[str]) -> list[int]:
 
 
 def test_the_tokenizer_json_alone_encodes_real_games_as_chesslm(tmp_path: Path) -> None:
-    path = tmp_path / "tokenizer.json"
+    path = tmp_path / "chess-tokenizer.json"
     files.write_json_atomic(path, vocabulary.record())
     record = json.loads(path.read_text())
     assert record["version"] == tokens.VERSION
@@ -160,7 +149,7 @@ def test_rule_export_writes_a_folder_transformers_loads_with_equal_logits(export
 
     folder = exported / "results/mini/export"
     assert {p.name for p in folder.iterdir()} == {
-        "model.safetensors", "config.json", "tokenizer.json", "README.md"
+        "model.safetensors", "config.json", "chess-tokenizer.json", "README.md"
     }  # fmt: skip
     assert (exported / "logs/mini/export.log").exists()
     net = load_model(str(exported / "results/mini/train/best.pt"), "cpu")

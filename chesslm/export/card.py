@@ -95,7 +95,7 @@ def use(facts: Facts) -> str:
 import json, torch
 from transformers import GPT2LMHeadModel
 model = GPT2LMHeadModel.from_pretrained("export").eval()   # this folder
-vocab = json.load(open("export/tokenizer.json"))
+vocab = json.load(open("export/chess-tokenizer.json"))
 def encode(moves):  # UCI moves from the standard start
     ids = [vocab["special"]["BOS"]]
     for m in moves:
@@ -115,7 +115,7 @@ def tokenizer(facts: Facts) -> str:
     version = lookup(facts.identity, "tokenizer.version")
     return (
         f"## Tokenizer\n\n`{version}` (chesslm.data.tokens; sha256 of its module"
-        f" `{lookup(facts.identity, 'tokenizer.sha256')}`), mapped in `tokenizer.json`: ids"
+        f" `{lookup(facts.identity, 'tokenizer.sha256')}`), mapped in `chess-tokenizer.json`: ids"
         f" 0-63 squares a1..h8, {tokens.PROMO_NONE} no promotion, {tokens.PROMO_NONE + 1}-"
         f"{tokens.PROMO_NONE + 4} promotion to knight, bishop, rook, queen, {tokens.BOS} BOS,"
         f" {tokens.EOS} EOS, {tokens.PAD} PAD, {tokens.FIRST_RESERVED}-{tokens.VOCAB_SIZE - 1}"

@@ -1,7 +1,7 @@
 """The export folder of a run (rule export): ``model.safetensors`` and ``config.json`` (the
-Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``tokenizer.json``
+Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``chess-tokenizer.json``
 (``chesslm.export.vocabulary``) and ``README.md`` (``chesslm.export.card``). Writing needs
-neither transformers nor safetensors; each file is written atomically.
+safetensors (a core dependency), not transformers; each file is written atomically.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chesslm import files
-from chesslm.export import card, gpt2, tensorfile, vocabulary
+from chesslm.export import card, gpt2, vocabulary
 from chesslm.play.uci import model_of
 from chesslm.train import checkpoint
 
 FILES = {
     "weights": "model.safetensors",
     "config": "config.json",
-    "tokenizer": "tokenizer.json",
+    "tokenizer": "chess-tokenizer.json",
     "card": "README.md",
 }
 
@@ -63,5 +63,6 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     text = card.render(facts).encode()
     files.write_atomic(paths["card"], lambda fh: fh.write(text))
     metadata = {"format": "pt", "chesslm_run": sources.run, "checkpoint_sha256": sha256}
-    files.write_atomic(paths["weights"], lambda fh: tensorfile.write(fh, tensors, metadata))
+    weights = gpt2.weights_bytes(tensors, metadata)
+    files.write_atomic(paths["weights"], lambda fh: fh.write(weights))
     return paths

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import safetensors.torch
 import torch
 
 from chesslm.data import tokens
@@ -92,3 +93,9 @@ def hf_state_dict(state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str
     if TIED in state and not torch.equal(state[TIED], state["transformer.wte.weight"]):
         raise ValueError(f"checkpoint model's {TIED} is not tied to transformer.wte.weight")
     return out
+
+
+def weights_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """``model.safetensors`` of ``tensors`` (safetensors' own writer; contiguous CPU copies)."""
+    cpu = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
+    return safetensors.torch.save(cpu, metadata=metadata)

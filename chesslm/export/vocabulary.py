@@ -1,5 +1,5 @@
-"""``tokenizer.json`` of an export: the move tokenizer (``chesslm.data.tokens``) as plain JSON,
-so a game can be encoded without this package. Not a Hugging Face ``tokenizers`` file: a move
+"""``chess-tokenizer.json`` of an export: the move tokenizer (``chesslm.data.tokens``) as plain
+JSON, so a game can be encoded without this package. Not a Hugging Face ``tokenizers`` file: a move
 is three ids (source, destination, promotion) from a fixed table, no text is split.
 
 >>> record()["example"]

@@ -331,7 +331,8 @@ def report_section(run_dir: Path) -> list[str]:
     engine = f"chesslm-uci --checkpoint {run_dir / 'train' / 'best.pt'}"
     export = run_dir / "export"
     if (export / "model.safetensors").is_file():
-        where = f"`{export}/` (Hugging Face GPT-2 layout, `tokenizer.json`, model card `README.md`)"
+        layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
+        where = f"`{export}/` ({layout})"
     else:
         where = f"not written yet: `snakemake --cores 2 {export / 'model.safetensors'}`"
     return [

@@ -3,7 +3,7 @@
 # rule export: results/{run}/results.json (the run is complete) + its dataset's manifest and
 #   integrity receipt + its play evaluation (when play.enabled) -> results/{run}/export/:
 #   model.safetensors and config.json (Hugging Face GPT-2 layout: transformers'
-#   GPT2LMHeadModel.from_pretrained loads the folder), tokenizer.json (the move tokenizer's
+#   GPT2LMHeadModel.from_pretrained loads the folder), chess-tokenizer.json (the move tokenizer's
 #   ids as plain JSON) and README.md (the model card). Seconds on a CPU: run where Snakemake is.
 
 
@@ -20,7 +20,7 @@ rule export:
     output:
         weights="results/{run}/export/model.safetensors",
         config="results/{run}/export/config.json",
-        tokenizer="results/{run}/export/tokenizer.json",
+        tokenizer="results/{run}/export/chess-tokenizer.json",
         card="results/{run}/export/README.md",
     log:
         "logs/{run}/export.log",
