@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from chesslm.files import write_json_atomic
-from chesslm.report.events import EventLog
+from chesslm.record.events import EventLog
 from chesslm.train import distributed, resume, validation
 from chesslm.train.progress import Progress
 from chesslm.train.settings import RunSettings

@@ -45,8 +45,8 @@ import numpy as np
 import torch
 
 from chesslm.files import sha256_file, write_json_atomic
-from chesslm.report.events import EventLog
-from chesslm.report.telemetry import Telemetry
+from chesslm.record.events import EventLog
+from chesslm.record.telemetry import Telemetry
 from chesslm.train import checkpoint, distributed, resume, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
