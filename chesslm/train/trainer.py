@@ -196,7 +196,7 @@ class Trainer:
         cuda = self.ctx.device.type == "cuda"
         if self.graphs is not None:
             stats = self.graphs.backward_group(games, group, micro=micro, rank=self.ctx.rank)
-            norm = self.graphs.grads.clip(1.0)
+            norm = self.graphs.grads.clip(optim.GRAD_CLIP)
         else:
             self.opt.zero_grad(set_to_none=True)
             stats = batching.backward_group(
@@ -214,9 +214,11 @@ class Trainer:
             )
             params = self.net.parameters()
             if cuda:
-                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+                norm = torch.nn.utils.clip_grad_norm_(params, optim.GRAD_CLIP, foreach=True)
             else:
-                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
+                norm = torch.nn.utils.clip_grad_norm_(
+                    params, optim.GRAD_CLIP, error_if_nonfinite=True
+                )
         if cuda:
             self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
         self.opt.step()
