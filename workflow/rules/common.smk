@@ -14,6 +14,7 @@ from snakemake.utils import validate
 from chesslm.data import dataset as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.train import launch
+from chesslm.train.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
 
 
@@ -66,6 +67,22 @@ def _check_datasets():
 
 _check_datasets()
 SETTINGS = _run_settings()
+
+
+def _check_contexts():
+    """A dataset's context (its longest game) within the model context of every run that
+    trains on it: the cache would hold games the model cannot read (one line)."""
+    for run, settings in SETTINGS.items():
+        context = config["datasets"][settings.dataset]["context"]
+        model_context = model_config(settings.model).block_size
+        if context > model_context:
+            _refuse(
+                f"config: datasets.{settings.dataset}.context is {context}, more than the"
+                f" model context of runs.{run} (model {settings.model}: {model_context} tokens)"
+            )
+
+
+_check_contexts()
 
 
 def _check_legality_requests():
