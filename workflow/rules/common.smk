@@ -1,6 +1,7 @@
 # Helpers only: config validation, settings with defaults, paths and input functions. A run's
 # settings are chesslm.train.settings.RunSettings; how its ranks start and what its jobs ask a
 # scheduler for is chesslm.train.launch.
+import dataclasses
 import json
 import math
 import os
@@ -13,6 +14,8 @@ from snakemake.utils import validate
 
 from chesslm.data import dataset as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
+from chesslm.report import staleness
+from chesslm.report.items import ITEMS as REPORT_ITEMS
 from chesslm.train import launch
 from chesslm.train.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
@@ -134,9 +137,13 @@ wildcard_constraints:
     n=r"\d+",
 
 
-def get_dataset_settings(wildcards):
+def dataset_settings(name):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    return chesslm_dataset.Settings.from_config(config["datasets"][wildcards.dataset])
+    return chesslm_dataset.Settings.from_config(config["datasets"][name])
+
+
+def get_dataset_settings(wildcards):
+    return dataset_settings(wildcards.dataset)
 
 
 def get_legality_games(wildcards):
@@ -350,3 +357,51 @@ def get_final_outputs(wildcards=None):
         runs = [run for run in RUNS if not reasons[run]]
     outputs += get_summary_targets(runs) if runs else []
     return outputs
+
+
+def run_changes(run):
+    """What changed since a finished run trained (chesslm.report.staleness): none if nothing."""
+    return staleness.run_changes(
+        run,
+        f"results/{run}",
+        dataclasses.asdict(run_settings(run)),
+        dataset=run_dataset(run),
+        dataset_dir=dataset_dir(run_dataset(run)),
+        dataset_settings=dataset_settings(run_dataset(run)).as_dict(),
+    )
+
+
+def _warn_changed_runs():
+    """A finished run is not retrained when its settings change (rerun-triggers: mtime,
+    input), so say so loudly on every invocation, -n included; summary.md opens with the same
+    lines. Each run's changes, read once."""
+    changes = {run: run_changes(run) for run in RUNS}
+    for run, lines in changes.items():
+        if lines:
+            print(f"WARNING: {staleness.warning(run, lines)}", file=sys.stderr)
+    return changes
+
+
+RUN_CHANGES = _warn_changed_runs()
+
+
+def get_run_changes(wildcards):
+    return RUN_CHANGES.get(wildcards.run, [])
+
+
+def get_max_segments(wildcards):
+    return run_settings(wildcards.run).max_segments
+
+
+def get_report_outputs():
+    """The outputs of summarise: each file of chesslm.report.items.ITEMS, a report() item."""
+    return {
+        item.name: report(
+            f"results/{{run}}/report/{item.file}",
+            caption=f"../report/{item.caption}",
+            category=item.category,
+            subcategory="{run}",
+            labels={"run": "{run}", "item": item.label},
+        )
+        for item in REPORT_ITEMS
+    }
