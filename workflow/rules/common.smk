@@ -15,7 +15,7 @@ from snakemake.utils import validate
 from chesslm.data import dataset as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.report import staleness
-from chesslm.report.items import ITEMS as REPORT_ITEMS
+from chesslm.report.items import ITEMS as REPORT_ITEMS  # report.smk's outputs
 from chesslm.train import launch
 from chesslm.train.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
@@ -391,17 +391,3 @@ def get_run_changes(wildcards):
 
 def get_max_segments(wildcards):
     return run_settings(wildcards.run).max_segments
-
-
-def get_report_outputs():
-    """The outputs of summarise: each file of chesslm.report.items.ITEMS, a report() item."""
-    return {
-        item.name: report(
-            f"results/{{run}}/report/{item.file}",
-            caption=f"../report/{item.caption}",
-            category=item.category,
-            subcategory="{run}",
-            labels={"run": "{run}", "item": item.label},
-        )
-        for item in REPORT_ITEMS
-    }

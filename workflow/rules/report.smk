@@ -26,7 +26,16 @@ rule summarise:
         receipt=get_run_receipt,
         play=get_run_play_outputs,
     output:
-        **get_report_outputs(),
+        **{
+            item.name: report(
+                f"results/{{run}}/report/{item.file}",
+                caption=f"../report/{item.caption}",
+                category=item.category,
+                subcategory="{run}",
+                labels={"run": "{run}", "item": item.label},
+            )
+            for item in REPORT_ITEMS
+        },
     log:
         "logs/summarise/{run}.log",
     wildcard_constraints:
