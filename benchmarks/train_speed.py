@@ -65,6 +65,7 @@ from chesslm.train import (  # noqa: E402
     trainer,
     validation,
 )
+from chesslm.train.optim import GRAD_CLIP  # noqa: E402
 from chesslm.train.settings import RunSettings  # noqa: E402
 
 IMPORTS_DONE = time.time()
@@ -237,7 +238,7 @@ def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> 
         out["loss_sum"] += loss.item()
         out["valid_targets"] += int(y.ne(-100).sum())
         out["padded_tokens"] += y.numel()
-    torch.nn.utils.clip_grad_norm_(t.net.parameters(), 1.0, error_if_nonfinite=True)
+    torch.nn.utils.clip_grad_norm_(t.net.parameters(), GRAD_CLIP, error_if_nonfinite=True)
     t.opt.step()
     t.sched.step()
     sync(ctx.device)

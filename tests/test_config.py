@@ -40,6 +40,11 @@ pytestmark = pytest.mark.slow
             "runs: {demo: {dataset: sample, legality_eval_games: 5000}}",
             "runs.demo.legality_eval_games is 5000, more than datasets.sample.legality_games",
         ),
+        (
+            "datasets: {sample: {context: 2048}}",
+            "datasets.sample.context is 2048, more than the model context of runs.demo"
+            " (model tiny: 1024 tokens)",
+        ),
     ],
 )
 def test_bad_config_is_refused_naming_the_key(tmp_path, extra, named):

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import torch
 
-from chesslm.train import model, optim
+from chesslm.train import model, optim, presets
 
 
 def test_baseline_has_exactly_the_gpt2_small_parameter_count() -> None:
     with torch.device("meta"):  # no memory, no init cost
-        net = model.GPT(model.PRESETS["baseline"])
-    assert net.num_parameters() == model.BASELINE_PARAMETERS == 85_940_736
+        net = model.GPT(presets.PRESETS["baseline"])
+    assert net.num_parameters() == presets.BASELINE_PARAMETERS == 85_940_736
     assert net.lm_head.weight is net.transformer.wte.weight
 
 

@@ -1,4 +1,4 @@
-"""Records and reports (rule summarise): ``events`` (events.jsonl), ``telemetry`` (GPU
-telemetry), ``items`` (the report items, one table), ``summary`` (tables and the CLI),
-``markdown`` (summary.md), ``plots``, ``staleness`` (a finished run that no longer matches
-the config)."""
+"""Reports (rule summarise): ``items`` (the report items, one table), ``records`` (what a
+run left, read: ``RunRecords``, ``RunState``), ``summary`` (tables and the CLI), ``markdown``
+(summary.md), ``plots``, ``staleness`` (a finished run that no longer matches the config).
+The recorders the stages write through are ``chesslm.record``."""

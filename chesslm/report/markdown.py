@@ -7,7 +7,7 @@ import html
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -15,11 +15,9 @@ from chesslm.files import sha256_file
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
 from chesslm.report.play_section import markdown_section
+from chesslm.report.records import RunRecords, RunState
 from chesslm.report.staleness import warning
 from chesslm.train.state import WALL_PARTS
-
-if TYPE_CHECKING:
-    from chesslm.report.summary import RunRecords, RunState
 
 
 def stale_line(run: str, changes: list[str]) -> str:

@@ -27,12 +27,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from chesslm.data import tokens
-from chesslm.train import distributed, model
+from chesslm.train import distributed
+from chesslm.train.loss import IGNORE, loss_sum
 
-IGNORE = -100  # cross_entropy's ignore_index: padding and dummy targets
 CHUNK_BATCHES = 64  # global batches per length bucket: large enough to group similar lengths
 
 
@@ -198,28 +197,7 @@ def pack_rows(
     for start in range(0, n, PACK_CHUNK):
         part = order[start : start + PACK_CHUNK]
         chunk = part[np.argsort(-lengths[part].astype(np.int64), kind="stable")].tolist()
-        # free[c]: open rows with exactly c positions left; caps: the sorted c with free[c]
-        free: list[list[int]] = [[] for _ in range(row_tokens + 1)]
-        caps: list[int] = []
-        local: list[list[int]] = []
-        for i in chunk:
-            need = int(lengths[i]) - 1
-            if need > row_tokens:
-                raise ValueError(f"game {i} has {need + 1} tokens; rows hold {row_tokens} inputs")
-            at_cap = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
-            if at_cap == len(caps):
-                local.append([i])
-                r, left = len(local) - 1, row_tokens - need
-            else:
-                best = caps[at_cap]
-                r = free[best].pop()
-                if not free[best]:
-                    caps.pop(at_cap)
-                local[r].append(i)
-                left = best - need
-            if not free[left]:
-                bisect.insort(caps, left)
-            free[left].append(r)
+        local = _best_fit(chunk, lengths, row_tokens)
         flat = [i for row in local for i in row]
         packed[at : at + len(flat)] = flat
         ends.append(at + np.cumsum([len(row) for row in local], dtype=np.int64))
@@ -234,6 +212,34 @@ def pack_rows(
     # gather the rows in shuffled order: each game's source position in ``packed``
     source = np.repeat(bounds[:-1][perm] - offsets[:-1], sizes) + np.arange(at, dtype=np.int64)
     return Rows(packed[source], offsets)
+
+
+def _best_fit(chunk: list[int], lengths: np.ndarray, row_tokens: int) -> list[list[int]]:
+    """Rows of the games ``chunk`` (longest first), each game into the open row it fills
+    best (the least room left), or a new row."""
+    # free[c]: open rows with exactly c positions left; caps: the sorted c with free[c]
+    free: list[list[int]] = [[] for _ in range(row_tokens + 1)]
+    caps: list[int] = []
+    local: list[list[int]] = []
+    for i in chunk:
+        need = int(lengths[i]) - 1
+        if need > row_tokens:
+            raise ValueError(f"game {i} has {need + 1} tokens; rows hold {row_tokens} inputs")
+        at_cap = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
+        if at_cap == len(caps):
+            local.append([i])
+            r, left = len(local) - 1, row_tokens - need
+        else:
+            best = caps[at_cap]
+            r = free[best].pop()
+            if not free[best]:
+                caps.pop(at_cap)
+            local[r].append(i)
+            left = best - need
+        if not free[left]:
+            bisect.insort(caps, left)
+        free[left].append(r)
+    return local
 
 
 def packed_batches(
@@ -309,25 +315,6 @@ def document_mask(doc: torch.Tensor) -> Any:
 
 
 # ----------------------------------------------------------------------------- one update
-
-
-def loss_sum(
-    net: torch.nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    device: torch.device | str,
-    autocast_cache: bool = True,
-    **forward: Any,
-) -> torch.Tensor:
-    """Summed token cross-entropy (FP32) of one microbatch; padding targets are ignored."""
-    with model.autocast(device, cache=autocast_cache):
-        logits = net(x, **forward)
-    return F.cross_entropy(
-        logits.float().view(-1, logits.size(-1)),
-        y.view(-1),
-        ignore_index=IGNORE,
-        reduction="sum",
-    )
 
 
 def n_targets(games: Any, item: Any, packed: bool) -> int:

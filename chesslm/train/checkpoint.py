@@ -34,6 +34,7 @@ import torch
 from chesslm import files
 from chesslm.data import tokens
 from chesslm.files import lookup, sha256_file
+from chesslm.train.optim import GRAD_CLIP
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TrainState
 
@@ -254,7 +255,8 @@ def identity(
         "device": device,
         **settings.identity(),
         "optimizer": (
-            "AdamW betas .9/.95, weight decay .1 on matrices, clip 1.0 (error if non-finite)"
+            f"AdamW betas .9/.95, weight decay .1 on matrices, clip {GRAD_CLIP} (error if"
+            " non-finite)"
         ),
         "precision": (
             "FP32 weights/gradients/optimizer; BF16 autocast SDPA"

@@ -51,6 +51,7 @@ import torch
 import torch.distributed as dist
 
 from chesslm.train import batching, distributed
+from chesslm.train.loss import loss_sum
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
@@ -267,7 +268,7 @@ class MicrobatchGraphs:
         return sum(len(s.graph) for s in self.shapes.values())
 
     def _run(self, s: Static, reduce: bool = False) -> torch.Tensor:
-        loss = batching.loss_sum(
+        loss = loss_sum(
             self.net, s.x, s.y, self.device, autocast_cache=not self.capture, **s.forward
         )
         if reduce:

@@ -12,7 +12,7 @@ padded, so every real target only ever attends to real tokens before it and need
 
 Packed rows also pass ``pos=`` (B, T) position ids that restart at every game.
 
->>> model = GPT(PRESETS["tiny"])
+>>> model = GPT(config_for("tiny"))
 >>> model(torch.tensor([[69, 12, 28, 64]])).shape
 torch.Size([1, 4, 128])
 """
@@ -22,14 +22,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from dataclasses import asdict, dataclass
 from typing import Any, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from chesslm.data import tokens
+from chesslm.train.presets import BASELINE_PARAMETERS, GPTConfig, config_for
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -56,38 +55,8 @@ FLEX_KERNEL_OPTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class GPTConfig:
-    block_size: int = 1024  # context: the longest game the cache may hold, in tokens
-    vocab_size: int = tokens.VOCAB_SIZE  # 128: already a multiple of 64, no padding needed
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
-    bias: bool = True  # GPT-2 has biases in Linears and LayerNorms
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-PRESETS: dict[str, GPTConfig] = {
-    # GPT-2 small with a 128-token vocabulary: exactly 85,940,736 parameters.
-    "baseline": GPTConfig(),
-    # CPU sizes for the demo run and tests.
-    "tiny": GPTConfig(n_layer=2, n_head=2, n_embd=64),
-    "small": GPTConfig(n_layer=4, n_head=4, n_embd=128),
-}
-BASELINE_PARAMETERS = 85_940_736
-
-
 def flex_kernel_options() -> dict[str, int] | None:
     return None if os.environ.get("CHESSLM_FLEX_OPTIONS") == "inductor" else FLEX_KERNEL_OPTIONS
-
-
-def config_for(preset: str) -> GPTConfig:
-    try:
-        return PRESETS[preset]
-    except KeyError:
-        raise ValueError(f"unknown model preset {preset!r}; known: {sorted(PRESETS)}") from None
 
 
 def autocast(

@@ -4,6 +4,7 @@ AdamW with betas (0.9, 0.95) and weight decay 0.1 on matrices only (``GPT.param_
 fused on CUDA, the plain implementation (same math) on CPU. The schedule warms up linearly,
 then decays along a cosine to ``MIN_LR_RATIO`` of the peak at ``schedule_steps``, and stays
 there. It is a pure function of the step, so the scheduler's state is just its step count.
+Every update clips the gradients' total norm to ``GRAD_CLIP`` first (``trainer``).
 
 >>> f = lr_lambda(warmup_steps=2, schedule_steps=10)
 >>> [round(f(s), 3) for s in (0, 1, 2, 10, 20)]
@@ -23,6 +24,7 @@ BETAS = (0.9, 0.95)
 WEIGHT_DECAY = 0.1
 MIN_LR_RATIO = 0.1
 WARMUP_FRACTION = 0.1
+GRAD_CLIP = 1.0  # the max total gradient norm (L2) of every update; in the run identity
 
 
 def optimizer(model: GPT, lr: float, *, device: torch.device) -> torch.optim.AdamW:

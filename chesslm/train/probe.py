@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from chesslm.files import write_json_atomic
-from chesslm.report.events import EventLog
+from chesslm.record.events import EventLog
 from chesslm.train import distributed, resume, validation
 from chesslm.train.progress import Progress
 from chesslm.train.settings import RunSettings
@@ -46,34 +46,7 @@ def probe(
         longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
         games = [cache.train[longest]] * (8 * ctx.world)
         start = time.perf_counter()
-        results = []
-        for micro in (2, 8):
-            if ctx.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(ctx.device)
-            times = []
-            for rep in range(3):  # the first of each shape is a warm-up
-                progress.say(f"microbatch {micro}: update {rep + 1} of 3 (the first is a warm-up)")
-                distributed.barrier()
-                synchronize(ctx)
-                t = time.perf_counter()
-                batch: list[Any] = list(range(micro * ctx.world))
-                if trainer.packing:  # one game per row: the longest game, padded to a row
-                    batch = [[i] for i in batch]
-                values, _ = trainer.update(games, [batch], micro)
-                synchronize(ctx)
-                if rep:
-                    times.append(time.perf_counter() - t)
-            results.append(
-                {
-                    "microbatch_per_gpu": micro,
-                    "sequence_length": int(len(games[0]) - 1),
-                    "timed_steps": len(times),
-                    "step_seconds": times,
-                    "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
-                    "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
-                    "memory": distributed.all_gather_object(memory_record(ctx)),
-                }
-            )
+        results = [measure(trainer, ctx, games, micro, progress) for micro in (2, 8)]
         progress.say("one validation forward (it warms the validation graph)")
         if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
@@ -101,3 +74,37 @@ def probe(
             }
             write_json_atomic(Path(out), result)
             events.write("probe_complete", **result)
+
+
+def measure(
+    trainer: Trainer,
+    ctx: distributed.Context,
+    games: list[Any],
+    micro: int,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Three updates of ``micro`` copies of the longest game per rank, the last two timed."""
+    if ctx.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(ctx.device)
+    times = []
+    for rep in range(3):  # the first of each shape is a warm-up
+        progress.say(f"microbatch {micro}: update {rep + 1} of 3 (the first is a warm-up)")
+        distributed.barrier()
+        synchronize(ctx)
+        t = time.perf_counter()
+        batch: list[Any] = list(range(micro * ctx.world))
+        if trainer.packing:  # one game per row: the longest game, padded to a row
+            batch = [[i] for i in batch]
+        values, _ = trainer.update(games, [batch], micro)
+        synchronize(ctx)
+        if rep:
+            times.append(time.perf_counter() - t)
+    return {
+        "microbatch_per_gpu": micro,
+        "sequence_length": int(len(games[0]) - 1),
+        "timed_steps": len(times),
+        "step_seconds": times,
+        "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),
+        "padded_tokens_per_second": values["padded_tokens"] * len(times) / sum(times),
+        "memory": distributed.all_gather_object(memory_record(ctx)),
+    }

@@ -29,6 +29,7 @@ if __name__ == "__main__":  # before the slow imports below (torch: seconds on a
     launch.bind_to_launcher()  # a worker must not outlive torchrun (chesslm.train.launch)
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -36,7 +37,7 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from chesslm.files import sha256_file, write_json_atomic
-from chesslm.report.events import EventLog
-from chesslm.report.telemetry import Telemetry
+from chesslm.files import write_json_atomic
+from chesslm.record.events import EventLog
+from chesslm.record.telemetry import Telemetry
 from chesslm.train import checkpoint, distributed, resume, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
@@ -54,7 +55,13 @@ from chesslm.train.progress import Progress
 from chesslm.train.saver import Saver
 from chesslm.train.settings import RunSettings, add_arguments, from_namespace
 from chesslm.train.state import TERMINAL, TrainState
-from chesslm.train.status import finite, results_record, write_status
+from chesslm.train.status import (
+    finish_terminal,
+    finite,
+    record_failure,
+    results_record,
+    write_status,
+)
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
 
 logger = logging.getLogger(__name__)
@@ -185,13 +192,10 @@ def train(args: Invocation, settings: RunSettings) -> None:
             scratch=[train_dir, Path(args.status_out).parent],
             deadline=deadline,
         )
-        base = {
-            "run": args.run,
-            "segment": args.segment,
-            "start_unix": start_unix,
-            "world_size": ctx.world,
-        }
-        if start.saved is not None and finish_terminal(args, settings, ctx, start, base):
+        base = dict(run=args.run, segment=args.segment, start_unix=start_unix, world_size=ctx.world)
+        if start.saved is not None and finish_terminal(
+            start.saved, args.status_out, settings, base, train_dir, is_main=ctx.is_main
+        ):
             return
         segment_start = start.previous["step_end"] if start.previous else 0
         try:
@@ -205,52 +209,6 @@ def train(args: Invocation, settings: RunSettings) -> None:
         if ctx.is_main:  # the run went on: earlier attempts' failures are history
             for path in train_dir.glob("failure-rank*.json"):
                 path.unlink(missing_ok=True)
-
-
-def finish_terminal(
-    args: Invocation,
-    settings: RunSettings,
-    ctx: distributed.Context,
-    start: resume.Start,
-    base: dict[str, Any],
-) -> bool:
-    """Resuming a finished run is a no-op with a receipt (rank 0 writes it); whether it was."""
-    train_dir = Path(args.run_dir) / "train"
-    state, identity = TrainState.from_state_dict(start.saved), start.saved["identity"]
-    terminal = state.terminal_status(
-        max_updates=identity.get("max_updates"), epochs=identity["epochs"]
-    )
-    if not terminal or not ctx.is_main:
-        return bool(terminal)
-    results_path = train_dir / "results.json"
-    if not results_path.exists():
-        write_json_atomic(results_path, results_record(state, identity, terminal, train_dir, None))
-    write_status(
-        args.status_out,
-        settings,
-        base,
-        state,
-        identity,
-        terminal,
-        stop_reason=terminal,
-        resume_action="no_op_terminal",
-        step_start=state.step,
-        last_sha=sha256_file(train_dir / "last.pt"),
-        wall_split={},  # all of it "other": no training, check or save
-        useful_targets=0,
-    )
-    return True
-
-
-def record_failure(train_dir: Path, rank: int, segment: int, error: BaseException) -> None:
-    """failure-rank{N}.json: what stopped this rank (removed once a later attempt succeeds)."""
-    try:
-        write_json_atomic(
-            train_dir / f"failure-rank{rank}.json",
-            {"error": repr(error), "segment": segment, "time_unix": time.time()},
-        )
-    except OSError as also:  # a full disk must not hide the error that mattered
-        logger.error("could not record the failure: %s", also)
 
 
 class Segment:
@@ -318,6 +276,34 @@ class Segment:
         self.saver.close()
 
     def _run(self) -> None:
+        self.begin()
+        with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=self.ctx.is_main):
+            if self.args.segment == 0 and self.resume_action == "fresh":
+                initial = self.validate()
+                self.state.initial_validation = initial
+                if initial is not None:
+                    self.events.write("initial_validation", **initial)
+            loop_start, before = time.perf_counter(), self.wall["validation"]
+            before += self.wall["checkpointing"]
+            status, reason, improved = self.loop()
+            looped = time.perf_counter() - loop_start
+            # the loop's checks and saves are counted as such; the rest of it is training
+            self.wall["training"] = looped - (
+                self.wall["validation"] + self.wall["checkpointing"] - before
+            )
+        self.state.work_seconds += time.perf_counter() - self.work_start
+        self.state.segments += 1
+        # the status below must describe the checkpoint on disk, so save once more and wait
+        # (best.pt too if the segment's last check improved)
+        self.save(improved=improved)
+        self.wait_for_saves()
+        memory = distributed.all_gather_object(memory_record(self.ctx))
+        self.progress.say(f"ended at step {self.state.step}: {status}")
+        if self.ctx.is_main:
+            self.record_end(status, reason, memory)
+
+    def begin(self) -> None:
+        """The segment's opening records (rank 0), then the clocks and the progress line."""
         ctx, state = self.ctx, self.state
         self.events.write(
             "segment_start",
@@ -353,65 +339,44 @@ class Segment:
             f"{self.resume_action} at step {state.step} after {self.wall['startup']:.0f} s of"
             f" start-up; training for up to {self.settings.max_seconds:.0f} s"
         )
-        with Telemetry(self.dir / "gpu-telemetry.jsonl", enabled=ctx.is_main):
-            if self.args.segment == 0 and self.resume_action == "fresh":
-                initial = self.validate()
-                state.initial_validation = initial
-                if initial is not None:
-                    self.events.write("initial_validation", **initial)
-            loop_start, before = time.perf_counter(), self.wall["validation"]
-            before += self.wall["checkpointing"]
-            status, reason, improved = self.loop()
-            looped = time.perf_counter() - loop_start
-            # the loop's checks and saves are counted as such; the rest of it is training
-            self.wall["training"] = looped - (
-                self.wall["validation"] + self.wall["checkpointing"] - before
+
+    def record_end(self, status: str, reason: str | None, memory: list[dict[str, Any]]) -> None:
+        """Rank 0's closing records: results.json if terminal, the events, the status file."""
+        state, identity = self.state, self.t.identity
+        if status in TERMINAL:
+            write_json_atomic(
+                self.dir / "results.json", results_record(state, identity, status, self.dir, memory)
             )
-        state.work_seconds += time.perf_counter() - self.work_start
-        state.segments += 1
-        # the status below must describe the checkpoint on disk, so save once more and wait
-        # (best.pt too if the segment's last check improved)
-        self.save(improved=improved)
-        self.wait_for_saves()
-        memory = distributed.all_gather_object(memory_record(ctx))
-        self.progress.say(f"ended at step {state.step}: {status}")
-        if ctx.is_main:
-            identity = self.t.identity
-            if status in TERMINAL:
-                write_json_atomic(
-                    self.dir / "results.json",
-                    results_record(state, identity, status, self.dir, memory),
-                )
-                self.events.write(
-                    "finished",
-                    status=status,
-                    best_step=state.best_step,
-                    best_nll=finite(state.best_nll),
-                )
             self.events.write(
-                "segment_end",
-                **self.base,
-                device=self.settings.device,
+                "finished",
                 status=status,
-                stop_reason=reason,
-                cursor=state.cursor(),
-                updates=state.step - self.step_start,
+                best_step=state.best_step,
+                best_nll=finite(state.best_nll),
             )
-            write_status(
-                self.args.status_out,
-                self.settings,
-                self.base,
-                state,
-                identity,
-                status,
-                stop_reason=reason,
-                resume_action=self.resume_action,
-                step_start=self.step_start,
-                last_sha=self.last_sha,
-                first_update_unix=self.first_update_unix,
-                wall_split=dict(self.wall),
-                useful_targets=int(state.totals.get("valid_targets", 0)) - self.targets_start,
-            )
+        self.events.write(
+            "segment_end",
+            **self.base,
+            device=self.settings.device,
+            status=status,
+            stop_reason=reason,
+            cursor=state.cursor(),
+            updates=state.step - self.step_start,
+        )
+        write_status(
+            self.args.status_out,
+            self.settings,
+            self.base,
+            state,
+            identity,
+            status,
+            stop_reason=reason,
+            resume_action=self.resume_action,
+            step_start=self.step_start,
+            last_sha=self.last_sha,
+            first_update_unix=self.first_update_unix,
+            wall_split=dict(self.wall),
+            useful_targets=int(state.totals.get("valid_targets", 0)) - self.targets_start,
+        )
 
     def loop(self) -> tuple[str, str | None, bool]:
         """Train until a terminal status or a stop; returns (status, stop reason, whether the
@@ -534,25 +499,28 @@ class Segment:
         last = history[-1]["step"] if history else 0
         return self.state.step > last
 
-    def validate(self) -> dict[str, Any] | None:
+    @contextlib.contextmanager
+    def timed(self, part: str) -> Iterator[None]:
+        """Add the block's wall time to ``wall[part]``, however it ends."""
         started = time.perf_counter()
         try:
-            return self._validate()
+            yield
         finally:
-            self.wall["validation"] += time.perf_counter() - started
+            self.wall[part] += time.perf_counter() - started
 
-    def _validate(self) -> dict[str, Any] | None:
-        result = None
-        if self.ctx.is_main:
-            result = validation.evaluate(
-                self.t.net,
-                self.val,
-                micro=validation.games_per_batch(self.ctx.device),
-                deadline=self.deadline,
-                pad_multiple=self.t.pad_multiple,
-                forward=self.t.inference,
-            )
-        return distributed.broadcast_object(result)
+    def validate(self) -> dict[str, Any] | None:
+        with self.timed("validation"):
+            result = None
+            if self.ctx.is_main:
+                result = validation.evaluate(
+                    self.t.net,
+                    self.val,
+                    micro=validation.games_per_batch(self.ctx.device),
+                    deadline=self.deadline,
+                    pad_multiple=self.t.pad_multiple,
+                    forward=self.t.inference,
+                )
+            return distributed.broadcast_object(result)
 
     def record_check(
         self, check: dict[str, Any], epoch: int, completed: bool, totals: Counter
@@ -593,20 +561,14 @@ class Segment:
         ``when_idle``: skip it if a save is still being written and this one is no
         improvement (checks more frequent than a save takes must not stall training; last.pt
         stays a verified, older cursor, and the segment's final save is never skipped)."""
-        started = time.perf_counter()
-        try:
+        with self.timed("checkpointing"):
             self._save(improved, when_idle=when_idle)
-        finally:
-            self.wall["checkpointing"] += time.perf_counter() - started
 
     def wait_for_saves(self) -> None:
         """Block until the saves in flight and queued are on disk (raising the first error,
         naming its file); from here on ``last_sha`` is the finished last.pt's."""
-        started = time.perf_counter()
-        try:
+        with self.timed("checkpointing"):
             self.last_sha = self.saver.wait()
-        finally:
-            self.wall["checkpointing"] += time.perf_counter() - started
 
     def _save(self, improved: bool, *, when_idle: bool) -> None:
         rngs = distributed.all_gather_object(checkpoint.rng_state(self.ctx.device))

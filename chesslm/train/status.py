@@ -1,7 +1,9 @@
-"""Segment status files (``segments/N.json``, written last) and the run's ``results.json``."""
+"""Segment status files (``segments/N.json``, written last), the run's ``results.json`` and a
+failed rank's ``failure-rank{N}.json``."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from pathlib import Path
@@ -10,6 +12,8 @@ from typing import Any
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TERMINAL, WALL_PARTS, TrainState
+
+logger = logging.getLogger(__name__)
 
 
 def finite(value: float | None) -> float | None:
@@ -106,6 +110,42 @@ def write_status(
     write_json_atomic(path, record)
 
 
+def finish_terminal(
+    saved: dict[str, Any],
+    status_out: str | None,
+    settings: RunSettings,
+    base: dict[str, Any],
+    train_dir: Path,
+    *,
+    is_main: bool,
+) -> bool:
+    """Resuming a finished run is a no-op with a receipt (rank 0 writes it); whether it was."""
+    state, identity = TrainState.from_state_dict(saved), saved["identity"]
+    terminal = state.terminal_status(
+        max_updates=identity.get("max_updates"), epochs=identity["epochs"]
+    )
+    if not terminal or not is_main:
+        return bool(terminal)
+    results_path = train_dir / "results.json"
+    if not results_path.exists():
+        write_json_atomic(results_path, results_record(state, identity, terminal, train_dir, None))
+    write_status(
+        status_out,
+        settings,
+        base,
+        state,
+        identity,
+        terminal,
+        stop_reason=terminal,
+        resume_action="no_op_terminal",
+        step_start=state.step,
+        last_sha=sha256_file(train_dir / "last.pt"),
+        wall_split={},  # all of it "other": no training, check or save
+        useful_targets=0,
+    )
+    return True
+
+
 def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
     """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
 
@@ -125,3 +165,14 @@ def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> d
     record = {**results, "segments": segments, "segment_count": len(segments)}
     write_json_atomic(out, record)
     return record
+
+
+def record_failure(train_dir: Path, rank: int, segment: int, error: BaseException) -> None:
+    """failure-rank{N}.json: what stopped this rank (removed once a later attempt succeeds)."""
+    try:
+        write_json_atomic(
+            train_dir / f"failure-rank{rank}.json",
+            {"error": repr(error), "segment": segment, "time_unix": time.time()},
+        )
+    except OSError as also:  # a full disk must not hide the error that mattered
+        logger.error("could not record the failure: %s", also)

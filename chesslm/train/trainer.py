@@ -60,6 +60,20 @@ def ddp_buckets(device: torch.device) -> dict[str, Any]:
     return {"find_unused_parameters": True}
 
 
+def check_legality_request(settings: RunSettings, cache: TokenCache, run_dir: Path | str) -> None:
+    """Before the model: a run asking for more legality games than the cache holds stops in
+    one line naming its key (the workflow checks this at plan time when it can)."""
+    error = legality_request_error(
+        settings.legality_eval_games,
+        available=len(cache.legality_games()),
+        validation_games=len(cache.validation),
+        key=f"runs.{Path(run_dir).name}.legality_eval_games",
+        cache=cache.directory,
+    )
+    if error:
+        raise ValueError(error)
+
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
@@ -76,17 +90,7 @@ class Trainer:
         ``integrity_receipt``: the dataset's receipt, hashed into the identity."""
         s = self.settings = settings
         self.ctx = ctx
-        # before the model: a run asking for more legality games than the cache holds stops
-        # in one line naming its key (the workflow checks this at plan time when it can)
-        error = legality_request_error(
-            s.legality_eval_games,
-            available=len(cache.legality_games()),
-            validation_games=len(cache.validation),
-            key=f"runs.{Path(run_dir).name}.legality_eval_games",
-            cache=cache.directory,
-        )
-        if error:
-            raise ValueError(error)
+        check_legality_request(s, cache, run_dir)
         self.lengths = game_lengths(cache.train.offsets)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
@@ -97,6 +101,23 @@ class Trainer:
         # padded lengths bucketed to multiples of 64 for the compiler; none when eager
         self.pad_multiple = 64 if self.compiled else 1
         self.row_tokens = self.net.config.block_size if self.packing else None
+        self.wrap(run_dir)
+        self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
+        self.steps_per_epoch = len(self.plan(0))
+        self.schedule_steps, self.warmup_steps = optim.horizon(
+            epochs=s.epochs,
+            steps_per_epoch=self.steps_per_epoch,
+            schedule_steps=s.schedule_steps,
+            warmup_steps=s.warmup_steps,
+        )
+        self.sched = optim.scheduler(
+            self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
+        )
+        self.identity = self.run_identity(cache, integrity_receipt)
+
+    def wrap(self, run_dir: Path | str) -> None:
+        """Compile the model, then wrap it in captured graphs or DDP (or neither: one rank)."""
+        s, ctx = self.settings, self.ctx
         graphs = cuda_graphs.resolve(
             s.cuda_graphs, s.device, packing=self.packing, compiled=self.compiled
         )
@@ -127,33 +148,28 @@ class Trainer:
             self.ddp = DDP(
                 self.net, device_ids=ids, gradient_as_bucket_view=True, **ddp_buckets(ctx.device)
             )
-        self.opt = optim.optimizer(self.net, s.lr, device=ctx.device)
-        self.steps_per_epoch = len(self.plan(0))
-        self.schedule_steps, self.warmup_steps = optim.horizon(
-            epochs=s.epochs,
-            steps_per_epoch=self.steps_per_epoch,
-            schedule_steps=s.schedule_steps,
-            warmup_steps=s.warmup_steps,
-        )
-        self.sched = optim.scheduler(
-            self.opt, warmup_steps=self.warmup_steps, schedule_steps=self.schedule_steps
-        )
+
+    def run_identity(
+        self, cache: TokenCache, integrity_receipt: Path | str | None
+    ) -> dict[str, Any]:
+        """The run identity (checkpoint.identity) with this rank's resolved horizon and paths."""
         resolved = dataclasses.replace(
-            s, schedule_steps=self.schedule_steps, warmup_steps=self.warmup_steps
+            self.settings, schedule_steps=self.schedule_steps, warmup_steps=self.warmup_steps
         )
-        self.identity = checkpoint.identity(
+        identity = checkpoint.identity(
             resolved,
             model_config=self.net.config.to_dict(),
             parameters=self.parameters,
             dataset_fingerprint=cache.fingerprint,
             receipt_sha256=sha256_file(integrity_receipt) if integrity_receipt else None,
-            world_size=ctx.world,
+            world_size=self.ctx.world,
         )
-        self.identity["compile"] = self.compiled
-        self.identity["packing"] = self.packing
-        self.identity["cuda_graphs"] = self.graphs is not None
+        identity["compile"] = self.compiled
+        identity["packing"] = self.packing
+        identity["cuda_graphs"] = self.graphs is not None
         # bucketed reduction compiles block by block: other numerics, so another run identity
-        self.identity["gradient_overlap"] = self.overlap
+        identity["gradient_overlap"] = self.overlap
+        return identity
 
     def plan(self, epoch: int) -> batching.Chunked:
         """The groups of an epoch (a group: ``accum`` global batches of game indices)."""
@@ -196,7 +212,7 @@ class Trainer:
         cuda = self.ctx.device.type == "cuda"
         if self.graphs is not None:
             stats = self.graphs.backward_group(games, group, micro=micro, rank=self.ctx.rank)
-            norm = self.graphs.grads.clip(1.0)
+            norm = self.graphs.grads.clip(optim.GRAD_CLIP)
         else:
             self.opt.zero_grad(set_to_none=True)
             stats = batching.backward_group(
@@ -214,9 +230,11 @@ class Trainer:
             )
             params = self.net.parameters()
             if cuda:
-                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+                norm = torch.nn.utils.clip_grad_norm_(params, optim.GRAD_CLIP, foreach=True)
             else:
-                norm = torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=True)
+                norm = torch.nn.utils.clip_grad_norm_(
+                    params, optim.GRAD_CLIP, error_if_nonfinite=True
+                )
         if cuda:
             self.opt.found_inf = (~torch.isfinite(norm)).float()  # fused AdamW skips if set
         self.opt.step()

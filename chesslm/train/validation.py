@@ -24,6 +24,7 @@ from chesslm.data.cache import N_MOVE_CODES, TokenCache
 from chesslm.data.tokens import PHASES
 from chesslm.train import batching, model
 from chesslm.train.deadline import Deadline
+from chesslm.train.loss import IGNORE
 from chesslm.train.settings import legality_request_error
 
 logger = logging.getLogger(__name__)
@@ -237,6 +238,8 @@ def _accumulate(
     pad_multiple: int,
     forward: Forward,
 ) -> dict[str, torch.Tensor] | None:
+    """The metrics' sums over the validation games on the device; ``None`` if cut by the
+    deadline."""
     device = data.device
     names = [
         "nll_sum",
@@ -253,53 +256,76 @@ def _accumulate(
             return None
         index = list(range(first, min(first + micro, len(data))))
         logits, y = _forward(net, forward, [data.games[i] for i in index], device, pad_multiple)
-        B, T = y.shape
-        valid = y.ne(batching.IGNORE)
-        sums["nll_sum"] += F.cross_entropy(
-            logits.view(-1, logits.size(-1)),
-            y.view(-1),
-            ignore_index=batching.IGNORE,
-            reduction="sum",
-        ).double()
-        probs = logits.softmax(-1)
-        pred = probs.argmax(-1)
-        sums["targets"] += valid.sum()
-        sums["reserved_sum"] += (probs[..., tokens.FIRST_RESERVED :].sum(-1) * valid).sum().double()
-
-        phase = torch.arange(T, device=device).remainder(3)  # 0 source, 1 destination, 2 promotion
-        is_eos = y.eq(tokens.EOS)
-        correct = pred.eq(y)
-        for p, selected in (
-            ("source", valid & phase.eq(0) & ~is_eos),
-            ("destination", valid & phase.eq(1) & ~is_eos),
-            ("promotion", valid & phase.eq(2) & ~is_eos),
-            ("eos", valid & is_eos),
-        ):
-            sums[f"n_{p}"] += selected.sum()
-            sums[f"correct_{p}"] += (selected & correct).sum()
-
-        games = batching.to_device(torch.tensor(index), device)
-        counted = valid & data.selected[games].unsqueeze(1)  # targets of the legality sample
-        legal = data.legal(games, T)
-        sums["illegal_sum"] += ((probs * ~legal).sum(-1) * counted).sum().double()
-        sums["legality_targets"] += counted.sum()
-
-        # teacher-forced triples: argmax at the source, destination and promotion positions
-        moves = counted & phase.eq(0) & ~is_eos
-        padded = F.pad(pred, (0, 2), value=tokens.PAD)
-        src, dst, promo = padded[:, :T], padded[:, 1 : T + 1], padded[:, 2 : T + 2]
-        decodable = (
-            (src < 64)
-            & (dst < 64)
-            & (src != dst)
-            & (promo >= tokens.PROMO_NONE)
-            & (promo <= tokens.PROMO_NONE + 4)
-        )
-        code = (src * 64 + dst) * 5 + (promo - tokens.PROMO_NONE)
-        ply = data.ply_start[games].unsqueeze(1) + torch.arange(T, device=device) // 3
-        key = ply * N_MOVE_CODES + code.clamp(min=0, max=N_MOVE_CODES - 1)
-        at = torch.searchsorted(data.legal_keys, key).clamp(max=max(0, data.legal_keys.numel() - 1))
-        hit = data.legal_keys[at].eq(key) if data.legal_keys.numel() else torch.zeros_like(moves)
-        sums["moves"] += moves.sum()
-        sums["legal_triples"] += (moves & decodable & hit).sum()
+        _add_batch(sums, data, index, logits, y)
     return sums
+
+
+def _add_batch(
+    sums: dict[str, torch.Tensor],
+    data: ValidationSet,
+    index: list[int],
+    logits: torch.Tensor,
+    y: torch.Tensor,
+) -> None:
+    """Add one batch (games ``index``) to ``sums``: NLL, reserved and illegal probability,
+    per-phase accuracy, then its teacher-forced triples."""
+    device = data.device
+    B, T = y.shape
+    valid = y.ne(IGNORE)
+    sums["nll_sum"] += F.cross_entropy(
+        logits.view(-1, logits.size(-1)),
+        y.view(-1),
+        ignore_index=IGNORE,
+        reduction="sum",
+    ).double()
+    probs = logits.softmax(-1)
+    pred = probs.argmax(-1)
+    sums["targets"] += valid.sum()
+    sums["reserved_sum"] += (probs[..., tokens.FIRST_RESERVED :].sum(-1) * valid).sum().double()
+
+    phase = torch.arange(T, device=device).remainder(3)  # 0 source, 1 destination, 2 promotion
+    is_eos = y.eq(tokens.EOS)
+    correct = pred.eq(y)
+    for p, selected in (
+        ("source", valid & phase.eq(0) & ~is_eos),
+        ("destination", valid & phase.eq(1) & ~is_eos),
+        ("promotion", valid & phase.eq(2) & ~is_eos),
+        ("eos", valid & is_eos),
+    ):
+        sums[f"n_{p}"] += selected.sum()
+        sums[f"correct_{p}"] += (selected & correct).sum()
+
+    games = batching.to_device(torch.tensor(index), device)
+    counted = valid & data.selected[games].unsqueeze(1)  # targets of the legality sample
+    legal = data.legal(games, T)
+    sums["illegal_sum"] += ((probs * ~legal).sum(-1) * counted).sum().double()
+    sums["legality_targets"] += counted.sum()
+    moves = counted & phase.eq(0) & ~is_eos
+    sums["moves"] += moves.sum()
+    sums["legal_triples"] += (moves & _legal_triples(data, games, pred)).sum()
+
+
+def _legal_triples(data: ValidationSet, games: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+    """Teacher-forced triples: whether the argmax at each position and the two after it (the
+    source, destination and promotion of a move starting there) is a legal move of its ply."""
+    T = pred.shape[1]
+    device = pred.device
+    padded = F.pad(pred, (0, 2), value=tokens.PAD)
+    src, dst, promo = padded[:, :T], padded[:, 1 : T + 1], padded[:, 2 : T + 2]
+    decodable = (
+        (src < 64)
+        & (dst < 64)
+        & (src != dst)
+        & (promo >= tokens.PROMO_NONE)
+        & (promo <= tokens.PROMO_NONE + 4)
+    )
+    code = (src * 64 + dst) * 5 + (promo - tokens.PROMO_NONE)
+    ply = data.ply_start[games].unsqueeze(1) + torch.arange(T, device=device) // 3
+    key = ply * N_MOVE_CODES + code.clamp(min=0, max=N_MOVE_CODES - 1)
+    at = torch.searchsorted(data.legal_keys, key).clamp(max=max(0, data.legal_keys.numel() - 1))
+    hit = (
+        data.legal_keys[at].eq(key)
+        if data.legal_keys.numel()
+        else torch.zeros_like(pred, dtype=torch.bool)
+    )
+    return decodable & hit

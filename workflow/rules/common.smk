@@ -1,6 +1,7 @@
 # Helpers only: config validation, settings with defaults, paths and input functions. A run's
 # settings are chesslm.train.settings.RunSettings; how its ranks start and what its jobs ask a
 # scheduler for is chesslm.train.launch.
+import dataclasses
 import json
 import math
 import os
@@ -16,7 +17,10 @@ from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.play.outputs import FILES as PLAY_FILES
 from chesslm.play.outputs import PARTS as PLAY_PARTS
 from chesslm.play.outputs import RECORDS as PLAY_RECORDS
+from chesslm.report import staleness
+from chesslm.report.items import ITEMS as REPORT_ITEMS  # report.smk's outputs
 from chesslm.train import launch
+from chesslm.train.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
 
 
@@ -71,6 +75,22 @@ _check_datasets()
 SETTINGS = _run_settings()
 
 
+def _check_contexts():
+    """A dataset's context (its longest game) within the model context of every run that
+    trains on it: the cache would hold games the model cannot read (one line)."""
+    for run, settings in SETTINGS.items():
+        context = config["datasets"][settings.dataset]["context"]
+        model_context = model_config(settings.model).block_size
+        if context > model_context:
+            _refuse(
+                f"config: datasets.{settings.dataset}.context is {context}, more than the"
+                f" model context of runs.{run} (model {settings.model}: {model_context} tokens)"
+            )
+
+
+_check_contexts()
+
+
 def _check_legality_requests():
     """A run's legality_eval_games within its dataset's legality_games, and within what its
     token cache holds when the cache exists for the same legality_games (one line)."""
@@ -120,9 +140,13 @@ wildcard_constraints:
     n=r"\d+",
 
 
-def get_dataset_settings(wildcards):
+def dataset_settings(name):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    return chesslm_convert.Settings.from_config(config["datasets"][wildcards.dataset])
+    return chesslm_convert.Settings.from_config(config["datasets"][name])
+
+
+def get_dataset_settings(wildcards):
+    return dataset_settings(wildcards.dataset)
 
 
 def get_legality_games(wildcards):
@@ -377,3 +401,37 @@ def get_final_outputs(wildcards=None):
         runs = [run for run in RUNS if not reasons[run]]
     outputs += get_summary_targets(runs) if runs else []
     return outputs
+
+
+def run_changes(run):
+    """What changed since a finished run trained (chesslm.report.staleness): none if nothing."""
+    return staleness.run_changes(
+        run,
+        f"results/{run}",
+        dataclasses.asdict(run_settings(run)),
+        dataset=run_dataset(run),
+        dataset_dir=dataset_dir(run_dataset(run)),
+        dataset_settings=dataset_settings(run_dataset(run)).as_dict(),
+    )
+
+
+def _warn_changed_runs():
+    """A finished run is not retrained when its settings change (rerun-triggers: mtime,
+    input), so say so loudly on every invocation, -n included; summary.md opens with the same
+    lines. Each run's changes, read once."""
+    changes = {run: run_changes(run) for run in RUNS}
+    for run, lines in changes.items():
+        if lines:
+            print(f"WARNING: {staleness.warning(run, lines)}", file=sys.stderr)
+    return changes
+
+
+RUN_CHANGES = _warn_changed_runs()
+
+
+def get_run_changes(wildcards):
+    return RUN_CHANGES.get(wildcards.run, [])
+
+
+def get_max_segments(wildcards):
+    return run_settings(wildcards.run).max_segments

@@ -15,32 +15,6 @@
 # --report collects report() items of the jobs upstream of its targets only, so its target
 # must be a report file (or a rule whose input is get_summary_targets()), not results.json.
 
-import dataclasses
-import sys
-from types import SimpleNamespace
-
-from chesslm.report.items import ITEMS as REPORT_ITEMS
-from chesslm.report import staleness
-
-# A finished run is not retrained when its settings change (rerun-triggers: mtime, input), so
-# say so loudly on every invocation, -n included (chesslm.report.staleness).
-RUN_CHANGES = {
-    run: staleness.run_changes(
-        run,
-        f"results/{run}",
-        dataclasses.asdict(run_settings(run)),
-        dataset=run_dataset(run),
-        dataset_dir=dataset_dir(run_dataset(run)),
-        dataset_settings=get_dataset_settings(
-            SimpleNamespace(dataset=run_dataset(run))
-        ).as_dict(),
-    )
-    for run in RUNS
-}
-for _run, _changes in RUN_CHANGES.items():
-    if _changes:
-        print(f"WARNING: {staleness.warning(_run, _changes)}", file=sys.stderr)
-
 
 localrules:
     summarise,
@@ -67,7 +41,7 @@ rule summarise:
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
     params:
-        changes=lambda wildcards: RUN_CHANGES.get(wildcards.run, []),
-        max_segments=lambda wildcards: run_settings(wildcards.run).max_segments,
+        changes=get_run_changes,
+        max_segments=get_max_segments,
     script:
         "../scripts/summarise.py"

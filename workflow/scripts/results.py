@@ -1,15 +1,14 @@
 """Adapter for rule results: the terminal train/results.json plus every segment status."""
 
-import sys
+from pathlib import Path
 
-sys.stderr = open(snakemake.log[0], "w")  # noqa: F821  (injected by Snakemake)
+from chesslm import logs
+from chesslm.train.status import write_run_results
 
-from pathlib import Path  # noqa: E402
-
-from chesslm.train.status import write_run_results  # noqa: E402
-
-write_run_results(
-    Path(snakemake.params.train_results),  # noqa: F821
-    [Path(p) for p in snakemake.input.statuses],  # noqa: F821
-    Path(snakemake.output[0]),  # noqa: F821
-)
+with logs.step("results", snakemake.log[0]) as log:  # noqa: F821
+    record = write_run_results(
+        Path(snakemake.params.train_results),  # noqa: F821
+        [Path(p) for p in snakemake.input.statuses],  # noqa: F821
+        Path(snakemake.output[0]),  # noqa: F821
+    )
+    log.info("%d segments, status %s", record["segment_count"], record["status"])
