@@ -19,7 +19,7 @@ import yaml
 import zstandard
 
 from chesslm import files
-from chesslm.data import convert, filters, integrity, metadata, parsing, shards
+from chesslm.data import convert, filters, integrity, metadata, parsing, settings, shards
 from tests import metadata_oracle
 from tests.helpers import ROOT
 
@@ -182,7 +182,7 @@ def test_defaults_keep_every_game_and_filters_come_before_duplicates(month, tmp_
 )
 def test_bad_filter_settings_name_the_key(setting, message):
     with pytest.raises(filters.FilterError) as error:
-        convert.check_config({"june": {"pgn": ["x.pgn"], "filters": setting}})
+        settings.check_config({"june": {"pgn": ["x.pgn"], "filters": setting}})
     assert str(error.value).startswith("config: datasets.june.")
     assert message in str(error.value)
 

@@ -19,15 +19,14 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from chesslm.data import filters, split, tokens
-from chesslm.data.filters import Filters
 from chesslm.data.integrity import fingerprint
+from chesslm.data.settings import Settings
 from chesslm.data.shards import Duplicates, ShardWriter
 from chesslm.data.workers import ConvertError, chunk_results
 from chesslm.files import sha256_file, write_json_atomic
@@ -47,50 +46,6 @@ SKIP_REASONS = (
     *filters.REASONS,
     "duplicate_id",
 )
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a conversion depends on besides its inputs (all of it enters the fingerprint)."""
-
-    context: int = 1024
-    split_key: str = "chesslm-split-v1"
-    validation: float = 0.05
-    test: float = 0.05
-    filters: Filters = Filters()
-    shard_games: int = 100_000
-
-    @classmethod
-    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
-        """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
-
-        :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
-        """
-        return cls(
-            context=settings["context"],
-            split_key=settings["split"]["key"],
-            validation=settings["split"]["validation"],
-            test=settings["split"]["test"],
-            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
-            shard_games=settings["shard_games"],
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "context": self.context,
-            "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
-            "filters": self.filters.as_dict(),
-            "shard_games": self.shard_games,
-        }
-
-
-def check_config(datasets: dict[str, Any]) -> None:
-    """Cross-key checks of every dataset's settings (the workflow runs this before any job).
-
-    :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
-    """
-    for name, settings in datasets.items():
-        Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")
 
 
 def convert(

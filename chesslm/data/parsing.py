@@ -22,7 +22,7 @@ import rust_pgn_reader_python_binding as native
 from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
 
 if TYPE_CHECKING:
-    from chesslm.data.convert import Settings
+    from chesslm.data.settings import Settings
 
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
 _STANDARD = {"standard", "chess", "chess960 standard"}

@@ -25,7 +25,7 @@ from chesslm.data import gamearrays, pgn
 from chesslm.data.parsing import ChunkResult, parse_chunk
 
 if TYPE_CHECKING:
-    from chesslm.data.convert import Settings
+    from chesslm.data.settings import Settings
 
 CHUNK_BYTES = 4 << 20  # text per chunk a worker parses: thousands of games
 WORKER_NICENESS = 5

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chesslm.data.convert import Settings
+from chesslm.data.settings import Settings
 from chesslm.files import lookup
 
 # runs.NAME keys the identity records under another name (dotted: one level down)
@@ -75,7 +75,7 @@ def run_changes(
 
     ``settings``: the run's keys and values (``dataclasses.asdict(RunSettings)``);
     ``dataset_settings``: the dataset's settings as the manifest records them
-    (``chesslm.data.convert.Settings.as_dict()``).
+    (``chesslm.data.settings.Settings.as_dict()``).
     Empty when the run has not recorded its identity yet (it has not trained).
     """
     identity = _read(Path(run_dir) / "train" / "identity.json")

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
-from chesslm.data import convert as chesslm_convert
+from chesslm.data import settings as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.play.outputs import FILES as PLAY_FILES
 from chesslm.play.outputs import PARTS as PLAY_PARTS
@@ -66,7 +66,7 @@ def _run_settings():
 def _check_datasets():
     """The filters' cross-key rules (one line naming the key)."""
     try:
-        chesslm_convert.check_config(config["datasets"])
+        chesslm_dataset.check_config(config["datasets"])
     except ValueError as error:
         _refuse(str(error))
 
@@ -142,7 +142,7 @@ wildcard_constraints:
 
 def dataset_settings(name):
     """The conversion settings of a dataset (schema defaults already applied)."""
-    return chesslm_convert.Settings.from_config(config["datasets"][name])
+    return chesslm_dataset.Settings.from_config(config["datasets"][name])
 
 
 def get_dataset_settings(wildcards):

@@ -1,0 +1,53 @@
+"""A dataset's conversion settings (``datasets.NAME`` in the config): what a conversion depends
+on besides its inputs, read by the converter's stages and by the workflow's config check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chesslm.data.filters import Filters
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a conversion depends on besides its inputs (all of it enters the fingerprint)."""
+
+    context: int = 1024
+    split_key: str = "chesslm-split-v1"
+    validation: float = 0.05
+    test: float = 0.05
+    filters: Filters = Filters()
+    shard_games: int = 100_000
+
+    @classmethod
+    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
+        """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
+
+        :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
+        """
+        return cls(
+            context=settings["context"],
+            split_key=settings["split"]["key"],
+            validation=settings["split"]["validation"],
+            test=settings["split"]["test"],
+            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
+            shard_games=settings["shard_games"],
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
+            "filters": self.filters.as_dict(),
+            "shard_games": self.shard_games,
+        }
+
+
+def check_config(datasets: dict[str, Any]) -> None:
+    """Cross-key checks of every dataset's settings (the workflow runs this before any job).
+
+    :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
+    """
+    for name, settings in datasets.items():
+        Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")
