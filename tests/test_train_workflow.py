@@ -70,6 +70,9 @@ def test_summarise_tables_match_the_events_and_the_report_builds(trained: Path) 
     assert "### Wall time" in text and "| total |" in text and "not recorded" not in text
     efficiency = r"wall time: [\d,]+ \(\d+ targets in [\d.]+ s of 2 segments\); efficiency "
     assert re.search(efficiency, text)
+    # how to play the run's model: the exact engine command, and the export's command
+    assert "`chesslm-uci --checkpoint results/mini/train/best.pt`" in text
+    assert "`snakemake --cores 2 results/mini/export/model.safetensors`" in text
     snakemake(trained, summary, *ARGS, "--report", "report.html")
     assert "validation" in (trained / "report.html").read_text()
     plan = snakemake(trained, summary, *ARGS, "--forcerun", "summarise", "-n")

@@ -221,13 +221,13 @@ def test_the_console_script_is_the_module() -> None:
 def test_the_reports_play_command_runs_and_names_the_export(
     ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chesslm.play import uci
+    from chesslm.report.markdown import handover_section
 
     run = Path("results/demo")
     monkeypatch.chdir(tmp_path)  # the run's paths are relative, as the rules give them
     (tmp_path / run / "train").mkdir(parents=True)
     shutil.copy(ckpt, tmp_path / run / "train" / "best.pt")
-    lines = "\n".join(uci.report_section(run))
+    lines = "\n".join(handover_section(run))
     assert "not written yet: `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
     command = re.search(r"`(chesslm-uci [^`]*)`", lines).group(1).split()
     done = subprocess.run(
@@ -240,9 +240,7 @@ def test_the_reports_play_command_runs_and_names_the_export(
     monkey = Path.cwd()
     try:
         os.chdir(tmp_path)
-        assert "- Export: `results/demo/export/` (Hugging Face" in "\n".join(
-            uci.report_section(run)
-        )
+        assert "- Export: `results/demo/export/` (Hugging Face" in "\n".join(handover_section(run))
     finally:
         os.chdir(monkey)
 

@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any, TextIO
 
 import chess
@@ -323,25 +322,6 @@ def serve(engine: Engine, stream: TextIO) -> None:
     threading.Thread(target=read_lines, args=(stream, lines), daemon=True).start()
     while (line := lines.get()) is not None and engine.handle(line):
         pass
-
-
-def report_section(run_dir: Path) -> list[str]:
-    """summary.md's lines on handing the run's model over: the exact engine command for its
-    best.pt, and where its export is (or the command that writes it)."""
-    engine = f"chesslm-uci --checkpoint {run_dir / 'train' / 'best.pt'}"
-    export = run_dir / "export"
-    if (export / "model.safetensors").is_file():
-        layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
-        where = f"`{export}/` ({layout})"
-    else:
-        where = f"not written yet: `snakemake --cores 2 {export / 'model.safetensors'}`"
-    return [
-        "### Play it or share it",
-        "",
-        f'- As a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): `{engine}`',
-        f"- Export: {where}",
-        "",
-    ]
 
 
 def send_line(line: str) -> None:

@@ -115,6 +115,28 @@ def play_section(run_dir: Path) -> list[str]:
     return [markdown_section(play_dir).rstrip("\n"), ""]
 
 
+def handover_section(run_dir: Path) -> list[str]:
+    """How to play the run's best.pt (the exact ``chesslm-uci`` command) and where its export
+    is, or the command that writes it; nothing before best.pt exists."""
+    best = run_dir / "train" / "best.pt"
+    if not best.is_file():
+        return []
+    export = run_dir / "export"
+    if (export / "model.safetensors").is_file():
+        layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
+        where = f"`{export}/` ({layout})"
+    else:
+        where = f"not written yet: `snakemake --cores 2 {export / 'model.safetensors'}`"
+    return [
+        "### Play it or share it",
+        "",
+        f'- As a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
+        f"`chesslm-uci --checkpoint {best}`",
+        f"- Export: {where}",
+        "",
+    ]
+
+
 def held_out_line(evaluated: bool) -> str:
     """``test_evaluated`` and what it means."""
     if evaluated:
@@ -187,6 +209,7 @@ def render(
     out += memory_section(tables, samples, results)
     out += data_section(rec, data, identity)
     out += play_section(rec.run_dir)
+    out += handover_section(rec.run_dir)
     out += files_section(rec.run_dir, paths)
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
