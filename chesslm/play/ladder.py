@@ -18,8 +18,12 @@ engine weakens itself with a random generator no client can seed).
 Fit. Maximum likelihood of the Bradley-Terry (logistic) model, expected score
 ``1 / (1 + 10^((R_b - R_a) / 400))``, draws as half a point (as BayesElo and Ordo), over all
 the ladder's games jointly, with the ``UCI_Elo`` anchors held at their calibrated values and
-every other anchor free; Newton iterations in NumPy. Intervals: 95 % Wald intervals from the
-observed Fisher information at the maximum, conditional on the fixed anchors' values.
+every other anchor free; Newton iterations in NumPy. Prior (as BayesElo's): ``prior_draws``
+virtual draws (1 by default) added between every pair of anchors that met, so that a ladder of
+few games has a finite maximum even where one anchor won every game of a pair; it pulls each
+pair's rating gap towards 0 by about as much as one drawn game would. Intervals: 95 % Wald
+intervals from the observed Fisher information at the maximum (virtual draws included),
+conditional on the fixed anchors' values.
 
 A run's model then plays the anchors; ``fit_player`` fits its one rating against the ladder's
 ratings, held fixed, with a 95 % likelihood-ratio (profile) interval; given the ladder's
@@ -57,6 +61,7 @@ CHI2_95 = 3.841458820694124
 RESULTS = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 FIT_METHOD = (
     "maximum likelihood, logistic 400-point scale, draws as half; UCI_Elo anchors fixed;"
+    " {prior} virtual draw(s) between every pair that met (BayesElo's prior);"
     " 95 % Wald intervals from the observed Fisher information"
 )
 PLAYER_METHOD = (
@@ -77,6 +82,7 @@ class LadderSettings:
     max_plies: int = 300
     opening_plies: int = 2
     reach: int | None = None  # each anchor plays the next ``reach`` ones; None: all
+    prior_draws: float = 1.0  # virtual draws between each pair that met (the fit's prior)
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.anchors]
@@ -88,6 +94,8 @@ class LadderSettings:
             raise LadderError("ladder: games_per_pair, max_plies >= 1, opening_plies >= 0")
         if self.reach is not None and self.reach < 1:
             raise LadderError(f"ladder: reach must be >= 1 or None, not {self.reach}")
+        if self.prior_draws < 0:
+            raise LadderError(f"ladder: prior_draws must be >= 0, not {self.prior_draws}")
 
     def pairs(self) -> list[tuple[AnchorSpec, AnchorSpec]]:
         """The pairs that play: within ``reach``, never two fixed anchors."""
@@ -109,6 +117,7 @@ class LadderSettings:
             "max_plies": self.max_plies,
             "opening_plies": self.opening_plies,
             "reach": self.reach,
+            "prior_draws": self.prior_draws,
         }
 
     @classmethod
@@ -316,6 +325,11 @@ def _expected(diff: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-diff / SCALE))
 
 
+def expected(rating: float, opponent: float) -> float:
+    """A player's expected score against an ``opponent`` (both Elo)."""
+    return float(_expected(np.asarray(rating - opponent)))
+
+
 def _log_likelihood(tally: Tally, ratings: np.ndarray) -> float:
     """Each game once: its score's log-odds from White's side plus the rest from Black's."""
     p = np.clip(_expected(ratings[:, None] - ratings[None, :]), 1e-300, 1.0)
@@ -350,11 +364,24 @@ def _newton(tally: Tally, ratings: np.ndarray, free: np.ndarray) -> np.ndarray:
     return ratings
 
 
-def fit_ratings(rows: Iterable[dict[str, Any]], fixed: dict[str, float]) -> dict[str, Any]:
+def with_prior(tally: Tally, draws: float) -> Tally:
+    """``tally`` plus ``draws`` virtual draws between every pair that met (half a point each
+    way)."""
+    out, met = Tally(tally.names), tally.games > 0
+    out.games = tally.games + draws * met
+    out.points = tally.points + 0.5 * draws * met
+    return out
+
+
+def fit_ratings(
+    rows: Iterable[dict[str, Any]], fixed: dict[str, float], prior_draws: float = 0.0
+) -> dict[str, Any]:
     """Every player's rating from game rows (white, black, White's score), the players in
-    ``fixed`` held at their values. A free player with no finite maximum (it won, or lost,
-    every point that links it to the fixed players) is an error that names it."""
-    tally = Tally.of(rows, fixed)
+    ``fixed`` held at their values, with ``prior_draws`` virtual draws between every pair that
+    met (0: the plain maximum likelihood). A free player with no finite maximum (it won, or
+    lost, every point that links it to the fixed players) is an error that names it."""
+    played = Tally.of(rows, fixed)
+    tally = with_prior(played, prior_draws)
     if not fixed:
         raise LadderError("ladder fit: no fixed rating to anchor the scale")
     runaway = unbounded(tally, fixed)
@@ -374,8 +401,9 @@ def fit_ratings(rows: Iterable[dict[str, Any]], fixed: dict[str, float]) -> dict
         cov[np.ix_(free, free)] = np.linalg.inv(-hessian[np.ix_(free, free)])
     se = np.sqrt(np.diag(cov))
     return {
-        "method": FIT_METHOD,
-        "ratings": _rating_table(tally, ratings, se, fixed),
+        "method": FIT_METHOD.format(prior=f"{prior_draws:g}"),
+        "prior": {"virtual_draws_per_pair": prior_draws, "between": "every pair that met"},
+        "ratings": _rating_table(played, ratings, se, fixed),
         "covariance": {"names": tally.names, "matrix": cov.tolist()},
     }
 
@@ -579,7 +607,7 @@ def build_ladder(
     start = time.monotonic()
     rows = play_round_robin(settings, engine_path, progress, workers)
     seconds = time.monotonic() - start
-    fit = fit_ratings(rows, settings.fixed_ratings())
+    fit = fit_ratings(rows, settings.fixed_ratings(), settings.prior_draws)
     return {
         "format": FORMAT,
         "key": ladder_key(settings, identity),
