@@ -14,6 +14,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/ladder.smk"
 include: "workflow/rules/play.smk"
 include: "workflow/rules/report.smk"
 

@@ -22,10 +22,8 @@ ENGINE = "/usr/games/stockfish"
 
 
 def engine_path() -> str:
-    from chesslm.play.games import find_engine
-
     try:
-        return find_engine("stockfish")
+        return anchors.find_engine("stockfish")
     except FileNotFoundError:
         pytest.skip("stockfish is not installed")
 

@@ -85,6 +85,8 @@ class LadderSettings:
     prior_draws: float = 1.0  # virtual draws between each pair that met (the fit's prior)
 
     def __post_init__(self) -> None:
+        # 1 and 1.0 (YAML, JSON) are one setting: one key
+        object.__setattr__(self, "prior_draws", float(self.prior_draws))
         names = [a.name for a in self.anchors]
         if len(set(names)) != len(names):
             raise LadderError(f"ladder anchors: names repeat: {names}")
@@ -200,6 +202,22 @@ def play_pair(
     return rows
 
 
+def play_anchor(
+    player: Player,
+    spec: AnchorSpec,
+    settings: LadderSettings,
+    engine_path: str,
+    games: int,
+    deadline: float | None = None,
+) -> list[dict[str, Any]]:
+    """``player`` against the one anchor ``spec``: ``play_anchors``' games against it."""
+    anchor = anchor_players.open_player(spec, engine_path)
+    try:
+        return play_pair(player, anchor, settings, games, deadline)
+    finally:
+        anchor.close()
+
+
 def play_anchors(
     player: Player,
     settings: LadderSettings,
@@ -215,11 +233,7 @@ def play_anchors(
     (monotonic); ``progress(done, total)`` after each anchor."""
     rows: list[dict[str, Any]] = []
     for done, spec in enumerate(settings.anchors, 1):
-        anchor = anchor_players.open_player(spec, engine_path)
-        try:
-            rows += play_pair(player, anchor, settings, games_per_anchor, deadline)
-        finally:
-            anchor.close()
+        rows += play_anchor(player, spec, settings, engine_path, games_per_anchor, deadline)
         if progress is not None:
             progress(done, len(settings.anchors))
     return rows
@@ -580,6 +594,29 @@ def ladder_key(settings: LadderSettings, identity: dict[str, str]) -> str:
     keys, equal games (bar the UCI_Elo anchors' randomness) and so one ladder to reuse."""
     engine = {"id_name": identity["id_name"], "sha256": identity["sha256"]}
     return files.digest_json({"format": FORMAT, "settings": settings.as_dict(), "engine": engine})
+
+
+KEY_CHARS = 12  # of the key in a ladder's path: enough to tell builds and settings apart
+NOT_SETTINGS = ("engine", "threads")  # config keys of a ladder that are not its settings
+"""The engine enters through its build (``engine_identity``); threads change no game."""
+
+
+def settings_from_config(record: dict[str, Any], name: str) -> LadderSettings:
+    """``ladders.NAME`` of the config (schema defaults applied; ``anchors`` null: the default
+    anchors) as settings; an error names the ladder."""
+    rest = {k: v for k, v in record.items() if k not in NOT_SETTINGS}
+    if rest.get("anchors") is None:
+        rest.pop("anchors", None)
+    try:
+        return LadderSettings.from_dict(rest)
+    except ValueError as error:
+        raise LadderError(f"ladders.{name}: {error}") from None
+
+
+def ladder_path(name: str, settings: LadderSettings, identity: dict[str, str]) -> str:
+    """Where ladder ``name`` is stored: a new path for new settings or a new engine build, so
+    that a workflow rebuilds it by its path alone."""
+    return f"results/ladders/{name}-{ladder_key(settings, identity)[:KEY_CHARS]}/ladder.json"
 
 
 def reproducibility(settings: LadderSettings) -> dict[str, Any]:

@@ -15,6 +15,7 @@ with logs.step("play", snakemake.log[0]):  # noqa: F821
         {name: Path(path).parent for name, path in snakemake.params.caches.items()},  # noqa: F821
         device=snakemake.params.device,  # noqa: F821
         threads=snakemake.threads,  # noqa: F821
+        ladder=next((Path(p) for p in snakemake.input.ladder), None),  # noqa: F821
     )
     for name, path in outputs.items():
         expected = Path(getattr(snakemake.output, name))  # noqa: F821
