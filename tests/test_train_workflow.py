@@ -170,7 +170,7 @@ def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -
     assert "score against the ladder" in (trained / "play.html").read_text()
 
 
-def test_a_second_run_reuses_the_ladder_and_a_changed_setting_asks_for_a_new_one(
+def test_a_second_runs_play_reuses_the_ladder_and_a_changed_setting_makes_a_new_one(
     trained: Path,
 ) -> None:
     """Run ``twin`` (mini's results, copied) plays the same ladder file: no second ladder job;

@@ -354,19 +354,12 @@ def elo_games(job: Job) -> Result:
         "protocol": f"{e['games_per_anchor']} games against each of the ladder's anchors, colours"
         f" swapped per opening; openings: {settings.opening_plies} random plies seeded by"
         f" {settings.seed} (the ladder's games' openings); the model plays its best legal move;"
-        f" games longer than {settings.max_plies} plies are adjudicated draws; fit: {PLAYER_FIT}",
+        f" games longer than {settings.max_plies} plies are adjudicated draws",
         "seconds": seconds,
     }
     tables = {"elo_table": pd.DataFrame(per_anchor),
               "elo_games": pd.DataFrame([_game_row(r) for r in rows])}  # fmt: skip
     return Result(elo_json, tables, plots.elo_figure(per_anchor, fit))
-
-
-PLAYER_FIT = (
-    "the model's one rating by maximum likelihood against the anchors' ratings held fixed"
-    " (logistic 400-point scale, draws as half), 95 % likelihood-ratio interval; low_total/"
-    "high_total widen it by the ladder's own uncertainty (delta method)"
-)
 
 
 def run_ladder_settings(

@@ -125,7 +125,7 @@ def elo_section(result: dict[str, Any] | None) -> list[str]:
     state = "" if result["complete"] else " (stopped by its time budget: partial)"
     lines += [
         f"Estimate {_estimate(fit)} over {fit['games']} games (score {_pct(fit['score'])})"
-        f"{state}: {result['note']}. {result['protocol']}.",
+        f"{state}: {result['note']}. {result['protocol']}. Fit: {fit['method']}.",
         "",
         f"Ladder `{ladder['file']}` (key `{ladder['key'][:12]}`): {ladder['games']} games among"
         f" its anchors on {ladder['engine'].get('id_name', '?')}; {ladder.get('method') or '?'}.",
