@@ -3,7 +3,8 @@ causal pass per legal move), same model, same run. Prints positions per second.
 
     python benchmarks/play_speed.py --preset baseline --device cuda          # one H200
     python benchmarks/play_speed.py --preset tiny --device cpu --games 200   # a laptop
-    python benchmarks/play_speed.py phases --run demo --json out/play-phases.json  # see below
+    python benchmarks/play_speed.py phases --run demo --json out/play-phases.json \
+        --ladder results/ladders/small-KEY/ladder.json  # see below
 
 Comma-separated ``--batch-tokens``, ``--attention``, ``--compile`` and ``--pad-to`` try every
 combination in one process (one JSON line each, as it finishes; then a summary line with the
@@ -306,9 +307,11 @@ def play_settings(config_path: Path, run: str) -> dict:
     return config["runs"][run]["play"]
 
 
-def evaluate_once(work: Path, checkpoint: Path, cache: Path, settings: dict, threads: int) -> dict:
+def evaluate_once(
+    work: Path, checkpoint: Path, cache: Path, settings: dict, threads: int, ladder: Path | None
+) -> dict:
     """One evaluation in a fresh process and run directory: each part's seconds, the Elo fit
-    and each engine game's moves."""
+    (on the ``ladder`` file's anchors) and each game's moves."""
     import shutil
     import subprocess
 
@@ -316,13 +319,15 @@ def evaluate_once(work: Path, checkpoint: Path, cache: Path, settings: dict, thr
     (work / "train").mkdir(parents=True)
     (work / "train" / "best.pt").symlink_to(checkpoint.resolve())
     cmd = [sys.executable, "-m", "chesslm.play.evaluate", "--run-dir", str(work), "--settings",
-           json.dumps(settings), "--cache", f"d={cache}", "--threads", str(threads)]  # fmt: skip
+           json.dumps(settings), "--cache", f"d={cache}", "--threads", str(threads),
+           *(["--ladder", str(ladder)] if ladder else [])]  # fmt: skip
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     wall = time.perf_counter() - t0
     play = {part: json.loads((work / "play" / outputs.FILES[name]).read_text())
             for part, name in outputs.RECORDS.items()}  # fmt: skip
-    games = json.loads((work / "play" / "state" / "elo-games.json").read_text())["games"]
+    state = work / "play" / "state" / "elo-games.json"
+    played = json.loads(state.read_text())["anchors"] if state.exists() else {}
     return {
         "match_s": round(play["match"]["seconds"], 2),
         "legality_s": round(play["legality"]["seconds"], 2),
@@ -330,7 +335,11 @@ def evaluate_once(work: Path, checkpoint: Path, cache: Path, settings: dict, thr
         "process_s": round(wall, 2),
         "torch_threads": play["elo"]["host"]["torch_threads"],
         "elo": play["elo"]["fit"],
-        "moves": {g["key"]: g["moves"] for g in games},
+        "moves": {
+            f"{anchor}-{i}": row["moves"]
+            for anchor, d in played.items()
+            for i, row in enumerate(d["rows"])
+        },  # fmt: skip
     }
 
 
@@ -367,7 +376,7 @@ def phase_timings(args, settings: dict) -> tuple[list[dict], list[dict]]:  # noq
                 with busy or contextlib.nullcontext():
                     before = os.getloadavg()[0]
                     r = evaluate_once(args.work / "t", args.checkpoint, args.cache, settings,
-                                      threads)  # fmt: skip
+                                      threads, args.ladder)  # fmt: skip
                 r.update(load=load, threads=threads, repeat=rep, loadavg_1min_before=before)
                 print(json.dumps({k: v for k, v in r.items() if k != "moves"}), flush=True)
                 runs.append(r)
@@ -392,7 +401,7 @@ def elo_spread(args, settings: dict, earlier: list[dict]) -> dict:  # noqa: ANN0
     if args.elo_games_per_anchor:
         cut["elo"]["games_per_anchor"] = args.elo_games_per_anchor
         earlier = []  # other games than the timing runs'
-    runs = [evaluate_once(args.work / f"e{i}", args.checkpoint, args.cache, cut, 1)
+    runs = [evaluate_once(args.work / f"e{i}", args.checkpoint, args.cache, cut, 1, args.ladder)
             for i in range(args.elo_repeats)]  # fmt: skip
     runs += earlier  # the timing runs played the same Elo games
     fits = [r["elo"] for r in runs]
@@ -431,6 +440,7 @@ def phases_main(argv: list[str]) -> None:
                         help="for the repeats only (default: the run's)")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("/tmp/play-phases"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--ladder", type=Path, help="the ladder file (rule ladder's; for games)")
     args = parser.parse_args(argv)
     args.checkpoint = args.checkpoint or root / f"results/{args.run}/train/best.pt"
     settings = play_settings(args.config, args.run)

@@ -33,9 +33,14 @@ pytestmark = pytest.mark.slow
         ),
         ("runs: {demo: {dataset: sample, play: {datasets: [nope]}}}", "runs.demo.play.datasets"),
         (
-            "runs: {demo: {dataset: sample, play: {elo: {nodes: null, move_seconds: null}}}}",
-            "runs.demo.play.elo.nodes and runs.demo.play.elo.move_seconds are both null",
+            "runs: {demo: {dataset: sample, play: {elo: {ladder: nope}}}}",
+            "runs.demo.play.elo.ladder is 'nope', which is not a ladder (known: full, small)",
         ),
+        (
+            "ladders: {small: {anchors: [{name: a, kind: random}, {name: b, kind: greedy}]}}",
+            "ladders.small: ladder anchors: none is a stockfish_elo anchor",
+        ),
+        ("ladders: {small: {games_per_pair: 0}}", "ladders.small.games_per_pair"),
         (
             "runs: {demo: {dataset: sample, legality_eval_games: 5000}}",
             "runs.demo.legality_eval_games is 5000, more than datasets.sample.legality_games",

@@ -22,10 +22,8 @@ ENGINE = "/usr/games/stockfish"
 
 
 def engine_path() -> str:
-    from chesslm.play.games import find_engine
-
     try:
-        return find_engine("stockfish")
+        return anchors.find_engine("stockfish")
     except FileNotFoundError:
         pytest.skip("stockfish is not installed")
 
@@ -132,6 +130,24 @@ def test_a_player_who_lost_every_linking_game_is_named_not_given_a_rating() -> N
         ladder.fit_ratings(rows, {"elo1350": 1350.0})
     with pytest.raises(ladder.LadderError, match="not on the ladder"):
         ladder.fit_player(rows, {"elo1350": 1350.0}, player="random")
+
+
+def test_the_prior_makes_a_one_sided_pair_finite_and_is_one_draw_of_the_gap() -> None:
+    """One anchor won all 4 games against the fixed one: no finite maximum without the prior;
+    with one virtual draw the pair reads 4.5 of 5, the closed form 400 log10(4.5 / 0.5)."""
+    rows = [{"white": "sf1", "black": "elo1350", "score": 1.0}] * 4
+    with pytest.raises(ladder.LadderError, match=r"sf1 \(runs off above\)"):
+        ladder.fit_ratings(rows, {"elo1350": 1350.0})
+    fit = ladder.fit_ratings(rows, {"elo1350": 1350.0}, prior_draws=1.0)
+    sf1 = fit["ratings"]["sf1"]
+    assert sf1["elo"] == pytest.approx(1350 + 400 * math.log10(9), abs=1e-6)
+    assert sf1["games"] == 4 and sf1["score"] == 1.0  # the table counts real games only
+    assert math.isfinite(sf1["low"]) and math.isfinite(sf1["high"])
+    assert fit["prior"]["virtual_draws_per_pair"] == 1.0 and "virtual draw" in fit["method"]
+    # a pair that never met gets no virtual draw: a player linked to nothing stays refused
+    lone = rows + [{"white": "x", "black": "y", "score": 1.0}]
+    with pytest.raises(ladder.LadderError, match="no finite rating for x"):
+        ladder.fit_ratings(lone, {"elo1350": 1350.0}, prior_draws=1.0)
 
 
 # ------------------------------------------------------------------ anchors

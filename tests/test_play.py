@@ -1,6 +1,7 @@
 """Play evaluation: the batched move scoring against the one-pass-per-move oracle on real games,
-the Elo fit on synthetic results with a known answer, real games against Stockfish, free-running
-legality judged by python-chess, and the evaluation's files, resume and summary section."""
+free-running legality judged by python-chess, real games against a small Elo ladder's anchors
+(the fit itself: tests/test_ladder.py), and the evaluation's files, resume and summary
+section."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 import re
 import shutil
 import time
+from pathlib import Path
 
 import chess
 import chess.engine
@@ -22,7 +24,8 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
-from chesslm.play import elo, evaluate, games, matching, outputs, plots, scoring
+from chesslm.play import anchors, evaluate, games, ladder, matching, outputs, plots, scoring
+from chesslm.play.anchors import AnchorSpec
 from chesslm.play.progress import Progress
 from chesslm.report.play_section import markdown_section
 from chesslm.train import checkpoint
@@ -177,40 +180,6 @@ def test_pipelined_batches_and_padded_rows_score_like_one_batch(net):
             assert host["played_logp"][p] == pytest.approx(float(ref.played_logp[q]), abs=1e-5)
 
 
-# ------------------------------------------------------------------------------- Elo fit
-
-
-def test_elo_fit_recovers_a_known_rating_from_synthetic_results():
-    rng = np.random.default_rng(7)
-    truth = 1735.0
-    results = []
-    for anchor in (1600, 1800, 2000):
-        p = elo.expected(truth, anchor)
-        # a fifth of the games drawn; wins and losses keep the expected score p
-        outcomes = rng.choice([1.0, 0.5, 0.0], size=4000, p=[p - 0.1, 0.2, 0.9 - p])
-        results += [(anchor, float(s)) for s in outcomes]
-    fit = elo.fit(results)
-    # the MLE solves sum(score - expected) = 0 exactly
-    assert sum(s - elo.expected(fit["elo"], a) for a, s in results) == pytest.approx(0, abs=1e-6)
-    assert abs(fit["elo"] - truth) < 15
-    assert fit["low"] < truth < fit["high"] and fit["high"] - fit["low"] < 40
-    assert fit["score"] == pytest.approx(np.mean([s for _, s in results]))
-
-
-def test_elo_fit_single_anchor_closed_form_and_interval_cover():
-    fit = elo.fit([(1600, 1.0)] * 3 + [(1600, 0.0)])
-    assert fit["elo"] == pytest.approx(1600 - 400 * math.log10(1 / 0.75 - 1), abs=1e-6)
-    rng = np.random.default_rng(1)
-    covered = 0
-    for _ in range(200):
-        results = [(a, float(rng.random() < elo.expected(1500, a))) for a in (1350, 1600) * 20]
-        f = elo.fit(results)
-        covered += f["elo"] is not None and f["low"] <= 1500 <= f["high"]
-    assert 180 <= covered <= 200  # a 95 % interval covers the truth about 95 % of the time
-    only_wins = elo.fit([(1350, 1.0)] * 4)
-    assert only_wins["elo"] is None and only_wins["high"] is None and only_wins["low"] > 1350
-
-
 # ---------------------------------------------------------------- legality and engine games
 
 
@@ -236,39 +205,9 @@ def test_judge_refuses_illegal_and_malformed_triples():
     assert games._judge(board, (12, 20, tokens.PROMO_NONE + 4)) is None  # e2e3=Q
 
 
-def test_real_games_against_stockfish_at_a_tiny_node_budget(net):
-    engine = games.find_engine("stockfish")
-    openings = [[chess.Move.from_uci(u) for u in ("e2e4", "c7c5")]]
-    records = []
-    info = games.play_engine_games(
-        net,
-        engine_path=engine,
-        anchors=[1000],
-        games_per_anchor=2,
-        openings=openings,
-        limit=chess.engine.Limit(nodes=20),
-        max_plies=40,
-        deadline=time.monotonic() + 120,
-        done={},
-        on_result=records.append,
-    )
-    assert info["complete"] and info["anchors_effective"]["1000"] >= 1320  # clamped up
-    assert sorted(r["model_colour"] for r in records) == ["black", "white"]
-    for r in records:
-        board = chess.Board()
-        for uci in r["moves"].split():
-            move = chess.Move.from_uci(uci)
-            assert board.is_legal(move)
-            board.push(move)
-        assert r["moves"].startswith("e2e4 c7c5") and r["score"] in (0.0, 0.5, 1.0)
-        if not r["adjudicated_draw"]:
-            white = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}[board.result(claim_draw=True)]
-            assert r["score"] == (white if r["model_colour"] == "white" else 1 - white)
-
-
 def test_missing_engine_is_one_clear_line():
-    with pytest.raises(FileNotFoundError, match="play.elo.engine: 'no-such-engine'"):
-        games.find_engine("no-such-engine")
+    with pytest.raises(FileNotFoundError, match="ladders.NAME.engine: 'no-such-engine'"):
+        anchors.find_engine("no-such-engine")
 
 
 # --------------------------------------------------------------------- the whole evaluation
@@ -283,9 +222,27 @@ SETTINGS = {
               "attention": "dense", "compile": False,
               "bootstrap": 50, "skip_plies": 10, "min_clock_seconds": 30},
     "legality": {"games": 2, "max_plies": 8, "seconds": 60},
-    "elo": {"engine": "stockfish", "anchors": [1350, 1600], "games_per_anchor": 2, "nodes": 20,
-            "move_seconds": None, "opening_plies": 4, "max_plies": 16, "seconds": 120},
+    "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
+            "seconds": 120},
 }  # fmt: skip
+TINY_LADDER = ladder.LadderSettings(
+    anchors=(
+        AnchorSpec("random", "random"),
+        AnchorSpec("greedy", "greedy"),
+        AnchorSpec("stockfish-n1-r50", "stockfish", nodes=1, random_share=0.5),
+        AnchorSpec("stockfish-elo1350", "stockfish_elo", nodes=200, elo=1350),
+    ),
+    games_per_pair=2,
+    max_plies=40,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_ladder(tmp_path_factory) -> Path:
+    """A real ladder file: four anchors, 2 games a pair (with the prior: finite ratings)."""
+    path = tmp_path_factory.mktemp("ladder") / "ladder.json"
+    ladder.write_ladder(path, ladder.build_ladder(TINY_LADDER, anchors.find_engine("stockfish")))
+    return path
 
 
 def _run_dir(tmp_path, net):
@@ -302,13 +259,12 @@ def _run_dir(tmp_path, net):
 
 
 def test_evaluation_writes_tables_figures_and_section_and_resumes(
-    tmp_path, net, play_cache, caplog
+    tmp_path, net, play_cache, caplog, tiny_ladder
 ):
     run_dir = _run_dir(tmp_path, net)
     with caplog.at_level(logging.INFO, logger="chesslm.play"):
-        out = evaluate.run(
-            run_dir, SETTINGS, {"sample": play_cache}, device="cpu", progress_every=0
-        )
+        out = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu",
+                           progress_every=0, ladder=tiny_ladder)  # fmt: skip
     assert all(p.exists() for p in out.values())
     match = json.loads(out["move_match"].read_text())
     d = match["datasets"]["sample"]
@@ -328,13 +284,26 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     legality = json.loads(out["legality"].read_text())
     assert set(legality["modes"]) == {"greedy", "temperature_1"}
     result = json.loads(out["elo"].read_text())
-    assert [a["games"] for a in result["anchors"]] == [2, 2]
+    assert [a["games"] for a in result["anchors"]] == [2, 2, 2, 2]
+    stored = ladder.read_ladder(tiny_ladder)
+    assert result["ladder"]["file"] == str(tiny_ladder) and result["ladder"]["key"] == stored["key"]
+    assert [a["rating"] for a in result["anchors"]] == [
+        stored["ratings"][a.name]["elo"] for a in TINY_LADDER.anchors
+    ]
+    fit = result["fit"]  # draws at 16 plies: a score strictly between 0 and 1, so finite
+    assert all(math.isfinite(fit[k]) for k in ("elo", "low", "high", "low_total", "high_total"))
+    assert fit["low"] < fit["elo"] < fit["high"] and fit["bound"] is None
     assert "not a human" in result["note"]
     assert result["reproducible"] is False and "seed" in result["reproducibility"]
+    assert result["random_anchors"] == ["stockfish-elo1350"]
+    games_csv = pd.read_csv(out["elo_games"])
+    assert len(games_csv) == 8 and set(games_csv["anchor"]) == {a.name for a in TINY_LADDER.anchors}
     section = markdown_section(run_dir / "play")
     for heading in ("## Play evaluation", "### Move-matching", "### Free-running legality",
                     "### Elo against Stockfish", "maia", "1400-2000",
-                    "**Not reproducible**: Stockfish"):  # fmt: skip
+                    "**Not reproducible** in part: Stockfish", f"**{fit['elo']:.0f}**",
+                    "| stockfish-elo1350 | stockfish_elo | 1350 (fixed: UCI_Elo) |",
+                    stored["key"][:12]):  # fmt: skip
         assert heading in section, heading
     # progress: every update logged (interval 0), the last with the whole count
     lines = [r.getMessage() for r in caplog.records if r.name == "chesslm.play"]
@@ -345,12 +314,13 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert len(partial) > 3  # one per batch, not just start and end
     assert "free-running legality temperature_1: 2/2 games finished (100%); ply 8 of 8" in lines
     assert "free-running legality greedy: 1/1 games finished (100%); complete" in lines
-    assert "games against Stockfish: 4/4 games (100%); 0 games in play" in lines
+    assert "games against the ladder's anchors: 8/8 games (100%); complete" in lines
 
     # a rerun with the same checkpoint and settings reuses every finished chunk and game
     chunks = {p: p.stat().st_mtime_ns for p in (run_dir / "play/state").rglob("chunk-*.npz")}
     played = (run_dir / "play/state/elo-games.json").read_text()
-    again = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu")
+    again = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu",
+                         ladder=tiny_ladder)  # fmt: skip
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
     assert (run_dir / "play/state/elo-games.json").read_text() == played
     assert pd.read_csv(again["move_match_table"]).equals(table)
@@ -431,7 +401,7 @@ def test_tables_bootstrap_interval_brackets_the_estimate():
     [
         ({"split": "test"}, "split"),
         ({"match": {"gamez": 3}}, "gamez"),
-        ({"elo": {"anchors": []}}, "anchors"),
+        ({"elo": {"games_per_anchor": -1}}, "games_per_anchor"),
         ({"legality": {"games": 0}}, "games"),
         ({"threads": 0}, "threads"),
     ],
@@ -446,7 +416,7 @@ def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
     config = {"datasets": {"s": {"pgn": ["x.pgn"]}}, "runs": {"r": {"dataset": "s", "play": play}}}
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
     assert errors and named in (errors[0].message + str(list(errors[0].absolute_path)))
-    good = {**config, "runs": {"r": {"dataset": "s", "play": {"elo": {"anchors": [1350]}}}}}
+    good = {**config, "runs": {"r": {"dataset": "s", "play": {"elo": {"ladder": "full"}}}}}
     assert not list(jsonschema.Draft202012Validator(schema).iter_errors(good))
 
 
@@ -647,9 +617,31 @@ def test_the_figure_draws_a_few_games_bin_hollow_without_an_interval():
     counts = {t.get_text(): t.get_color() for t in ax.texts}
     assert counts == {"12": "black", "1": "grey"}
     assert any("fewer than 10 games" in t.get_text() for t in ax.get_legend().get_texts())
-    assert "not reproducible" in plots.elo_figure([{"anchor_effective": 1350, "score": 0.5,
-                                                    "games": 2}], elo.fit([(1350, 0.5)] * 2)
-                                                   ).axes[0].get_title()  # fmt: skip
+
+
+def test_the_elo_figure_places_the_model_on_the_ladders_scale():
+    """Each anchor at its ladder rating with its interval, the model's fitted curve through
+    0.5 at its Elo; a model with only losses: a dashed line at its upper bound."""
+    ratings = {"random": 200.0, "sf1": 1600.0}
+    placed = [{"anchor": n, "rating": r, "rating_low": r - 80, "rating_high": r + 80,
+                "score": s, "games": 4} for (n, r), s in zip(ratings.items(), (0.75, 0.25),
+                                                             strict=True)]  # fmt: skip
+    rows = [{"white": "model", "black": a["anchor"], "score": s}
+            for a in placed for s in ((1.0, 1.0, 1.0, 0.0) if a["score"] > 0.5
+                                       else (1.0, 0.0, 0.0, 0.0))]  # fmt: skip
+    fit = ladder.fit_player(rows, ratings)
+    ax = plots.elo_figure(placed, fit).axes[0]
+    assert "not reproducible" in ax.get_title() and "ladder" in ax.get_xlabel()
+    points = next(ln for ln in ax.lines if ln.get_linestyle() == "None")
+    assert list(points.get_xdata()) == [200.0, 1600.0]
+    curve = next(ln for ln in ax.lines if ln.get_label().startswith("model:"))
+    x, y = np.asarray(curve.get_xdata()), np.asarray(curve.get_ydata())
+    assert np.interp(0.5, y[::-1], x[::-1]) == pytest.approx(fit["elo"], abs=15)
+    lost = ladder.fit_player([{**r, "score": 0.0} for r in rows], ratings)
+    bound = plots.elo_figure(placed, lost).axes[0]
+    assert any(
+        ln.get_xdata()[0] == lost["high"] for ln in bound.lines if ln.get_linestyle() == "--"
+    )
 
 
 def test_the_section_says_which_intervals_are_missing_and_that_elo_is_not_reproducible(
@@ -678,7 +670,7 @@ def test_the_section_says_which_intervals_are_missing_and_that_elo_is_not_reprod
 def test_stockfish_has_no_seed_option():
     """Why elo.json says "reproducible": false: the engine offers no way to seed its play (if
     one appears, play.elo should set it)."""
-    engine = chess.engine.SimpleEngine.popen_uci(games.find_engine("stockfish"))
+    engine = chess.engine.SimpleEngine.popen_uci(anchors.find_engine("stockfish"))
     try:
         assert "UCI_LimitStrength" in engine.options
         assert not [name for name in engine.options if "seed" in name.lower()]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from chesslm.data.cache import TokenCache
 from tests.helpers import ROOT, snakemake
@@ -140,16 +142,26 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
 
 
 def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -> None:
-    """Rule play (chesslm/play) on the terminal run: real Stockfish games, tables, figures."""
+    """Rule play (chesslm/play) on the terminal run: real games against the ladder's anchors
+    (rule ladder, built once), a finite Elo with a finite interval, tables, figures."""
     from chesslm.report.play_section import markdown_section
 
     target = "results/mini/play/move-match.json"
-    snakemake(trained, target, *ARGS, "--cores", "1")
+    first = snakemake(trained, target, *ARGS, "--cores", "2")
+    assert re.search(r"^ladder\s+1$", first.stdout + first.stderr, re.M), first.stderr[-3000:]
     play = trained / "results/mini/play"
     match = json.loads((play / "move-match.json").read_text())["datasets"]["mini"]
     assert match["complete"] and match["games_evaluated"] == 8 and match["positions"] > 0
     elo = json.loads((play / "elo.json").read_text())
-    assert [a["games"] for a in elo["anchors"]] == [2]
+    assert [a["games"] for a in elo["anchors"]] == [2, 2, 2, 2]
+    fit = elo["fit"]
+    assert fit["bound"] is None and all(
+        isinstance(fit[k], float) and math.isfinite(fit[k]) for k in ("elo", "low", "high")
+    ), fit
+    (ladder_file,) = (trained / "results/ladders").glob("mini-*/ladder.json")
+    assert elo["ladder"]["file"] == str(ladder_file.relative_to(trained))
+    assert json.loads(ladder_file.read_text())["key"] == elo["ladder"]["key"]
+    assert (trained / "logs/ladders" / f"{ladder_file.parent.name}.log").exists()
     assert set(json.loads((play / "legality.json").read_text())["modes"]) == {
         "greedy",
         "temperature_1",
@@ -158,4 +170,35 @@ def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -
     again = snakemake(trained, target, *ARGS, "--cores", "1")
     assert "Nothing to be done" in again.stdout + again.stderr
     snakemake(trained, target, *ARGS, "--report", "play.html")
-    assert "score against Stockfish" in (trained / "play.html").read_text()
+    assert "score against the ladder" in (trained / "play.html").read_text()
+
+
+def test_a_second_runs_play_reuses_the_ladder_and_a_changed_setting_makes_a_new_one(
+    trained: Path,
+) -> None:
+    """Run ``twin`` (mini's results, copied) plays the same ladder file: no second ladder job;
+    a changed ladder setting is a new ladder path."""
+    snakemake(trained, "results/mini/play/elo.json", *ARGS, "--cores", "2")
+    (ladder_file,) = (trained / "results/ladders").glob("mini-*/ladder.json")
+    built = ladder_file.stat().st_mtime_ns
+    twin = trained / "results/twin"
+    if twin.exists():
+        shutil.rmtree(twin)
+    (twin / "train").mkdir(parents=True)
+    shutil.copy2(trained / "results/mini/results.json", twin / "results.json")
+    shutil.copy2(trained / "results/mini/train/best.pt", twin / "train/best.pt")
+    mini = yaml.safe_load((trained / "train-workflow.yaml").read_text())["runs"]["mini"]
+    (trained / "twin.yaml").write_text(yaml.safe_dump({"runs": {"twin": mini}}))
+    both = (*ARGS, "twin.yaml")
+    # only play and ladder may run: twin's training is the copy above
+    done = snakemake(trained, "results/twin/play/elo.json", *both, "--cores", "2",
+                     "--allowed-rules", "play", "ladder")  # fmt: skip
+    log = done.stdout + done.stderr
+    assert re.search(r"^play\s+1$", log, re.M) and "rule ladder" not in log, log[-3000:]
+    assert ladder_file.stat().st_mtime_ns == built
+    elo = json.loads((twin / "play/elo.json").read_text())
+    assert elo["ladder"]["file"] == str(ladder_file.relative_to(trained))
+    (trained / "changed.yaml").write_text("ladders: {mini: {games_per_pair: 3}}\n")
+    plan = snakemake(trained, "results/mini/play/elo.json", *ARGS, "changed.yaml", "-n").stdout
+    new = re.findall(r"results/ladders/mini-[0-9a-f]{12}/ladder.json", plan)
+    assert new and ladder_file.parent.name not in plan, plan[-3000:]

@@ -1,7 +1,8 @@
 """Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of
-every legal move, ``matching`` move-matching tables with bootstrap intervals, ``games``
-self-play and games against Stockfish, ``elo`` the maximum-likelihood fit, ``evaluate`` the
-parts bounded and resumable, ``outputs`` the table of their files, ``plots`` the figures.
+every legal move, ``matching`` move-matching tables with bootstrap intervals, ``games`` the
+model's best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their
+round robin and the Elo fits (rule ladder), ``evaluate`` the parts bounded and resumable,
+``outputs`` the table of their files, ``plots`` the figures.
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs`` is read without torch).

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import chess
@@ -36,6 +38,7 @@ KINDS = ("random", "greedy", "stockfish", "stockfish_elo")
 REPRODUCIBLE = {"random": True, "greedy": True, "stockfish": True, "stockfish_elo": False}
 VALUES = {chess.PAWN: 1, chess.KNIGHT: 3, chess.BISHOP: 3, chess.ROOK: 5, chess.QUEEN: 9}
 HASH_MB = 16  # fixed so the node-limited search is the same on every host
+ENGINE_FALLBACKS = ("/usr/games/stockfish", "/usr/local/bin/stockfish")  # Debian installs here
 
 
 class Player(Protocol):
@@ -61,6 +64,7 @@ class AnchorSpec:
     random_share: float = 0.0  # greedy, stockfish: share of moves played at random instead
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "random_share", float(self.random_share))  # 0 and 0.0: one key
         if self.kind not in KINDS:
             raise ValueError(f"anchor {self.name!r}: kind {self.kind!r} is not one of {KINDS}")
         engine = self.kind.startswith("stockfish")
@@ -228,6 +232,20 @@ def open_player(spec: AnchorSpec, engine_path: str) -> Player:
     else:
         player = EnginePlayer(spec, engine_path)
     return DilutedPlayer(player, spec.random_share) if spec.random_share else player
+
+
+def find_engine(name: str, key: str = "ladders.NAME.engine") -> str:
+    """The engine executable: ``name`` on PATH, else Debian's /usr/games location; the error
+    names the config ``key`` that gave ``name``."""
+    found = shutil.which(name) or next(
+        (p for p in ENGINE_FALLBACKS if Path(p).name == name and Path(p).exists()), None
+    )
+    if found is None:
+        raise FileNotFoundError(
+            f"{key}: {name!r} not found on PATH nor in /usr/games"
+            " (apt-get install -y stockfish, or set play.elo.games_per_anchor: 0)"
+        )
+    return found
 
 
 def engine_build(engine_path: str) -> str:

@@ -1,20 +1,24 @@
 """The play evaluation of a run's best checkpoint: move-matching, free-running legality and
-Elo against Stockfish, each written as soon as it completes, within its time budget.
+Elo on a ladder of anchors (``chesslm.play.ladder``), each written as soon as it completes,
+within its time budget.
 
     python -m chesslm.play.evaluate --run-dir results/demo --settings '{...}' \
-        --cache sample=results/datasets/sample/token-cache --threads 1
+        --cache sample=results/datasets/sample/token-cache --threads 1 \
+        --ladder results/ladders/small-KEY/ladder.json
 
 ``settings`` is the run's ``play`` object of the config (schema defaults applied). The
 evaluation reads validation splits only; a path to a test split is refused. Work in progress
-lives in ``{run_dir}/play/state``: finished move-matching chunks and finished engine games are
-kept and reused when the rule runs again with the same checkpoint and settings. torch uses
-exactly ``threads`` threads (the rule's ``threads:``); each part logs its progress (positions,
-games) at least every 10 s of work.
+lives in ``{run_dir}/play/state``: finished move-matching chunks and the games against each
+finished anchor are kept and reused when the rule runs again with the same checkpoint,
+settings and ladder. torch uses exactly ``threads`` threads (the rule's ``threads:``); each
+part logs its progress (positions, games) at least every 10 s of work (the Elo part: after
+each anchor).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import shutil
@@ -24,16 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import chess.engine
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
 from chesslm import files
-from chesslm.data.cache import TokenCache
 from chesslm.figures import save_svg
-from chesslm.play import elo, games, matching, outputs, plots
+from chesslm.play import anchors, games, ladder, matching, outputs, plots
 from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -41,9 +43,11 @@ from chesslm.train import model as gpt
 logger = logging.getLogger(__name__)
 
 ELO_NOTE = (
-    "engine Elo on Stockfish's UCI_Elo calibration (CCRL Blitz, 120+1 s, anchored to the Stash"
-    " engine, about +-100 Elo), not a human (Lichess) rating"
+    "engine Elo on the ladder's scale, whose UCI_Elo anchors hold Stockfish's calibration (CCRL"
+    " Blitz, 120+1 s, anchored to the Stash engine, about +-100 Elo), not a human (Lichess)"
+    " rating"
 )
+MODEL = "model"  # the model's name in its games' rows
 
 
 def load_model(path: Path, device: torch.device) -> tuple[gpt.GPT, dict[str, Any]]:
@@ -86,15 +90,6 @@ def _state(play_dir: Path, identity: dict[str, Any]) -> Path:
     return state
 
 
-ELO_REPRODUCIBILITY = (
-    "Stockfish plays at UCI_LimitStrength by picking among its candidate moves"
-    " at random, from a generator seeded by the clock (it has no seed option), so the same"
-    " weights and settings play other games and give another estimate on every run; the 95 %"
-    " interval is that of these games alone and does not say how far a rerun moves"
-    " (BENCHMARKS.md measures the spread over repeats)"
-)
-
-
 @dataclass
 class Job:
     """What the parts share: the model, the datasets, where state goes, the settings."""
@@ -107,6 +102,7 @@ class Job:
     state: Path
     host: dict[str, Any]
     progress_every: float
+    ladder: Path | None
 
 
 @dataclass
@@ -142,15 +138,6 @@ def use_threads(threads: int) -> dict[str, Any]:
     return host
 
 
-def check_engine_limit(settings: dict[str, Any]) -> None:
-    """The rule's config check refuses this first; the command line gets it here, before any
-    work, as the engine would otherwise never stop."""
-    e = settings["elo"]
-    if e["games_per_anchor"] > 0 and e["nodes"] is None and e["move_seconds"] is None:
-        raise ValueError("play.elo: nodes and move_seconds are both null (the engine would"
-                         " never stop); set one")  # fmt: skip
-
-
 def run(
     run_dir: Path,
     settings: dict[str, Any],
@@ -160,13 +147,17 @@ def run(
     checkpoint_path: Path | None = None,
     threads: int = 1,
     progress_every: float = EVERY_SECONDS,
+    ladder: Path | None = None,
 ) -> dict[str, Path]:
     """Evaluate ``run_dir``'s best.pt with ``threads`` torch threads, part after part, each
     part's files written as soon as it ends; returns the paths written (``outputs.FILES``
-    keys). Progress lines come at most ``progress_every`` seconds of work apart."""
-    check_engine_limit(settings)
+    keys). The Elo part plays the anchors of the ``ladder`` file (rule ladder's). Progress
+    lines come at most ``progress_every`` seconds of work apart."""
+    if settings["elo"]["games_per_anchor"] > 0 and ladder is None:
+        raise ValueError("play.elo.games_per_anchor > 0 needs the ladder file (--ladder)")
     job = _job(run_dir, settings, caches, device=device, threads=threads,
                checkpoint_path=checkpoint_path, progress_every=progress_every)  # fmt: skip
+    job.ladder = ladder
     out = {name: run_dir / "play" / file for name, file in outputs.FILES.items()}
     for name in outputs.PARTS:
         _write(PARTS[name](job), outputs.of_part(name), out)
@@ -204,7 +195,7 @@ def _job(
     state = _state(play_dir, identity)
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
-    return Job(net, model_info, dev, settings, caches, state, host, progress_every)
+    return Job(net, model_info, dev, settings, caches, state, host, progress_every, None)
 
 
 def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path]) -> None:
@@ -330,41 +321,160 @@ def legality(job: Job) -> Result:
 
 
 def elo_games(job: Job) -> Result:
-    """Part ``elo``: games against Stockfish at each anchor, the Elo fit, its tables, figure."""
+    """Part ``elo``: the model against the ladder's anchors, its Elo on the ladder's scale."""
     e = job.settings["elo"]
-    games_file = job.state / "elo-games.json"
-    records: dict[str, dict[str, Any]] = (
-        {r["key"]: r for r in files.read_json(games_file)["games"]} if games_file.exists() else {}
-    )
+    if e["games_per_anchor"] == 0 or job.ladder is None:
+        record = {"model": job.model_info, "host": job.host, "anchors": [], "fit": None}
+        return Result(record, {"elo_table": pd.DataFrame(), "elo_games": pd.DataFrame()},
+                      plots.elo_figure([], None))  # fmt: skip
+    stored = ladder.read_ladder(job.ladder)
+    settings = run_ladder_settings(stored, e, job.ladder)
     started = time.monotonic()
-    info = _play_anchors(job, records, games_file) if e["games_per_anchor"] > 0 else {}
+    played = _play_ladder(job, stored, settings, _ladder_engine(stored, job.ladder))
     seconds = time.monotonic() - started
-    logger.info("games against Stockfish: %.1f s", seconds)
-    played = list(records.values())
-    fit = elo.fit([(r["anchor_effective"], r["score"]) for r in played])
-    per_anchor = [_anchor_row(a, [r for r in played if r["anchor"] == a]) for a in e["anchors"]]
-    per_anchor = [row for row in per_anchor if row]
+    logger.info("games against the ladder's anchors: %.1f s", seconds)
+    rows = [r for d in played.values() for r in d["rows"]]
+    covariance = ladder.ladder_covariance(stored)
+    ratings = ladder.ladder_ratings(stored)
+    fit = ladder.fit_player(rows, ratings, MODEL, covariance) if rows else None
+    per_anchor = [
+        _anchor_row(spec, stored["ratings"][spec.name], played[spec.name]["rows"])
+        for spec in settings.anchors
+        if played.get(spec.name, {}).get("rows")
+    ]
     elo_json = {
         "model": job.model_info,
         "host": job.host,
-        "fit": fit,
+        "ladder": _ladder_record(stored, job.ladder),
         "anchors": per_anchor,
+        "fit": fit,
         "note": ELO_NOTE,
-        "reproducible": False,
-        "reproducibility": ELO_REPRODUCIBILITY,
-        "engine": {k: v for k, v in info.items() if k != "complete"},
-        "complete": info.get("complete", True),
-        "limit": {"nodes": e["nodes"], "move_seconds": e["move_seconds"]},
-        "protocol": f"openings: the first {e['opening_plies']} plies of evenly spaced validation"
-        f" games, each played with both colours; the model plays its best legal move; games"
-        f" longer than {e['max_plies']} plies are adjudicated draws",
+        **_reproducibility(settings, stored),
+        "complete": all(d["complete"] for d in played.values()),
+        "protocol": f"{e['games_per_anchor']} games against each of the ladder's anchors, colours"
+        f" swapped per opening; openings: {settings.opening_plies} random plies seeded by"
+        f" {settings.seed} (the ladder's games' openings); the model plays its best legal move;"
+        f" games longer than {settings.max_plies} plies are adjudicated draws",
         "seconds": seconds,
     }
-    tables = {
-        "elo_table": pd.DataFrame(per_anchor),
-        "elo_games": pd.DataFrame(played).drop(columns=["key"], errors="ignore"),
-    }
+    tables = {"elo_table": pd.DataFrame(per_anchor),
+              "elo_games": pd.DataFrame([_game_row(r) for r in rows])}  # fmt: skip
     return Result(elo_json, tables, plots.elo_figure(per_anchor, fit))
+
+
+def run_ladder_settings(
+    stored: dict[str, Any], e: dict[str, Any], path: Path
+) -> ladder.LadderSettings:
+    """The ladder's settings with the run's ``play.elo`` seed and max_plies (null: the
+    ladder's)."""
+    settings = ladder.LadderSettings.from_dict(stored["settings"])
+    if MODEL in {a.name for a in settings.anchors}:
+        raise ValueError(f"{path}: an anchor is named {MODEL!r}, the model's name in its games")
+    return dataclasses.replace(
+        settings,
+        seed=settings.seed if e["seed"] is None else e["seed"],
+        max_plies=settings.max_plies if e["max_plies"] is None else e["max_plies"],
+    )
+
+
+def _ladder_engine(stored: dict[str, Any], path: Path) -> str:
+    """The engine the ladder was built with, refused if the file there is another build."""
+    engine = stored["engine"]
+    here = ladder.engine_identity(engine["path"])
+    if here["sha256"] != engine["sha256"]:
+        raise ValueError(
+            f"{path}: built with {engine['id_name']} (sha256 {engine['sha256'][:12]}), but"
+            f" {engine['path']} is now {here['id_name']} (sha256 {here['sha256'][:12]});"
+            " rebuild the ladder (rule ladder)"
+        )
+    return str(engine["path"])
+
+
+def _play_ladder(
+    job: Job, stored: dict[str, Any], settings: ladder.LadderSettings, engine: str
+) -> dict[str, dict[str, Any]]:
+    """The model's games against each anchor (rows, complete), each anchor's kept in the
+    state as it ends and reused by a rerun on the same ladder."""
+    per = job.settings["elo"]["games_per_anchor"]
+    state_file = job.state / "elo-games.json"
+    kept = files.read_json(state_file) if state_file.exists() else {}
+    played = kept.get("anchors", {}) if kept.get("ladder_key") == stored["key"] else {}
+    player = anchors.ModelPlayer(job.net, name=MODEL)
+    deadline = time.monotonic() + job.settings["elo"]["seconds"]
+    progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,
+                        "games", every=job.progress_every)  # fmt: skip
+    for spec in settings.anchors:
+        if not played.get(spec.name, {}).get("complete"):
+            rows = ladder.play_anchor(player, spec, settings, engine, per, deadline)
+            played[spec.name] = {"rows": rows, "complete": len(rows) == per}
+            files.write_json_atomic(state_file, {"ladder_key": stored["key"], "anchors": played})
+        progress.update(sum(len(d["rows"]) for d in played.values()), f"{spec.name} done")
+    complete = all(d["complete"] for d in played.values())
+    progress.finish("complete" if complete else "stopped by the time budget")
+    return played
+
+
+def _ladder_record(stored: dict[str, Any], path: Path) -> dict[str, Any]:
+    """What elo.json says of the ladder: its file and key, engine, fit and games."""
+    return {
+        "file": str(path),
+        "key": stored["key"],
+        "engine": stored["engine"],
+        "method": stored.get("method"),
+        "prior": stored.get("prior"),
+        "games": len(stored["games"]),
+        "protocol": stored.get("protocol"),
+    }
+
+
+def _reproducibility(settings: ladder.LadderSettings, stored: dict[str, Any]) -> dict[str, Any]:
+    """Which of the model's games replay from the seed, and which do not (UCI_Elo anchors)."""
+    seeded = [a.name for a in settings.anchors if a.reproducible]
+    unseeded = [a.name for a in settings.anchors if not a.reproducible]
+    return {
+        "reproducible": not unseeded,
+        "replayable_anchors": seeded,
+        "random_anchors": unseeded,
+        "reproducibility": f"Stockfish's UCI_Elo anchors ({', '.join(unseeded)}) play at"
+        " UCI_LimitStrength, which picks moves from a generator seeded by the clock (it has no"
+        " seed option): their games, and so the estimate, change on a rerun; the model (its"
+        f" best legal move) and the anchors {', '.join(seeded)} are seeded and replay move for"
+        f" move on the same engine build; the anchors' ratings are the ladder file's (key"
+        f" {stored['key'][:12]}), fixed until it is rebuilt",
+    }
+
+
+def _anchor_row(
+    spec: anchors.AnchorSpec, rating: dict[str, Any], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One anchor: its rating on the ladder, and the model's games, results and score."""
+    scores = [_model_score(r) for r in rows]
+    return {
+        "anchor": spec.name,
+        "kind": spec.kind,
+        "rating": rating["elo"],
+        "rating_low": rating["low"],
+        "rating_high": rating["high"],
+        "fixed": rating["fixed"],
+        "ladder_games": rating["games"],
+        "games": len(rows),
+        "wins": scores.count(1.0),
+        "draws": scores.count(0.5),
+        "losses": scores.count(0.0),
+        "score": sum(scores) / len(scores),
+        "adjudicated_draws": sum(r["adjudicated"] for r in rows),
+    }
+
+
+def _model_score(row: dict[str, Any]) -> float:
+    return float(row["score"]) if row["white"] == MODEL else 1 - float(row["score"])
+
+
+def _game_row(row: dict[str, Any]) -> dict[str, Any]:
+    white = row["white"] == MODEL
+    return {"anchor": row["black"] if white else row["white"],
+            "model_colour": "white" if white else "black",
+            "model_score": _model_score(row), **row}  # fmt: skip
 
 
 PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games}
@@ -372,60 +482,6 @@ PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": e
 if set(PARTS) != set(outputs.PARTS):
     raise ImportError(f"evaluate.PARTS {sorted(PARTS)} != chesslm.play.outputs' parts"
                       f" {sorted(outputs.PARTS)}")  # fmt: skip
-
-
-def _play_anchors(job: Job, records: dict[str, dict[str, Any]], games_file: Path) -> dict[str, Any]:
-    """Play the games not yet in ``records``, each kept in ``games_file`` as it ends."""
-    e = job.settings["elo"]
-    first = next(iter(job.caches.values()))
-    val = TokenCache(first).validation
-    openings = games.openings_from(
-        (val[int(i)] for i in matching.evenly_spaced(len(val), 4 * e["games_per_anchor"])),
-        e["opening_plies"],
-    )
-    if not openings:
-        raise ValueError(
-            f"{first}: no validation game has play.elo.opening_plies={e['opening_plies']} plies"
-        )
-
-    def keep(record: dict[str, Any]) -> None:
-        records[record["key"]] = record
-        files.write_json_atomic(games_file, {"games": list(records.values())})
-
-    total = len(e["anchors"]) * e["games_per_anchor"]
-    progress = Progress("games against Stockfish", total, "games", every=job.progress_every)
-    progress.update(len(records))
-    info = games.play_engine_games(
-        job.net,
-        engine_path=games.find_engine(e["engine"]),
-        anchors=e["anchors"],
-        games_per_anchor=e["games_per_anchor"],
-        openings=openings,
-        limit=chess.engine.Limit(nodes=e["nodes"], time=e["move_seconds"]),
-        max_plies=e["max_plies"],
-        deadline=time.monotonic() + e["seconds"],
-        done=records,
-        on_result=keep,
-        progress=progress,
-    )
-    progress.finish("complete" if info["complete"] else "stopped by the time budget")
-    return info
-
-
-def _anchor_row(anchor: int, mine: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """One anchor's games, wins, draws, losses and score (None when it has no game)."""
-    if not mine:
-        return None
-    return {
-        "anchor": anchor,
-        "anchor_effective": mine[0]["anchor_effective"],
-        "games": len(mine),
-        "wins": sum(r["score"] == 1 for r in mine),
-        "draws": sum(r["score"] == 0.5 for r in mine),
-        "losses": sum(r["score"] == 0 for r in mine),
-        "score": sum(r["score"] for r in mine) / len(mine),
-        "adjudicated_draws": sum(r["adjudicated_draw"] for r in mine),
-    }
 
 
 def _write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -439,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", action="append", required=True, help="NAME=TOKEN_CACHE_DIR")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--ladder", type=Path, help="the ladder file (rule ladder's output)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     caches = dict(c.split("=", 1) for c in args.cache)
@@ -448,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         {k: Path(v) for k, v in caches.items()},
         device=args.device,
         threads=args.threads,
+        ladder=args.ladder,
     )
     return 0
 

@@ -1,17 +1,16 @@
-"""The model playing: free-running legality (self-play without a legality mask) and games
-against Stockfish at fixed ``UCI_Elo`` anchors. python-chess judges every move.
+"""The model playing: its best legal moves (``best_moves``, which ``anchors.ModelPlayer`` plays
+the Elo ladder's games with) and free-running legality (self-play without a legality mask).
+python-chess judges every move.
 
-All games of a kind advance in lockstep so the model's moves of one ply are one batch.
+Self-play games advance in lockstep so the model's moves of one ply are one batch.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import chess
@@ -25,8 +24,6 @@ from chesslm.play.progress import Progress
 from chesslm.train import model as gpt
 
 logger = logging.getLogger(__name__)
-
-ENGINE_FALLBACKS = ("/usr/games/stockfish", "/usr/local/bin/stockfish")  # Debian installs here
 
 
 def model_device(net: torch.nn.Module) -> torch.device:
@@ -215,166 +212,3 @@ def summarise_self_play(
         "mean_game_plies": float(np.mean([g.proposals for g in play])) if play else None,
         "buckets": buckets,
     }
-
-
-# ------------------------------------------------------------------ games against Stockfish
-
-
-def find_engine(name: str) -> str:
-    """The engine executable: ``name`` on PATH, else Debian's /usr/games location."""
-    found = shutil.which(name) or next(
-        (p for p in ENGINE_FALLBACKS if Path(p).name == name and Path(p).exists()), None
-    )
-    if found is None:
-        raise FileNotFoundError(
-            f"play.elo.engine: {name!r} not found on PATH nor in /usr/games"
-            " (apt-get install -y stockfish, or set play.elo.games_per_anchor: 0)"
-        )
-    return found
-
-
-@dataclass
-class EngineGame:
-    anchor: int
-    index: int
-    model_white: bool
-    opening: list[chess.Move]
-    board: chess.Board = field(default_factory=chess.Board)
-
-    def __post_init__(self) -> None:
-        for move in self.opening:
-            self.board.push(move)
-
-    @property
-    def key(self) -> str:
-        return f"{self.anchor}-{self.index}"
-
-
-def play_engine_games(
-    net: torch.nn.Module,
-    *,
-    engine_path: str,
-    anchors: Sequence[int],
-    games_per_anchor: int,
-    openings: Sequence[list[chess.Move]],
-    limit: chess.engine.Limit,
-    max_plies: int,
-    deadline: float,
-    done: dict[str, dict[str, Any]],
-    on_result: Callable[[dict[str, Any]], None],
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Play every anchor's games not in ``done`` (keyed 'anchor-index'); ``on_result`` gets
-    each finished game's record as soon as it ends. Game i of an anchor uses opening i // 2,
-    the model White in even games: colours balanced per opening. ``progress`` gets the games
-    finished (of every anchor's) after each ply."""
-    engines: dict[int, chess.engine.SimpleEngine] = {}
-    info: dict[str, Any] = {"engine_path": engine_path, "anchors_effective": {}}
-    try:
-        for anchor in anchors:
-            engines[anchor] = _start_engine(engine_path, anchor, info)
-        pending = [
-            EngineGame(anchor, i, i % 2 == 0, openings[(i // 2) % len(openings)])
-            for anchor in anchors
-            for i in range(games_per_anchor)
-            if f"{anchor}-{i}" not in done
-        ]
-        complete = True
-        while pending:
-            if time.monotonic() >= deadline:
-                complete = False
-                break
-            pending = _finish_over(pending, max_plies, on_result, info)
-            _play_round(net, pending, engines, limit)
-            if progress is not None:
-                total = len(anchors) * games_per_anchor
-                progress.update(total - len(pending), f"{len(pending)} games in play")
-        info["complete"] = complete
-        return info
-    finally:
-        for eng in engines.values():
-            eng.quit()
-
-
-def _start_engine(engine_path: str, anchor: int, info: dict[str, Any]) -> chess.engine.SimpleEngine:
-    """One engine limited to ``anchor`` (clamped to its UCI_Elo range, noted in ``info``)."""
-    eng = chess.engine.SimpleEngine.popen_uci(engine_path)
-    try:
-        option = eng.options["UCI_Elo"]
-        effective = min(max(anchor, option.min), option.max)
-        eng.configure({"UCI_LimitStrength": True, "UCI_Elo": effective, "Threads": 1})
-    except BaseException:
-        eng.quit()  # not yet among the engines the caller quits
-        raise
-    info["anchors_effective"][str(anchor)] = effective
-    info["engine"] = eng.id.get("name")
-    return eng
-
-
-def _finish_over(
-    pending: list[EngineGame],
-    max_plies: int,
-    on_result: Callable[[dict[str, Any]], None],
-    info: dict[str, Any],
-) -> list[EngineGame]:
-    """Hand the games that ended (or reached ``max_plies``: a draw) to ``on_result``; returns
-    those still in play."""
-    still = []
-    for g in pending:
-        over = g.board.is_game_over(claim_draw=True)
-        if over or len(g.board.move_stack) >= max_plies:
-            on_result(_record(g, adjudicated=not over, effective=info))
-        else:
-            still.append(g)
-    return still
-
-
-def _play_round(
-    net: torch.nn.Module,
-    pending: list[EngineGame],
-    engines: dict[int, chess.engine.SimpleEngine],
-    limit: chess.engine.Limit,
-) -> None:
-    """One ply of every game in play: the model's moves in one batch, then the engines'."""
-    model_turn = [g for g in pending if g.board.turn == g.model_white]
-    moves = best_moves(net, [g.board for g in model_turn])
-    for g, move in zip(model_turn, moves, strict=True):
-        g.board.push(move)
-    for g in pending:
-        if g in model_turn or g.board.is_game_over(claim_draw=True):
-            continue
-        g.board.push(engines[g.anchor].play(g.board, limit).move)
-
-
-def _record(g: EngineGame, *, adjudicated: bool, effective: dict[str, Any]) -> dict[str, Any]:
-    if adjudicated:
-        result = "1/2-1/2"
-    else:
-        result = g.board.result(claim_draw=True)
-    white_score = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}[result]
-    score = white_score if g.model_white else 1 - white_score
-    return {
-        "key": g.key,
-        "anchor": g.anchor,
-        "anchor_effective": effective["anchors_effective"][str(g.anchor)],
-        "index": g.index,
-        "model_colour": "white" if g.model_white else "black",
-        "result": result,
-        "score": score,
-        "plies": len(g.board.move_stack),
-        "opening_plies": len(g.opening),
-        "adjudicated_draw": adjudicated,
-        "moves": " ".join(m.uci() for m in g.board.move_stack),
-    }
-
-
-def openings_from(game_tokens: Sequence[np.ndarray], plies: int) -> list[list[chess.Move]]:
-    """The first ``plies`` moves of each game that is at least that long (validation games)."""
-    out = []
-    for g in game_tokens:
-        g = np.asarray(g)
-        n = (len(g) - 2) // 3
-        if n < plies:
-            continue
-        out.append([tokens.decode_move(g[1 + 3 * i : 4 + 3 * i]) for i in range(plies)])
-    return out

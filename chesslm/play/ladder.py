@@ -18,15 +18,20 @@ engine weakens itself with a random generator no client can seed).
 Fit. Maximum likelihood of the Bradley-Terry (logistic) model, expected score
 ``1 / (1 + 10^((R_b - R_a) / 400))``, draws as half a point (as BayesElo and Ordo), over all
 the ladder's games jointly, with the ``UCI_Elo`` anchors held at their calibrated values and
-every other anchor free; Newton iterations in NumPy. Intervals: 95 % Wald intervals from the
-observed Fisher information at the maximum, conditional on the fixed anchors' values.
+every other anchor free; Newton iterations in NumPy. Prior (as BayesElo's): ``prior_draws``
+virtual draws (1 by default) added between every pair of anchors that met, so that a ladder of
+few games has a finite maximum even where one anchor won every game of a pair; it pulls each
+pair's rating gap towards 0 by about as much as one drawn game would. Intervals: 95 % Wald
+intervals from the observed Fisher information at the maximum (virtual draws included),
+conditional on the fixed anchors' values.
 
 A run's model then plays the anchors; ``fit_player`` fits its one rating against the ladder's
 ratings, held fixed, with a 95 % likelihood-ratio (profile) interval; given the ladder's
 covariance it also states that interval widened by the ladder's own uncertainty (delta
 method, half-widths in quadrature: ``low_total``/``high_total``).
 
-Cost: 240 games (4 a pair) took 253 s with 2 workers on 2 shared CPU cores.
+Cost: 240 games (4 a pair) took 253 s with 2 workers on 2 shared CPU cores; the config's
+``small`` ladder (5 anchors, 10 pairs, 4 games a pair: 40 games, 150 plies at most) 24 s.
 
 A ladder is computed once per settings and engine build (``ladder_key``) and stored as JSON
 (``write_ladder``); ``is_current`` says whether a stored one still holds.
@@ -57,6 +62,7 @@ CHI2_95 = 3.841458820694124
 RESULTS = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}
 FIT_METHOD = (
     "maximum likelihood, logistic 400-point scale, draws as half; UCI_Elo anchors fixed;"
+    " {prior} virtual draw(s) between every pair that met (BayesElo's prior);"
     " 95 % Wald intervals from the observed Fisher information"
 )
 PLAYER_METHOD = (
@@ -77,8 +83,11 @@ class LadderSettings:
     max_plies: int = 300
     opening_plies: int = 2
     reach: int | None = None  # each anchor plays the next ``reach`` ones; None: all
+    prior_draws: float = 1.0  # virtual draws between each pair that met (the fit's prior)
 
     def __post_init__(self) -> None:
+        # 1 and 1.0 (YAML, JSON) are one setting: one key
+        object.__setattr__(self, "prior_draws", float(self.prior_draws))
         names = [a.name for a in self.anchors]
         if len(set(names)) != len(names):
             raise LadderError(f"ladder anchors: names repeat: {names}")
@@ -88,6 +97,8 @@ class LadderSettings:
             raise LadderError("ladder: games_per_pair, max_plies >= 1, opening_plies >= 0")
         if self.reach is not None and self.reach < 1:
             raise LadderError(f"ladder: reach must be >= 1 or None, not {self.reach}")
+        if self.prior_draws < 0:
+            raise LadderError(f"ladder: prior_draws must be >= 0, not {self.prior_draws}")
 
     def pairs(self) -> list[tuple[AnchorSpec, AnchorSpec]]:
         """The pairs that play: within ``reach``, never two fixed anchors."""
@@ -109,6 +120,7 @@ class LadderSettings:
             "max_plies": self.max_plies,
             "opening_plies": self.opening_plies,
             "reach": self.reach,
+            "prior_draws": self.prior_draws,
         }
 
     @classmethod
@@ -191,6 +203,22 @@ def play_pair(
     return rows
 
 
+def play_anchor(
+    player: Player,
+    spec: AnchorSpec,
+    settings: LadderSettings,
+    engine_path: str,
+    games: int,
+    deadline: float | None = None,
+) -> list[dict[str, Any]]:
+    """``player`` against the one anchor ``spec``: ``play_anchors``' games against it."""
+    anchor = anchor_players.open_player(spec, engine_path)
+    try:
+        return play_pair(player, anchor, settings, games, deadline)
+    finally:
+        anchor.close()
+
+
 def play_anchors(
     player: Player,
     settings: LadderSettings,
@@ -206,11 +234,7 @@ def play_anchors(
     (monotonic); ``progress(done, total)`` after each anchor."""
     rows: list[dict[str, Any]] = []
     for done, spec in enumerate(settings.anchors, 1):
-        anchor = anchor_players.open_player(spec, engine_path)
-        try:
-            rows += play_pair(player, anchor, settings, games_per_anchor, deadline)
-        finally:
-            anchor.close()
+        rows += play_anchor(player, spec, settings, engine_path, games_per_anchor, deadline)
         if progress is not None:
             progress(done, len(settings.anchors))
     return rows
@@ -316,6 +340,11 @@ def _expected(diff: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-diff / SCALE))
 
 
+def expected(rating: float, opponent: float) -> float:
+    """A player's expected score against an ``opponent`` (both Elo)."""
+    return float(_expected(np.asarray(rating - opponent)))
+
+
 def _log_likelihood(tally: Tally, ratings: np.ndarray) -> float:
     """Each game once: its score's log-odds from White's side plus the rest from Black's."""
     p = np.clip(_expected(ratings[:, None] - ratings[None, :]), 1e-300, 1.0)
@@ -350,11 +379,24 @@ def _newton(tally: Tally, ratings: np.ndarray, free: np.ndarray) -> np.ndarray:
     return ratings
 
 
-def fit_ratings(rows: Iterable[dict[str, Any]], fixed: dict[str, float]) -> dict[str, Any]:
+def with_prior(tally: Tally, draws: float) -> Tally:
+    """``tally`` plus ``draws`` virtual draws between every pair that met (half a point each
+    way)."""
+    out, met = Tally(tally.names), tally.games > 0
+    out.games = tally.games + draws * met
+    out.points = tally.points + 0.5 * draws * met
+    return out
+
+
+def fit_ratings(
+    rows: Iterable[dict[str, Any]], fixed: dict[str, float], prior_draws: float = 0.0
+) -> dict[str, Any]:
     """Every player's rating from game rows (white, black, White's score), the players in
-    ``fixed`` held at their values. A free player with no finite maximum (it won, or lost,
-    every point that links it to the fixed players) is an error that names it."""
-    tally = Tally.of(rows, fixed)
+    ``fixed`` held at their values, with ``prior_draws`` virtual draws between every pair that
+    met (0: the plain maximum likelihood). A free player with no finite maximum (it won, or
+    lost, every point that links it to the fixed players) is an error that names it."""
+    played = Tally.of(rows, fixed)
+    tally = with_prior(played, prior_draws)
     if not fixed:
         raise LadderError("ladder fit: no fixed rating to anchor the scale")
     runaway = unbounded(tally, fixed)
@@ -374,8 +416,9 @@ def fit_ratings(rows: Iterable[dict[str, Any]], fixed: dict[str, float]) -> dict
         cov[np.ix_(free, free)] = np.linalg.inv(-hessian[np.ix_(free, free)])
     se = np.sqrt(np.diag(cov))
     return {
-        "method": FIT_METHOD,
-        "ratings": _rating_table(tally, ratings, se, fixed),
+        "method": FIT_METHOD.format(prior=f"{prior_draws:g}"),
+        "prior": {"virtual_draws_per_pair": prior_draws, "between": "every pair that met"},
+        "ratings": _rating_table(played, ratings, se, fixed),
         "covariance": {"names": tally.names, "matrix": cov.tolist()},
     }
 
@@ -554,6 +597,29 @@ def ladder_key(settings: LadderSettings, identity: dict[str, str]) -> str:
     return files.digest_json({"format": FORMAT, "settings": settings.as_dict(), "engine": engine})
 
 
+KEY_CHARS = 12  # of the key in a ladder's path: enough to tell builds and settings apart
+NOT_SETTINGS = ("engine", "threads")  # config keys of a ladder that are not its settings
+"""The engine enters through its build (``engine_identity``); threads change no game."""
+
+
+def settings_from_config(record: dict[str, Any], name: str) -> LadderSettings:
+    """``ladders.NAME`` of the config (schema defaults applied; ``anchors`` null: the default
+    anchors) as settings; an error names the ladder."""
+    rest = {k: v for k, v in record.items() if k not in NOT_SETTINGS}
+    if rest.get("anchors") is None:
+        rest.pop("anchors", None)
+    try:
+        return LadderSettings.from_dict(rest)
+    except ValueError as error:
+        raise LadderError(f"ladders.{name}: {error}") from None
+
+
+def ladder_path(name: str, settings: LadderSettings, identity: dict[str, str]) -> str:
+    """Where ladder ``name`` is stored: a new path for new settings or a new engine build, so
+    that a workflow rebuilds it by its path alone."""
+    return f"results/ladders/{name}-{ladder_key(settings, identity)[:KEY_CHARS]}/ladder.json"
+
+
 def reproducibility(settings: LadderSettings) -> dict[str, Any]:
     random_ones = [a.name for a in settings.anchors if not a.reproducible]
     return {
@@ -579,7 +645,7 @@ def build_ladder(
     start = time.monotonic()
     rows = play_round_robin(settings, engine_path, progress, workers)
     seconds = time.monotonic() - start
-    fit = fit_ratings(rows, settings.fixed_ratings())
+    fit = fit_ratings(rows, settings.fixed_ratings(), settings.prior_draws)
     return {
         "format": FORMAT,
         "key": ladder_key(settings, identity),

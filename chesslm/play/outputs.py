@@ -41,7 +41,7 @@ legality_plot | legality.svg | legality | play-legality.rst | illegal share by p
 elo | elo.json | elo | - | -
 elo_table | elo.csv | elo | play-elo-table.rst | score per anchor
 elo_games | elo-games.csv | elo | - | -
-elo_plot | elo.svg | elo | play-elo.rst | score against Stockfish
+elo_plot | elo.svg | elo | play-elo.rst | score against the ladder
 """
 OUTPUTS: tuple[Output, ...] = tuple(
     Output(*(cell.strip() for cell in line.split("|"))) for line in _TABLE.strip().splitlines()

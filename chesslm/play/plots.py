@@ -1,6 +1,7 @@
 """Figures of the play evaluation (SVG, matplotlib's Figure API, no pyplot): accuracy by Elo
 bin with its interval (none from too few games), illegal share by ply, score against each
-anchor with the fit (not reproducible: the engine's play is unseeded)."""
+anchor of the Elo ladder with the model's fit on the ladder's scale (partly not reproducible:
+the UCI_Elo anchors' play is unseeded)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm.figures import notice_figure
-from chesslm.play import elo as elo_fit
-from chesslm.play import matching
+from chesslm.play import ladder, matching
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:
@@ -95,31 +95,41 @@ def legality_figure(rows: pd.DataFrame) -> Figure:
     return fig
 
 
-def elo_figure(anchors: list[dict[str, Any]], fit: dict[str, Any]) -> Figure:
-    """Score against each anchor and the fitted logistic curve (with its interval)."""
+def elo_figure(anchors: list[dict[str, Any]], fit: dict[str, Any] | None) -> Figure:
+    """The model's score against each anchor, placed at the anchor's rating on the ladder (its
+    95 % interval as a bar), and the score the fitted Elo expects (its interval as a band)."""
     title = (
-        "Score against Stockfish anchors (engine Elo, not a human rating)\n"
-        "not reproducible: Stockfish's limited-strength play is random and unseeded"
+        "Score against the ladder's anchors (engine Elo, not a human rating)\n"
+        "not reproducible in part: Stockfish's UCI_Elo play is random and unseeded"
     )
-    if not anchors:
-        return notice_figure(title, "No game against Stockfish was played.")
+    if not anchors or fit is None:
+        return notice_figure(title, "No game against the ladder's anchors was played.")
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
-    xs = [a["anchor_effective"] for a in anchors]
-    ax.plot(xs, [a["score"] for a in anchors], "o", label="observed score")
+    xs = np.array([a["rating"] for a in anchors])
+    spread = [xs - [a["rating_low"] for a in anchors], [a["rating_high"] for a in anchors] - xs]
+    ax.errorbar(xs, [a["score"] for a in anchors], xerr=spread, fmt="o", capsize=3,
+                label="model's score (anchor's rating, 95 %)")  # fmt: skip
     for a in anchors:
-        ax.annotate(f"{a['games']} games", (a["anchor_effective"], a["score"]), fontsize="small",
-                    textcoords="offset points", xytext=(4, 4))  # fmt: skip
-    grid = np.linspace(min(xs) - 400, max(xs) + 400, 200)
-    if fit.get("elo") is not None:
-        bounds = ", ".join("?" if fit[k] is None else f"{fit[k]:.0f}" for k in ("low", "high"))
-        ax.plot(grid, [elo_fit.expected(fit["elo"], a) for a in grid], "-",
-                label=f"fit: {fit['elo']:.0f} [{bounds}]")  # fmt: skip
-        if fit["low"] is not None and fit["high"] is not None:
-            low = [elo_fit.expected(fit["low"], a) for a in grid]
-            high = [elo_fit.expected(fit["high"], a) for a in grid]
-            ax.fill_between(grid, low, high, alpha=0.15, linewidth=0, label="95 % interval")
-    ax.set(title=title, xlabel="anchor UCI_Elo", ylabel="model's score", ylim=(-0.02, 1.02))
+        ax.annotate(f"{a['anchor']}: {a['games']} games", (a["rating"], a["score"]),
+                    fontsize="x-small", textcoords="offset points", xytext=(4, 4))  # fmt: skip
+    _fit_curve(ax, fit, np.linspace(xs.min() - 400, xs.max() + 400, 200))
+    ax.set(title=title, xlabel="anchor's rating on the ladder (Elo)", ylabel="model's score",
+           ylim=(-0.02, 1.02))  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return fig
+
+
+def _fit_curve(ax: Any, fit: dict[str, Any], grid: np.ndarray) -> None:
+    """The score the fitted Elo expects at each anchor rating, its interval as a band; a
+    rating that is only bounded, as a dashed line at the bound."""
+    if fit["elo"] is None:
+        bound = fit["high"] if fit["bound"] == "below" else fit["low"]
+        ax.axvline(bound, linestyle="--", color="grey", label=f"model: {fit['text']}")
+        return
+    ax.plot(grid, [ladder.expected(fit["elo"], a) for a in grid], "-",
+            label=f"model: {fit['text']}")  # fmt: skip
+    low = [ladder.expected(fit["low"], a) for a in grid]
+    high = [ladder.expected(fit["high"], a) for a in grid]
+    ax.fill_between(grid, low, high, alpha=0.15, linewidth=0, label="95 % interval")

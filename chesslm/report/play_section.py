@@ -1,6 +1,6 @@
 """The play section of a run's summary.md, rendered from the records of rule play
 (``results/{run}/play/*.json``, named in ``chesslm.play.outputs``): move-matching, free-running
-legality and Elo against Stockfish, each saying so where it has not been evaluated. Reads
+legality and Elo on the ladder, each saying so where it has not been evaluated. Reads
 JSON only: no torch, no chess engine."""
 
 from __future__ import annotations
@@ -113,41 +113,58 @@ def legality_section(legality: dict[str, Any] | None) -> list[str]:
 
 
 def elo_section(result: dict[str, Any] | None) -> list[str]:
-    """The Elo estimate, whether it is reproducible, and the score per anchor."""
-    lines = ["### Elo against Stockfish", ""]
-    if not (result and result["anchors"]):
+    """The ladder (anchors, ratings, intervals, games), the model's scores against it, its
+    Elo on the ladder's scale, and what of it is reproducible."""
+    lines = ["### Elo against Stockfish and the ladder's anchors", ""]
+    if not (result and result["anchors"] and result.get("ladder")):
         return lines + [
-            "No game against Stockfish (play.elo.games_per_anchor: 0, or not run yet).",
+            "No game against the ladder's anchors (play.elo.games_per_anchor: 0, or not run yet).",
             "",
         ]
-    fit = result["fit"]
-    bounds = f"{num(fit['low'], '.0f')} to {num(fit['high'], '.0f')}"
-    estimate = (
-        f"**{fit['elo']:.0f}** (95 % interval {bounds})"
-        if fit["elo"] is not None
-        else f"not finite (score {fit['score']:.2f}; bounds {bounds})"
-    )
+    fit, ladder = result["fit"], result["ladder"]
+    state = "" if result["complete"] else " (stopped by its time budget: partial)"
     lines += [
-        f"Estimate {estimate} over {fit['games']} games: {result['note']}."
-        f" {result['protocol']}; engine {result['engine'].get('engine', '?')},"
-        f" limit {result['limit']}.",
+        f"Estimate {_estimate(fit)} over {fit['games']} games (score {_pct(fit['score'])})"
+        f"{state}: {result['note']}. {result['protocol']}. Fit: {fit['method']}.",
+        "",
+        f"Ladder `{ladder['file']}` (key `{ladder['key'][:12]}`): {ladder['games']} games among"
+        f" its anchors on {ladder['engine'].get('id_name', '?')}; {ladder.get('method') or '?'}.",
         "",
         _reproducibility(result),
         "",
     ]
     rows = [
-        [a["anchor"], a["anchor_effective"], a["games"], a["wins"], a["draws"], a["losses"],
-         _pct(a["score"])]
+        [a["anchor"], a["kind"], _rating(a), a["ladder_games"], a["games"], a["wins"],
+         a["draws"], a["losses"], _pct(a["score"])]
         for a in result["anchors"]
     ]  # fmt: skip
     return lines + md_table(
-        ["anchor", "UCI_Elo used", "games", "wins", "draws", "losses", "score"], rows
-    )
+        ["anchor", "kind", "rating (95 %)", "ladder games", "model's games", "wins", "draws",
+         "losses", "model's score"],
+        rows,
+    )  # fmt: skip
+
+
+def _estimate(fit: dict[str, Any]) -> str:
+    """The model's Elo and its intervals, or the bound it is known by."""
+    if fit["elo"] is None:
+        return f"not finite: {fit['text']}"
+    total = ""
+    if fit.get("low_total") is not None and fit.get("high_total") is not None:
+        total = f"; {fit['low_total']:.0f} to {fit['high_total']:.0f} with the ladder's own"
+        total += " uncertainty"
+    return f"**{fit['elo']:.0f}** (95 % interval {fit['low']:.0f} to {fit['high']:.0f}{total})"
+
+
+def _rating(anchor: dict[str, Any]) -> str:
+    if anchor["fixed"]:
+        return f"{anchor['rating']:.0f} (fixed: UCI_Elo)"
+    return f"{anchor['rating']:.0f} [{anchor['rating_low']:.0f}, {anchor['rating_high']:.0f}]"
 
 
 def _reproducibility(result: dict[str, Any]) -> str:
-    """Whether the Elo figure is reproducible (files from before the key: unknown)."""
+    """Which of the Elo's games replay (files from before the key: unknown)."""
     if "reproducible" not in result:
         return f"Reproducibility: not recorded (an {FILES['elo']} from before the key)."
-    word = "Reproducible" if result["reproducible"] else "**Not reproducible**"
+    word = "Reproducible" if result["reproducible"] else "**Not reproducible** in part"
     return f"{word}: {result.get('reproducibility', '')}."

@@ -2,6 +2,7 @@
 # settings are chesslm.train.settings.RunSettings; how its ranks start and what its jobs ask a
 # scheduler for is chesslm.train.launch.
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -14,6 +15,8 @@ from snakemake.utils import validate
 
 from chesslm.data import settings as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
+from chesslm.play import ladder as chesslm_ladder
+from chesslm.play.anchors import find_engine
 from chesslm.play.outputs import FILES as PLAY_FILES
 from chesslm.play.outputs import PARTS as PLAY_PARTS
 from chesslm.play.outputs import RECORDS as PLAY_RECORDS
@@ -44,6 +47,7 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 DATASETS = sorted(config["datasets"])
 RUNS = sorted(config.get("runs", {}))
+LADDERS = sorted(config["ladders"])
 
 
 def _run_settings():
@@ -136,6 +140,7 @@ LOGGED = (
 
 wildcard_constraints:
     dataset="|".join(DATASETS) or "NONE",
+    ladder="|".join(LADDERS) or "NONE",
     run="|".join(RUNS) or "NONE",
     n=r"\d+",
 
@@ -295,21 +300,20 @@ def play_datasets(run):
     return names
 
 
-def _check_play_engine_limit(run):
-    """Games against the engine need a limit per move: without one it would never stop."""
-    elo = play_settings(run)["elo"]
-    unlimited = elo["nodes"] is None and elo["move_seconds"] is None
-    if elo["games_per_anchor"] > 0 and unlimited:
+def _check_play_ladder(run):
+    """The ladder a run's model plays names one under ``ladders``."""
+    name = play_settings(run)["elo"]["ladder"]
+    if name not in config["ladders"]:
         _refuse(
-            f"config: runs.{run}.play.elo.nodes and runs.{run}.play.elo.move_seconds are both"
-            " null (the engine would never stop); set one, or games_per_anchor: 0"
+            f"config: runs.{run}.play.elo.ladder is {name!r}, which is not a ladder"
+            f" (known: {', '.join(LADDERS) or 'none'})"
         )
 
 
 # at parse time, before any job
 for _run in RUNS:
     play_datasets(_run)
-    _check_play_engine_limit(_run)
+    _check_play_ladder(_run)
 _check_legality_requests()
 
 
@@ -354,6 +358,12 @@ def get_play_runtime(wildcards):
     return math.ceil((seconds + 300) / 60)
 
 
+def get_play_ladder(wildcards):
+    """The ladder file whose anchors the run's model plays (none without games)."""
+    elo = play_settings(wildcards.run)["elo"]
+    return ladder_path(elo["ladder"]) if elo["games_per_anchor"] > 0 else []
+
+
 def get_run_play_outputs(wildcards):
     """Input function: the run's play files, which its summary reports."""
     return get_play_outputs(wildcards.run)
@@ -377,6 +387,55 @@ def get_best_checkpoint(wildcards):
     """The checkpoint rule export hands over (written by the run's segments, which
     results.json follows)."""
     return f"results/{wildcards.run}/train/best.pt"
+
+
+# --- Elo ladders (workflow/rules/ladder.smk) --------------------------------------------
+
+
+def ladder_settings(name):
+    """``ladders.NAME`` as chesslm.play.ladder.LadderSettings (one line naming a bad key)."""
+    try:
+        return chesslm_ladder.settings_from_config(config["ladders"][name], name)
+    except ValueError as error:
+        _refuse(f"config: {error}")
+
+
+for _ladder in LADDERS:  # at parse time, before any job
+    ladder_settings(_ladder)
+
+
+@functools.cache
+def _engine(name, key):
+    """The engine's path and build (sha256, UCI id name): once per invocation."""
+    try:
+        path = find_engine(name, key)
+    except FileNotFoundError as error:
+        _refuse(f"config: {error}")
+    return path, chesslm_ladder.engine_identity(path)
+
+
+def ladder_engine(name):
+    return _engine(config["ladders"][name]["engine"], f"ladders.{name}.engine")
+
+
+def ladder_path(name):
+    """The ladder's file: its path holds the key of its settings and engine build, so a new
+    build or a changed setting asks for a new ladder (the profile's rerun-triggers are mtime
+    and input: changed params alone would rerun nothing)."""
+    identity = ladder_engine(name)[1]
+    return chesslm_ladder.ladder_path(name, ladder_settings(name), identity)
+
+
+def get_ladder_settings_json(wildcards):
+    return json.dumps(ladder_settings(wildcards.ladder).as_dict(), sort_keys=True)
+
+
+def get_ladder_engine(wildcards):
+    return ladder_engine(wildcards.ladder)[0]
+
+
+def get_ladder_threads(wildcards):
+    return config["ladders"][wildcards.ladder]["threads"]
 
 
 # --- reports and targets -----------------------------------------------------------------

@@ -1,8 +1,9 @@
-# Play stage: move-matching, free-running legality and Elo against Stockfish of a run's best.pt
+# Play stage: move-matching, free-running legality and Elo on a ladder of a run's best.pt
 # (chesslm/play; config/README.md, section "play").
 #
 # rule play: results/{run}/results.json (a terminal status) + the token caches of the datasets
-#   evaluated (validation splits only) -> results/{run}/play/: the files of
+#   evaluated (validation splits only) + the ladder of play.elo.ladder (rule ladder; none
+#   without games) -> results/{run}/play/: the files of
 #   chesslm.play.outputs.OUTPUTS (each part's record, tables and figure; those with a caption
 #   are report() items). Bounded by play.*.seconds; work in progress stays in
 #   results/{run}/play/state/, so `--forcerun play` after a budget stop resumes it.
@@ -14,6 +15,7 @@ rule play:
     input:
         results="results/{run}/results.json",
         caches=get_play_cache_files,
+        ladder=get_play_ladder,
     output:
         **{
             out.name: (
