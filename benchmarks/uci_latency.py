@@ -28,8 +28,7 @@ import chess.engine
 import torch
 
 from chesslm.play import uci
-
-STOCKFISH = "/usr/games/stockfish"
+from chesslm.play.anchors import find_engine
 
 
 def fresh_checkpoint(preset: str, folder: Path) -> Path:
@@ -48,7 +47,7 @@ def engine_games(
     command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(checkpoint)]
     model = chess.engine.SimpleEngine.popen_uci([*command, "--device", device])
     model.configure({"Threads": threads})
-    rival = chess.engine.SimpleEngine.popen_uci(STOCKFISH)
+    rival = chess.engine.SimpleEngine.popen_uci(find_engine("stockfish", "--engine"))
     seconds: list[float] = []
     games: list[chess.Board] = []
     try:
