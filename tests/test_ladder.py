@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from chesslm.play import anchors, ladder
+from chesslm.play import anchors, elo, ladder
 from chesslm.play.anchors import AnchorSpec
 from chesslm.train import model as gpt
 
@@ -56,11 +56,11 @@ FIXED = {"elo1350": 1350.0, "elo2000": 2000.0}
 def test_a_75_percent_score_is_400_log10_3_above_the_opponent() -> None:
     rows = [{"white": "b", "black": "a", "score": s} for s in (1, 1, 1, 0)]
     expected = 1500 + 400 * math.log10(3)  # 190.85 above
-    joint = ladder.fit_ratings(rows, {"a": 1500.0})["ratings"]["b"]
+    joint = elo.fit_ratings(rows, {"a": 1500.0})["ratings"]["b"]
     assert joint["elo"] == pytest.approx(expected, abs=1e-6)
     # observed information of 4 games at p = 3/4: 4 p (1 - p) / (400 / ln 10)^2
     assert joint["se"] == pytest.approx(400 / math.log(10) / math.sqrt(4 * 0.75 * 0.25))
-    one = ladder.fit_player(rows, {"a": 1500.0}, player="b")
+    one = elo.fit_player(rows, {"a": 1500.0}, player="b")
     assert one["elo"] == pytest.approx(expected, abs=0.01)
     assert one["low"] < one["elo"] < one["high"] and one["bound"] is None
 
@@ -68,7 +68,7 @@ def test_a_75_percent_score_is_400_log10_3_above_the_opponent() -> None:
 def test_the_joint_fit_recovers_simulated_ratings_within_intervals_that_shrink() -> None:
     se = {}
     for games in (100, 400):
-        fit = ladder.fit_ratings(simulate(TRUE, games, seed=1), FIXED)["ratings"]
+        fit = elo.fit_ratings(simulate(TRUE, games, seed=1), FIXED)["ratings"]
         for name, truth in TRUE.items():
             r = fit[name]
             assert r["low"] <= truth <= r["high"], (games, name, r)
@@ -82,7 +82,7 @@ def test_the_intervals_cover_the_truth_about_95_percent_of_the_time() -> None:
     true = {"a": 1100.0, "c": 1800.0, **FIXED}  # close: no pair one-sided
     covered, trials = 0, 100
     for seed in range(trials):
-        fit = ladder.fit_ratings(simulate(true, 30, seed=seed), FIXED)["ratings"]
+        fit = elo.fit_ratings(simulate(true, 30, seed=seed), FIXED)["ratings"]
         covered += all(r["low"] <= true[n] <= r["high"] for n, r in fit.items())
     # two free ratings jointly: about 0.95^2 at least
     assert 0.85 <= covered / trials <= 0.99
@@ -94,11 +94,11 @@ def test_a_players_interval_widened_by_the_ladders_uncertainty_covers_the_truth(
     true = {"a": 1100.0, "c": 1800.0, **FIXED}
     plain, total, trials = 0, 0, 100
     for seed in range(trials):
-        fit = ladder.fit_ratings(simulate(true, 16, seed=seed), FIXED)
+        fit = elo.fit_ratings(simulate(true, 16, seed=seed), FIXED)
         ratings = {n: r["elo"] for n, r in fit["ratings"].items()}
         rows = [r for r in simulate({**true, "b": 1500.0}, 200, seed=1000 + seed)
                 if "b" in (r["white"], r["black"])]  # fmt: skip
-        one = ladder.fit_player(rows, ratings, player="b", covariance=fit["covariance"])
+        one = elo.fit_player(rows, ratings, player="b", covariance=fit["covariance"])
         assert one["low_total"] < one["low"] < one["elo"] < one["high"] < one["high_total"]
         plain += one["low"] <= 1500 <= one["high"]
         total += one["low_total"] <= 1500 <= one["high_total"]
@@ -108,28 +108,28 @@ def test_a_players_interval_widened_by_the_ladders_uncertainty_covers_the_truth(
 def test_one_draw_against_the_weakest_anchor_gives_a_finite_rating() -> None:
     ratings = {"random": -200.0, "greedy": 400.0, "elo1350": 1350.0}
     rows = [{"white": "model", "black": name, "score": 0.0} for name in ratings for _ in range(8)]
-    lost = ladder.fit_player(rows, ratings)
+    lost = elo.fit_player(rows, ratings)
     assert lost["elo"] is None and lost["bound"] == "below" and lost["low"] is None
     assert lost["high"] < -200 and lost["text"].startswith("below ")
     rows[0] = {"white": "random", "black": "model", "score": 0.5}
-    drew = ladder.fit_player(rows, ratings)
+    drew = elo.fit_player(rows, ratings)
     assert drew["bound"] is None and drew["low"] < drew["elo"] < drew["high"]
     assert drew["high"] > lost["high"]  # half a point more: a higher upper bound
     assert all(math.isfinite(drew[k]) for k in ("elo", "low", "high"))
     assert drew["elo"] < -200  # half a point of 24 games: far below the weakest anchor
-    won = ladder.fit_player([{**r, "score": 1 - r["score"]} for r in rows], ratings)
+    won = elo.fit_player([{**r, "score": 1 - r["score"]} for r in rows], ratings)
     assert won["bound"] is None  # one draw is not a win: still finite
     only = [{"white": "model", "black": "greedy", "score": 1.0}] * 3
-    assert ladder.fit_player(only, ratings)["bound"] == "above"
+    assert elo.fit_player(only, ratings)["bound"] == "above"
 
 
 def test_a_player_who_lost_every_linking_game_is_named_not_given_a_rating() -> None:
     rows = simulate({"greedy": 800.0, "elo1350": 1350.0}, 20, seed=0)
     rows += [{"white": "random", "black": "greedy", "score": 0.0}] * 4
     with pytest.raises(ladder.LadderError, match=r"random \(runs off below\)"):
-        ladder.fit_ratings(rows, {"elo1350": 1350.0})
+        elo.fit_ratings(rows, {"elo1350": 1350.0})
     with pytest.raises(ladder.LadderError, match="not on the ladder"):
-        ladder.fit_player(rows, {"elo1350": 1350.0}, player="random")
+        elo.fit_player(rows, {"elo1350": 1350.0}, player="random")
 
 
 def test_the_prior_makes_a_one_sided_pair_finite_and_is_one_draw_of_the_gap() -> None:
@@ -137,8 +137,8 @@ def test_the_prior_makes_a_one_sided_pair_finite_and_is_one_draw_of_the_gap() ->
     with one virtual draw the pair reads 4.5 of 5, the closed form 400 log10(4.5 / 0.5)."""
     rows = [{"white": "sf1", "black": "elo1350", "score": 1.0}] * 4
     with pytest.raises(ladder.LadderError, match=r"sf1 \(runs off above\)"):
-        ladder.fit_ratings(rows, {"elo1350": 1350.0})
-    fit = ladder.fit_ratings(rows, {"elo1350": 1350.0}, prior_draws=1.0)
+        elo.fit_ratings(rows, {"elo1350": 1350.0})
+    fit = elo.fit_ratings(rows, {"elo1350": 1350.0}, prior_draws=1.0)
     sf1 = fit["ratings"]["sf1"]
     assert sf1["elo"] == pytest.approx(1350 + 400 * math.log10(9), abs=1e-6)
     assert sf1["games"] == 4 and sf1["score"] == 1.0  # the table counts real games only
@@ -147,7 +147,7 @@ def test_the_prior_makes_a_one_sided_pair_finite_and_is_one_draw_of_the_gap() ->
     # a pair that never met gets no virtual draw: a player linked to nothing stays refused
     lone = rows + [{"white": "x", "black": "y", "score": 1.0}]
     with pytest.raises(ladder.LadderError, match="no finite rating for x"):
-        ladder.fit_ratings(lone, {"elo1350": 1350.0}, prior_draws=1.0)
+        elo.fit_ratings(lone, {"elo1350": 1350.0}, prior_draws=1.0)
 
 
 # ------------------------------------------------------------------ anchors
@@ -293,7 +293,7 @@ def test_the_ladder_file_round_trips_and_knows_when_it_is_stale(tmp_path) -> Non
     ]
     assert len(rows) == 6 and all(r["adjudicated"] for r in rows)
     assert ladder.play_anchors(model, settings, path, 2, deadline=time.monotonic()) == []
-    fit = ladder.fit_player(rows, ladder.ladder_ratings(stored))
+    fit = elo.fit_player(rows, ladder.ladder_ratings(stored))
     assert fit["elo"] == pytest.approx(1350) and fit["low"] < 1350 < fit["high"]
 
 

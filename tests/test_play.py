@@ -24,7 +24,7 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
-from chesslm.play import anchors, evaluate, games, ladder, matching, outputs, plots, scoring
+from chesslm.play import anchors, elo, evaluate, games, ladder, matching, outputs, plots, scoring
 from chesslm.play.anchors import AnchorSpec
 from chesslm.play.progress import Progress
 from chesslm.report.play_section import markdown_section
@@ -629,7 +629,7 @@ def test_the_elo_figure_places_the_model_on_the_ladders_scale():
     rows = [{"white": "model", "black": a["anchor"], "score": s}
             for a in placed for s in ((1.0, 1.0, 1.0, 0.0) if a["score"] > 0.5
                                        else (1.0, 0.0, 0.0, 0.0))]  # fmt: skip
-    fit = ladder.fit_player(rows, ratings)
+    fit = elo.fit_player(rows, ratings)
     ax = plots.elo_figure(placed, fit).axes[0]
     assert "not reproducible" in ax.get_title() and "ladder" in ax.get_xlabel()
     points = next(ln for ln in ax.lines if ln.get_linestyle() == "None")
@@ -637,7 +637,7 @@ def test_the_elo_figure_places_the_model_on_the_ladders_scale():
     curve = next(ln for ln in ax.lines if ln.get_label().startswith("model:"))
     x, y = np.asarray(curve.get_xdata()), np.asarray(curve.get_ydata())
     assert np.interp(0.5, y[::-1], x[::-1]) == pytest.approx(fit["elo"], abs=15)
-    lost = ladder.fit_player([{**r, "score": 0.0} for r in rows], ratings)
+    lost = elo.fit_player([{**r, "score": 0.0} for r in rows], ratings)
     bound = plots.elo_figure(placed, lost).axes[0]
     assert any(
         ln.get_xdata()[0] == lost["high"] for ln in bound.lines if ln.get_linestyle() == "--"

@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
-from chesslm.play import anchors, games, ladder, matching, outputs, plots
+from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots
 from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -336,7 +336,7 @@ def elo_games(job: Job) -> Result:
     rows = [r for d in played.values() for r in d["rows"]]
     covariance = ladder.ladder_covariance(stored)
     ratings = ladder.ladder_ratings(stored)
-    fit = ladder.fit_player(rows, ratings, MODEL, covariance) if rows else None
+    fit = elo.fit_player(rows, ratings, MODEL, covariance) if rows else None
     per_anchor = [
         _anchor_row(spec, stored["ratings"][spec.name], played[spec.name]["rows"])
         for spec in settings.anchors

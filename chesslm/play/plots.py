@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm.figures import notice_figure
-from chesslm.play import ladder, matching
+from chesslm.play import elo, matching
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:
@@ -128,8 +128,8 @@ def _fit_curve(ax: Any, fit: dict[str, Any], grid: np.ndarray) -> None:
         bound = fit["high"] if fit["bound"] == "below" else fit["low"]
         ax.axvline(bound, linestyle="--", color="grey", label=f"model: {fit['text']}")
         return
-    ax.plot(grid, [ladder.expected(fit["elo"], a) for a in grid], "-",
+    ax.plot(grid, [elo.expected(fit["elo"], a) for a in grid], "-",
             label=f"model: {fit['text']}")  # fmt: skip
-    low = [ladder.expected(fit["low"], a) for a in grid]
-    high = [ladder.expected(fit["high"], a) for a in grid]
+    low = [elo.expected(fit["low"], a) for a in grid]
+    high = [elo.expected(fit["high"], a) for a in grid]
     ax.fill_between(grid, low, high, alpha=0.15, linewidth=0, label="95 % interval")
