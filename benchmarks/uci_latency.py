@@ -27,7 +27,7 @@ import chess
 import chess.engine
 import torch
 
-from chesslm.play import uci
+from chesslm.play import uci, weights
 from chesslm.play.anchors import find_engine
 
 
@@ -70,7 +70,7 @@ def engine_games(
 
 def in_process(checkpoint: Path, device: str, games: list[chess.Board]) -> list[float]:
     """Seconds to score each of the model's positions of those games in this process."""
-    net = uci.load_model(str(checkpoint), device)
+    net = weights.load_model(str(checkpoint), device)
     where = torch.device(device)
     seconds = []
     for final in games:

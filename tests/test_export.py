@@ -64,7 +64,7 @@ def max_difference(net: gpt.GPT, hf: torch.nn.Module, x: torch.Tensor) -> float:
 def noisy_net(tmp_path_factory: pytest.TempPathFactory) -> gpt.GPT:
     """The tiny preset with every weight (LayerNorm gains and biases too) perturbed, loaded
     from a checkpoint written by the project's saver."""
-    from chesslm.play.uci import load_model
+    from chesslm.play.weights import load_model
 
     path = model_checkpoint(tmp_path_factory.mktemp("export") / "best.pt", spread=0.3)
     return load_model(str(path), "cpu")
@@ -145,7 +145,7 @@ def exported(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.slow
 def test_rule_export_writes_a_folder_transformers_loads_with_equal_logits(exported: Path) -> None:
-    from chesslm.play.uci import load_model
+    from chesslm.play.weights import load_model
 
     folder = exported / "results/mini/export"
     assert {p.name for p in folder.iterdir()} == {

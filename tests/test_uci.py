@@ -73,9 +73,9 @@ def test_whole_games_against_stockfish_under_every_kind_of_go(ckpt: Path) -> Non
 
 @pytest.mark.slow
 def test_argmax_is_the_oracles_best_move_and_a_seed_repeats_a_sample(ckpt: Path) -> None:
-    from chesslm.play import scoring, uci
+    from chesslm.play import scoring, weights
 
-    net = uci.load_model(str(ckpt), "cpu")
+    net = weights.load_model(str(ckpt), "cpu")
     board = chess.Board()
     for text in ("e2e4", "c7c5", "g1f3", "d7d6"):
         board.push_uci(text)
@@ -247,10 +247,10 @@ def test_the_reports_play_command_runs_and_names_the_export(
 
 def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
     """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
-    from chesslm.play import uci
+    from chesslm.play import uci, weights
 
     said: list[str] = []
-    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle("position startpos moves e2e4 e7e5 g1f3 b8c6 f1c4 g8f6 e1h1")
     assert engine.board.move_stack[-1] == chess.Move.from_uci("e1g1") and not said
     engine.handle("go nodes 1")
@@ -261,9 +261,9 @@ def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> No
 def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
     ckpt: Path, value: str
 ) -> None:
-    from chesslm.play import uci
+    from chesslm.play import uci, weights
 
     said: list[str] = []
-    engine = uci.Engine(uci.load_model(str(ckpt), "cpu"), said.append)
+    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle(f"setoption name Temperature value {value}")
     assert engine.temperature == 0 and said[0].startswith("info string option Temperature")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from chesslm import files
 from chesslm.export import card, gpt2, vocabulary
-from chesslm.play.uci import model_of
+from chesslm.play.weights import model_of
 from chesslm.train import checkpoint
 
 FILES = {

@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
-from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots
+from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots, weights
 from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -51,15 +51,13 @@ MODEL = "model"  # the model's name in its games' rows
 
 
 def load_model(path: Path, device: torch.device) -> tuple[gpt.GPT, dict[str, Any]]:
+    """best.pt's model (``weights.model_of``) and what play's records say of it."""
     payload = checkpoint.load(path)
-    preset = payload["identity"]["model"]["preset"]
-    net = gpt.build(preset, device=device)
-    net.load_state_dict(payload["model"])
-    net.eval()
+    net = weights.model_of(payload, path, device)
     info = {
         "checkpoint": str(path),
         "checkpoint_sha256": files.sha256_file(path),
-        "preset": preset,
+        "preset": payload["identity"]["model"]["preset"],
         "step": payload["cursor"]["step"],
         "best_nll": payload["metrics"].get("best_nll"),
     }

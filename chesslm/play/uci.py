@@ -27,14 +27,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TextIO
 
 import chess
 import torch
 
 from chesslm.data import tokens
-from chesslm.files import lookup
 from chesslm.play import scoring
+from chesslm.play.weights import load_model
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
 
@@ -49,30 +49,6 @@ OPTIONS = (
 )
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
 GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
-
-
-def load_model(path: str, device: str) -> gpt.GPT:
-    """The checkpoint's model in eval mode on ``device``.
-
-    :raises checkpoint.CheckpointError: naming the file, if it is not a chesslm checkpoint
-        (``checkpoint.load``'s refusals) or its weights do not fit its own preset."""
-    return model_of(checkpoint.load(path), path, device)
-
-
-def model_of(payload: dict[str, Any], path: str, device: str) -> gpt.GPT:
-    """The model of a loaded checkpoint (``path`` names it in errors), strictly: every weight
-    of its preset present, with its shape."""
-    preset = lookup(payload, "identity.model.preset")
-    if not isinstance(preset, str):
-        raise checkpoint.CheckpointError(f"{path}: no model preset (identity.model.preset)")
-    try:
-        net = gpt.build(preset, device=device)
-        net.load_state_dict(payload["model"])
-    except (ValueError, RuntimeError) as error:
-        first = str(error).strip().splitlines()[0]
-        message = f"{path}: weights unfit for preset {preset!r}: {first}"
-        raise checkpoint.CheckpointError(message) from None
-    return net.eval()
 
 
 def unencodable_start(board: chess.Board) -> str | None:

@@ -1,0 +1,39 @@
+"""A checkpoint's model for inference: the play evaluation, the UCI engine and the export load
+it here, strictly (every weight of its preset, with its shape), in eval mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from chesslm.files import lookup
+from chesslm.train import checkpoint
+from chesslm.train import model as gpt
+
+
+def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.device) -> gpt.GPT:
+    """The model of a loaded checkpoint (``path`` names it in errors).
+
+    :raises checkpoint.CheckpointError: naming the file, if it has no preset or its weights do
+        not fit it."""
+    preset = lookup(payload, "identity.model.preset")
+    if not isinstance(preset, str):
+        raise checkpoint.CheckpointError(f"{path}: no model preset (identity.model.preset)")
+    try:
+        net = gpt.build(preset, device=device)
+        net.load_state_dict(payload["model"])
+    except (ValueError, RuntimeError) as error:
+        first = str(error).strip().splitlines()[0]
+        message = f"{path}: weights unfit for preset {preset!r}: {first}"
+        raise checkpoint.CheckpointError(message) from None
+    return net.eval()
+
+
+def load_model(path: Path | str, device: str | torch.device) -> gpt.GPT:
+    """The checkpoint's model in eval mode on ``device``.
+
+    :raises checkpoint.CheckpointError: naming the file, if it is not a chesslm checkpoint
+        (``checkpoint.load``'s refusals) or its weights do not fit its own preset."""
+    return model_of(checkpoint.load(path), path, device)
