@@ -457,3 +457,19 @@ def test_the_layout_table_names_every_rule_file_and_every_module() -> None:
             if f"`{m.stem}`" not in what
         ]
         assert not missing, f"README.md Layout, chesslm/{package.name}/: missing {missing}"
+
+
+def test_how_to_read_the_code_names_files_and_rules_that_exist() -> None:
+    """README's walk through the code: every file it names is one, every rule it names is."""
+    section = (ROOT / "README.md").read_text().split("## How to read the code", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    named = set(re.findall(r"`([\w/]+\.(?:py|smk))`", section))
+    assert len(named) > 30, named
+    ours = [*ROOT.glob("chesslm/**/*.py"), *ROOT.glob("workflow/**/*.py")]
+    files = {p.relative_to(ROOT).as_posix() for p in ours + [*ROOT.glob("workflow/rules/*.smk")]}
+    missing = [n for n in sorted(named) if not any(f == n or f.endswith(f"/{n}") for f in files)]
+    assert not missing, f"README.md 'How to read the code' names no such file: {missing}"
+    rules = set(re.findall(r"^(?:rule|checkpoint) (\w+):", "".join(
+        p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk")), re.M))  # fmt: skip
+    for rule in ("convert", "verify", "token_cache", "probe", "train_segment", "play", "export"):
+        assert f"`{rule}`" in section and rule in rules, rule
