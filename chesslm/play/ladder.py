@@ -30,8 +30,7 @@ against the ladder's ratings, held fixed, with a 95 % likelihood-ratio (profile)
 the ladder's covariance it also states that interval widened by the ladder's own uncertainty
 (delta method, half-widths in quadrature: ``low_total``/``high_total``).
 
-Cost: 240 games (4 a pair) took 253 s with 2 workers on 2 shared CPU cores; the config's
-``small`` ladder (5 anchors, 10 pairs, 4 games a pair: 40 games, 150 plies at most) 24 s.
+Cost: BENCHMARKS.md (the full ladder on 12 cores, the config's ``small`` one on 2).
 
 A ladder is computed once per settings and engine build (``ladder_key``) and stored as JSON
 (``write_ladder``); ``is_current`` says whether a stored one still holds.
