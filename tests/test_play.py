@@ -24,7 +24,18 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
-from chesslm.play import anchors, elo, evaluate, games, ladder, matching, outputs, plots, scoring
+from chesslm.play import (
+    anchors,
+    elo,
+    evaluate,
+    games,
+    ladder,
+    matching,
+    outputs,
+    plots,
+    protocols,
+    scoring,
+)
 from chesslm.play.anchors import AnchorSpec
 from chesslm.play.progress import Progress
 from chesslm.report.play_section import markdown_section
@@ -220,7 +231,7 @@ SETTINGS = {
     "seed": 5,
     "match": {"games": None, "seconds": 600, "chunk_games": 8, "batch_tokens": 4096,
               "attention": "dense", "compile": False,
-              "bootstrap": 50, "skip_plies": 10, "min_clock_seconds": 30},
+              "bootstrap": 50, "protocols": ["maia2", "all"]},
     "legality": {"games": 2, "max_plies": 8, "seconds": 60},
     "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
             "seconds": 120},
@@ -271,15 +282,16 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert d["complete"] and d["games_evaluated"] == 20 and d["metadata"] == "present"
     assert d["positions"] == sum(len(g) for g in _validation_plies(play_cache))
     table = pd.read_csv(out["move_match_table"])
-    for protocol in ("maia", "all"):
+    for protocol in ("maia2", "all"):
         part = table[table["protocol"] == protocol]
         overall = part[part["grouping"] == "overall"].iloc[0]
         for grouping in ("elo_bin", "band", "speed"):
             assert part[part["grouping"] == grouping]["positions"].sum() == overall["positions"]
         assert overall["top1_low"] <= overall["top1"] <= overall["top1_high"]
         assert overall["top1"] <= overall["top3"]
-    maia = table[(table["protocol"] == "maia") & (table["grouping"] == "overall")].iloc[0]
-    assert maia["positions"] == d["maia_positions"] < d["positions"]
+    maia = table[(table["protocol"] == "maia2") & (table["grouping"] == "overall")].iloc[0]
+    assert maia["positions"] == d["protocol_positions"]["maia2"] < d["positions"]
+    assert d["protocol_positions"]["all"] == d["positions"]
     assert set(table[table["grouping"] == "speed"]["group"]) <= set(metadata.SPEEDS)
     legality = json.loads(out["legality"].read_text())
     assert set(legality["modes"]) == {"greedy", "temperature_1"}
@@ -300,7 +312,7 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert len(games_csv) == 8 and set(games_csv["anchor"]) == {a.name for a in TINY_LADDER.anchors}
     section = markdown_section(run_dir / "play")
     for heading in ("## Play evaluation", "### Move-matching", "### Free-running legality",
-                    "### Elo against Stockfish", "maia", "1400-2000",
+                    "### Elo against Stockfish", "maia2", "1400-2000",
                     "**Not reproducible** in part: Stockfish", f"**{fit['elo']:.0f}**",
                     "| stockfish-elo1350 | stockfish_elo | 1350 (fixed: UCI_Elo) |",
                     stored["key"][:12]):  # fmt: skip
@@ -385,14 +397,14 @@ def test_tables_bootstrap_interval_brackets_the_estimate():
         "speed": np.full(n_games, 2), "base_seconds": np.full(n_games, 180),
         "clock": np.full(n_games * per, 100.0), "ply_offsets": np.arange(n_games + 1) * per,
     }  # fmt: skip
-    rows = matching.tables(pos, meta, matching.Protocol(), replicates=200, seed=0)
+    rows = matching.tables(pos, meta, protocols.chosen(["maia2", "all"]), replicates=200, seed=0)
     by = {(r["protocol"], r["grouping"], r["group"]): r for r in rows}
     overall = by[("all", "overall", "all")]
     assert overall["top1"] == pytest.approx(np.mean(pos["rank"] == 0))
     assert overall["top1_low"] < overall["top1"] < overall["top1_high"]
     assert by[("all", "band", "1400-2000")]["positions"] == n_games * per // 2
     assert by[("all", "band", "2400+")]["positions"] == n_games * per // 2
-    assert by[("maia", "overall", "all")]["positions"] == n_games * (per - 10)
+    assert by[("maia2", "overall", "all")]["positions"] == n_games * (per - 10)
     assert by[("all", "speed", "blitz")]["games"] == n_games
 
 
@@ -461,30 +473,42 @@ def test_cuda_pipeline_matches_one_batch(attention):
             assert np.allclose(host["played_logp"][rows], alone.played_logp.cpu(), atol=3e-2)
 
 
-def test_move_matching_picks_games_within_the_caches_legality_subset(tmp_path, net):
-    """A cache with legality tables for 7 of 20 validation games: move-matching scores only
-    those, each with its own plies' legal moves (python-chess agrees)."""
-    cache_dir = make_cache(tmp_path, n_train=2, n_val=20, max_plies=MAX_PLIES, legality_games=7)
-    ev = matching.Evaluator(
-        net,
-        cache_dir,
-        tmp_path / "state",
-        games=4,
-        chunk_games=2,
-        batch_tokens=4096,
-        device=torch.device("cpu"),
+def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subset(tmp_path, net):
+    """A cache with legality tables for 7 of 20 validation games: ``games: None`` scores all 20,
+    the 13 others with legal moves computed as the cache computes them (the same codes as a
+    cache that stores all 20, and python-chess agrees); a bound picks evenly among all 20 and
+    says so."""
+    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                       legality_games=7)  # fmt: skip
+    full = make_cache(tmp_path / "full", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                      legality_games=None)  # fmt: skip
+
+    def evaluator(cache_dir, games, state):
+        return matching.Evaluator(net, cache_dir, tmp_path / state, games=games, chunk_games=8,
+                                  batch_tokens=4096, device=torch.device("cpu"))  # fmt: skip
+
+    ev, stored = evaluator(small, None, "s1"), evaluator(full, None, "s2")
+    assert ev.selected.tolist() == list(range(20))
+    assert int((ev.ply_start < 0).sum()) == 13
+    for g in range(20):
+        mine, theirs = ev.game(g), stored.game(g)
+        assert mine.codes.tolist() == theirs.codes.tolist(), g
+        assert mine.counts.tolist() == theirs.counts.tolist(), g
+    board = chess.Board()
+    game = ev.game(1)  # not stored in the small cache
+    for ply, triple in enumerate(np.asarray(ev.games[1][1:-1]).reshape(-1, 3).tolist()):
+        codes = game.codes[game.counts[:ply].sum() : game.counts[: ply + 1].sum()]
+        assert codes.tolist() == scoring.legal_codes(board).tolist(), ply
+        board.push(tokens.decode_move(triple))
+    assert ev.run(time.monotonic() + 300)
+    assert sorted(set(ev.positions()["game"].tolist())) == list(range(20))
+    assert ev.selection() == (
+        "20 of 20 validation games; legal moves of 13 computed with python-chess (beyond the"
+        " cache's 7 stored)"
     )
-    subset = [i * 20 // 7 for i in range(7)]
-    assert ev.selected.tolist() == [subset[i * 7 // 4] for i in range(4)]
-    for g in ev.selected.tolist():
-        game = ev.game(g)
-        board = chess.Board()
-        triples = np.asarray(ev.games[g][1:-1]).reshape(-1, 3)
-        assert len(game.counts) == len(triples) > 0
-        for ply, triple in enumerate(triples.tolist()):
-            codes = game.codes[game.counts[:ply].sum() : game.counts[: ply + 1].sum()]
-            assert codes.tolist() == scoring.legal_codes(board).tolist(), (g, ply)
-            board.push(tokens.decode_move(triple))
+    bounded = evaluator(small, 4, "s3")
+    assert bounded.selected.tolist() == [0, 5, 10, 15]
+    assert bounded.selection().startswith("4 of 20 validation games (match.games = 4: evenly")
 
 
 # ------------------------------------------------------------- threads, progress, honesty
@@ -587,7 +611,7 @@ def _positions_with_a_lone_game(n_rated: int = 12, per: int = 20):
         "base_seconds": np.full(n, 180), "clock": np.full(n * per, 100.0),
         "ply_offsets": np.arange(n + 1) * per,
     }  # fmt: skip
-    return matching.tables(pos, meta, matching.Protocol(), replicates=200, seed=0)
+    return matching.tables(pos, meta, protocols.chosen(["maia2", "all"]), replicates=200, seed=0)
 
 
 def test_a_group_of_fewer_than_ten_games_has_no_interval():
@@ -652,10 +676,12 @@ def test_the_section_says_which_intervals_are_missing_and_that_elo_is_not_reprod
                  "few_games": True, "top1_low": None, "top1_high": None})  # fmt: skip
     match = {
         "model": {"checkpoint": "best.pt", "step": 1, "preset": "tiny"},
-        "definition": "argmax", "protocols": {"maia": "m", "all": "every"},
+        "definition": "argmax", "protocols": {"maia2": "m", "all": "every"},
         "interval": "bootstrap", "min_interval_games": matching.MIN_INTERVAL_GAMES,
         "datasets": {"sample": {"complete": True, "games_evaluated": 13, "validation_games": 13,
-                                "positions": 260, "maia_positions": 130, "metadata": "present",
+                                "games_selected": 13, "selection": "13 of 13 validation games",
+                                "positions": 260, "protocol_positions": {"maia2": 130, "all": 260},
+                                "metadata": "present",
                                 "table": rows}},
     }  # fmt: skip
     (tmp_path / "move-match.json").write_text(json.dumps(match))

@@ -35,7 +35,7 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
-from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots, weights
+from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots, protocols, weights
 from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -211,13 +211,13 @@ def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path
 def move_matching(job: Job) -> Result:
     """Part ``match``: move-matching tables of each dataset, their figure."""
     m = job.settings["match"]
-    protocol = matching.Protocol(m["skip_plies"], m["min_clock_seconds"])
+    chosen = protocols.chosen(m["protocols"])
     started = time.monotonic()
     deadline = started + m["seconds"]
     per_dataset: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     for name, cache_dir in job.caches.items():
-        per_dataset[name] = _match_dataset(job, name, cache_dir, protocol, deadline)
+        per_dataset[name] = _match_dataset(job, name, cache_dir, chosen, deadline)
         rows += [{"dataset": name, **r} for r in per_dataset[name]["table"]]
     match_json = {
         "model": job.model_info,
@@ -225,7 +225,7 @@ def move_matching(job: Job) -> Result:
         "definition": "model move = argmax over legal moves of P(source) P(destination|source)"
         " P(promotion|source,destination), each renormalised over the legal tokens of its step;"
         " NLL = -log of the played move's probability under it",
-        "protocols": {"maia": protocol.describe(), "all": "every position"},
+        "protocols": {p.name: p.text for p in chosen},
         "bins": "mover's Elo: 100-point bins (label = lower edge) and bands <1400, 1400-2000,"
         " 2000-2400, 2400+; speed: Lichess classes; 'unknown' where metadata is missing",
         "interval": f"95 % percentile bootstrap over games, {m['bootstrap']} replicates; none"
@@ -241,7 +241,7 @@ def move_matching(job: Job) -> Result:
 
 
 def _match_dataset(
-    job: Job, name: str, cache_dir: Path, protocol: matching.Protocol, deadline: float
+    job: Job, name: str, cache_dir: Path, chosen: list[protocols.Protocol], deadline: float
 ) -> dict[str, Any]:
     """One dataset's move-matching (its finished chunks kept in the state) and its table."""
     m = job.settings["match"]
@@ -263,18 +263,19 @@ def _match_dataset(
     seconds = time.monotonic() - t0
     pos = evaluator.positions()
     meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
-    table = matching.tables(pos, meta, protocol, replicates=m["bootstrap"],
+    table = matching.tables(pos, meta, chosen, replicates=m["bootstrap"],
                             seed=job.settings["seed"])  # fmt: skip
     features = matching.position_features(pos, meta)
     return {
         "cache": str(cache_dir),
         "validation_games": len(evaluator.games),
         "games_selected": int(len(evaluator.selected)),
+        "selection": evaluator.selection(),
         "games_evaluated": int(len(np.unique(pos["game"]))),
         "complete": complete,
         "metadata": meta_state,
         "seconds_this_run": seconds,
-        **matching.counts(pos, features, protocol),
+        **matching.counts(pos, meta, features, chosen),
         "table": table,
     }
 

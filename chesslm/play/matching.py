@@ -1,8 +1,9 @@
 """Move-matching on validation games: top-1/top-3 agreement with the played move and NLL per
-move, overall and per Elo bin, band and speed class, under the Maia protocol and on all
-positions, with 95 % bootstrap intervals over games: none for a group of fewer than
-``MIN_INTERVAL_GAMES`` games (``few_games``): resampling so few games says little (one game
-gives a zero-width interval), and a narrow interval there would look surer than it is.
+move, overall and per Elo bin, band and speed class, under each protocol asked for
+(``protocols``: which positions count), with 95 % bootstrap intervals over games: none for a
+group of fewer than ``MIN_INTERVAL_GAMES`` games (``few_games``): resampling so few games says
+little (one game gives a zero-width interval), and a narrow interval there would look surer
+than it is.
 
 The model's move is the argmax over the legal moves of the legal-renormalised factorisation
 (``scoring``). Positions are evaluated in chunks of games; each chunk's per-position results
@@ -15,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ import numpy as np
 import torch
 
 from chesslm import files
-from chesslm.data import metadata
+from chesslm.data import cache, metadata
 from chesslm.data.cache import TokenCache
 from chesslm.play import scoring
 from chesslm.play.progress import Progress
+from chesslm.play.protocols import Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -35,23 +36,8 @@ BANDS = ((None, 1400, "<1400"), (1400, 2000, "1400-2000"), (2000, 2400, "2000-24
 UNKNOWN = "unknown"
 GROUPINGS = ("overall", "elo_bin", "band", "speed")
 STATS = ("top1", "top3", "nll")
-PROTOCOLS = ("maia", "all")
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
 MIN_INTERVAL_GAMES = 10
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """Which positions count: Maia's (skip the first plies and time-pressure positions)."""
-
-    skip_plies: int = 10
-    min_clock_seconds: float = 30.0
-
-    def describe(self) -> str:
-        return (
-            f"first {self.skip_plies} plies skipped; positions skipped once the mover has under"
-            f" {self.min_clock_seconds:g} s on the clock (unknown clocks kept)"
-        )
 
 
 def evenly_spaced(n: int, k: int | None) -> np.ndarray:
@@ -104,12 +90,13 @@ class Evaluator:
         self.codes, self.code_offsets = self.cache.legal_moves()
         lengths = np.asarray(self.games.lengths, dtype=np.int64)
         plies = (lengths - 2) // 3
-        # only the cache's legality subset has legal-move tables: games are picked within it
-        subset = self.cache.legality_games()
         self.plies = plies
-        self.ply_start = np.zeros(len(self.games), dtype=np.int64)  # first ply in the tables
-        self.ply_start[subset] = self.cache.legality_starts()[1][:-1]
-        selected = subset[evenly_spaced(len(subset), games)]
+        # first ply of each game in the cache's legal-move tables; -1: not stored (beyond the
+        # cache's legality_games), its legal moves are computed when it is evaluated
+        self.ply_start = np.full(len(self.games), -1, dtype=np.int64)
+        self.ply_start[self.cache.legality_games()] = self.cache.legality_starts()[1][:-1]
+        self.bound = games
+        selected = evenly_spaced(len(self.games), games)
         self.selected = selected[plies[selected] > 0]
         self.chunks = [
             self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
@@ -148,10 +135,28 @@ class Evaluator:
         return True
 
     def game(self, g: int) -> scoring.GameInput:
-        p0 = self.ply_start[g]
-        n = self.plies[g]
-        offsets = self.code_offsets[p0 : p0 + n + 1]
-        return scoring.game_input(self.games[g], self.codes, offsets)
+        p0, n = self.ply_start[g], self.plies[g]
+        if p0 >= 0:
+            return scoring.game_input(self.games[g], self.codes, self.code_offsets[p0 : p0 + n + 1])
+        per_ply = cache.legal_tables(np.asarray(self.games[g]))[1]  # as the cache builds them
+        offsets = np.concatenate([[0], np.cumsum([len(c) for c in per_ply])])
+        codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
+        return scoring.game_input(self.games[g], codes, offsets)
+
+    def selection(self) -> str:
+        """Which validation games are evaluated, and why fewer than all where so."""
+        n, chosen = len(self.games), len(self.selected)
+        reasons = []
+        if self.bound is not None and self.bound < n:
+            reasons.append(f"match.games = {self.bound}: evenly spaced")
+        empty = int((self.plies[evenly_spaced(n, self.bound)] <= 0).sum())
+        if empty:
+            reasons.append(f"{empty} without a move left out")
+        computed = int((self.ply_start[self.selected] < 0).sum())
+        note = (f"; legal moves of {computed} computed with python-chess (beyond the cache's"
+                f" {int((self.ply_start >= 0).sum())} stored)") if computed else ""  # fmt: skip
+        why = f" ({'; '.join(reasons)})" if reasons else ""
+        return f"{chosen} of {n} validation games{why}{note}"
 
     def evaluate_games(
         self, games: np.ndarray, batch_done: Callable[[int], None] | None = None
@@ -227,18 +232,10 @@ def position_features(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray]) -
     return {"elo": elo, "speed": speed, "clock": clock}
 
 
-def protocol_mask(
-    pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol
-) -> np.ndarray:
-    clock = features["clock"]
-    time_pressure = (clock >= 0) & (clock < protocol.min_clock_seconds)
-    return (pos["ply"] >= protocol.skip_plies) & ~time_pressure
-
-
 def tables(
     pos: dict[str, np.ndarray],
     meta: dict[str, np.ndarray],
-    protocol: Protocol,
+    protocols: list[Protocol],
     *,
     replicates: int,
     seed: int,
@@ -246,7 +243,7 @@ def tables(
     """Rows (protocol, grouping, group, positions, games, few_games, top1/top3/nll with 95 %
     bootstrap intervals over games; None for a group of fewer than MIN_INTERVAL_GAMES)."""
     features = position_features(pos, meta)
-    columns = _columns(pos, features, protocol)
+    columns = _columns(pos, meta, features, protocols)
     if not columns:
         return []
     sums = _game_sums(pos, columns)
@@ -259,7 +256,10 @@ def tables(
 
 
 def _columns(
-    pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol
+    pos: dict[str, np.ndarray],
+    meta: dict[str, np.ndarray],
+    features: dict[str, Any],
+    protocols: list[Protocol],
 ) -> list[tuple[str, str, str, np.ndarray]]:
     """Every (protocol, grouping, group) with a position, and the mask of its positions."""
     rank = pos["rank"]
@@ -270,10 +270,8 @@ def _columns(
         "speed": features["speed"],
     }
     columns: list[tuple[str, str, str, np.ndarray]] = []
-    for name in PROTOCOLS:
-        keep = (
-            protocol_mask(pos, features, protocol) if name == "maia" else np.ones_like(rank, bool)
-        )
+    for protocol in protocols:
+        name, keep = protocol.name, protocol.keep(pos["game"], pos["ply"], meta)
         for grouping in GROUPINGS:
             for group in _ordered(set(labels[grouping][keep]), grouping):
                 columns.append((name, grouping, group, keep & (labels[grouping] == group)))
@@ -355,11 +353,17 @@ def _ordered(groups: set[str], grouping: str) -> list[str]:
     return known + ([UNKNOWN] if UNKNOWN in groups else [])
 
 
-def counts(pos: dict[str, np.ndarray], features: dict[str, Any], protocol: Protocol) -> dict:
-    keep = protocol_mask(pos, features, protocol)
+def counts(
+    pos: dict[str, np.ndarray],
+    meta: dict[str, np.ndarray],
+    features: dict[str, Any],
+    protocols: list[Protocol],
+) -> dict:
     return {
         "positions": int(len(pos["rank"])),
-        "maia_positions": int(keep.sum()),
+        "protocol_positions": {
+            p.name: int(p.keep(pos["game"], pos["ply"], meta).sum()) for p in protocols
+        },
         "unknown_clock_positions": int((features["clock"] < 0).sum()),
         "unknown_elo_positions": int((features["elo"] < 0).sum()),
         "mean_legal_moves": float(np.mean(pos["n_legal"])) if len(pos["rank"]) else None,

@@ -14,9 +14,11 @@ from matplotlib.figure import Figure
 from chesslm.figures import notice_figure
 from chesslm.play import elo, matching
 
+STYLES = ("-", "--", ":")  # one line style per protocol, in the order asked
+
 
 def match_figure(rows: pd.DataFrame) -> Figure:
-    """Top-1 and top-3 accuracy per 100-Elo bin of the mover, both protocols, with the 95 %
+    """Top-1 and top-3 accuracy per 100-Elo bin of the mover, each protocol, with the 95 %
     bootstrap interval as a bar; a bin of fewer than MIN_INTERVAL_GAMES games has a hollow
     marker and no bar; every bin's game count along the top. One panel per dataset."""
     title = "Move-matching by the mover's Elo"
@@ -31,11 +33,14 @@ def match_figure(rows: pd.DataFrame) -> Figure:
     axes = np.atleast_1d(fig.subplots(len(datasets), 1, squeeze=False)[:, 0])
     for ax, name in zip(axes, datasets, strict=True):
         mine = rows[rows["dataset"] == name]
-        for protocol, style, shift in (("maia", "-", -8), ("all", "--", 8)):
+        names = list(dict.fromkeys(mine["protocol"]))  # config order: the headline first
+        for i, protocol in enumerate(names):
             part = mine[mine["protocol"] == protocol]
+            style, shift = STYLES[i % len(STYLES)], (i - (len(names) - 1) / 2) * 8
             for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
                 _match_series(ax, part, stat, colour, style, shift)
-        _game_counts(ax, mine[mine["protocol"] == "all"])
+        counted = "all" if "all" in names else names[0]
+        _game_counts(ax, mine[mine["protocol"] == counted])
         ax.plot([], [], "o", markerfacecolor="none", color="grey",
                 label=f"fewer than {matching.MIN_INTERVAL_GAMES} games: no interval")  # fmt: skip
         ax.set(
@@ -50,7 +55,7 @@ def match_figure(rows: pd.DataFrame) -> Figure:
 
 
 def _match_series(ax: Any, part: pd.DataFrame, stat: str, colour: str, style: str,
-                  shift: int) -> None:  # fmt: skip
+                  shift: float) -> None:  # fmt: skip
     """One protocol's ``stat`` by bin: the line, filled markers with their interval where the
     bin has enough games, hollow markers where it has not."""
     if not len(part):

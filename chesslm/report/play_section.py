@@ -61,8 +61,9 @@ def match_section(match: dict[str, Any]) -> list[str]:
         "",
         "### Move-matching",
         "",
-        f"Protocols: **maia**: {match['protocols']['maia']}; **all**: every position."
-        f" Intervals: {match['interval']}.",
+        "Protocols: "
+        + "; ".join(f"**{k}**: {v}" for k, v in match["protocols"].items())
+        + f". Intervals: {match['interval']}.",
         "",
     ]
     for name, d in match["datasets"].items():
@@ -72,10 +73,11 @@ def match_section(match: dict[str, Any]) -> list[str]:
 
 def _match_dataset(name: str, d: dict[str, Any], fewer: Any) -> list[str]:
     state = "complete" if d["complete"] else "stopped by its time budget (partial)"
+    kept = ", ".join(f"{n} under {k}" for k, n in d["protocol_positions"].items())
     lines = [
         f"Dataset `{name}`: {d['games_evaluated']} of {d['validation_games']} validation games"
-        f" ({state}), {d['positions']} positions ({d['maia_positions']} under the Maia"
-        f" protocol); metadata {d['metadata']}.",
+        f" ({state}{_selection(d)}), {d['positions']} positions ({kept}); metadata"
+        f" {d['metadata']}.",
         "",
     ]
     rows = [
@@ -91,6 +93,13 @@ def _match_dataset(name: str, d: dict[str, Any], fewer: Any) -> list[str]:
     if any(r.get("few_games") for r in d["table"]):
         lines += [f"No interval: fewer than {fewer} games (`few_games` in the CSV).", ""]
     return lines + [f"Per 100-Elo bin: `play/{FILES['move_match_table']}` and the figure.", ""]
+
+
+def _selection(d: dict[str, Any]) -> str:
+    """Why fewer games than the split were chosen, where so (the evaluator's own words)."""
+    if d["games_selected"] < d["validation_games"]:
+        return f"; selected: {d['selection']}"
+    return ""
 
 
 def legality_section(legality: dict[str, Any] | None) -> list[str]:
