@@ -693,6 +693,28 @@ def test_the_section_says_which_intervals_are_missing_and_that_elo_is_not_reprod
     assert "[" in overall  # 13 games: its interval is shown
 
 
+def test_the_section_says_n_of_m_games_and_why_when_fewer_than_all(tmp_path):
+    rows = [r for r in _positions_with_a_lone_game() if r["grouping"] == "overall"]
+    ds = {"complete": True, "games_evaluated": 13, "validation_games": 13, "games_selected": 13,
+          "selection": "13 of 13 validation games", "positions": 260, "metadata": "present",
+          "protocol_positions": {"maia2": 130, "all": 260}, "table": rows}  # fmt: skip
+    match = {
+        "model": {"checkpoint": "best.pt", "step": 1, "preset": "tiny"},
+        "definition": "argmax", "protocols": {"maia2": "Maia-2's rule", "all": "every"},
+        "interval": "bootstrap", "min_interval_games": matching.MIN_INTERVAL_GAMES,
+        "datasets": {"all": ds, "some": {**ds, "games_evaluated": 4, "games_selected": 4,
+                     "selection": "4 of 13 validation games (match.games = 4: evenly spaced)"}},
+    }  # fmt: skip
+    (tmp_path / "move-match.json").write_text(json.dumps(match))
+    lines = markdown_section(tmp_path).splitlines()
+    every = next(line for line in lines if line.startswith("Dataset `all`"))
+    assert "13 of 13 validation games (complete)," in every and "selected" not in every
+    some = next(line for line in lines if line.startswith("Dataset `some`"))
+    assert "4 of 13 validation games (complete; selected: 4 of 13" in some
+    assert "match.games = 4" in some and "130 under maia2, 260 under all" in some
+    assert "**maia2**: Maia-2's rule" in "\n".join(lines)
+
+
 def test_stockfish_has_no_seed_option():
     """Why elo.json says "reproducible": false: the engine offers no way to seed its play (if
     one appears, play.elo should set it)."""

@@ -95,3 +95,33 @@ def test_the_default_is_maia2_first_in_the_schema_and_the_code():
     assert default == list(protocols.DEFAULT) and default[0] == "maia2"
     enum = match["properties"]["match"]["properties"]["protocols"]["items"]["enum"]
     assert enum == list(protocols.PROTOCOLS)
+
+
+def test_the_demos_64_games_give_the_issues_counts(tmp_path):
+    """Issue 24's figures on the demo's move-matching games (64 evenly spaced of the sample's
+    258 validation games, converted by the real converter): 3,519 positions by the rule before
+    it (the mover's clock before the move, at least 30 s, unknown kept), 3,481 by Maia-2's
+    rule with absent clocks kept; ``maia2`` follows Maia-2's code and drops those too."""
+    from chesslm.data import convert, gamearrays, metadata, settings
+    from chesslm.play import matching
+
+    convert.convert([ROOT / "resources/lichess-sample.pgn.zst"], tmp_path, settings.Settings())
+    prefix = tmp_path / "validation" / "00000"
+    games = gamearrays.Games(prefix)
+    meta = metadata.Metadata(prefix, games.offsets)
+    cols = {name: np.asarray(meta[name]) for name in metadata.COLUMNS}
+    cols["ply_offsets"] = meta.ply_offsets
+    plies = np.diff(meta.ply_offsets)
+    chosen = matching.evenly_spaced(len(games), 64)
+    game = np.concatenate([np.full(plies[g], g) for g in chosen])
+    ply = np.concatenate([np.arange(plies[g]) for g in chosen])
+    pos = {"game": game, "ply": ply, "rank": np.zeros(len(ply)), "n_legal": np.ones(len(ply))}
+    before = matching.position_features(pos, cols)["clock"]
+    assert int(((ply >= 10) & ~((before >= 0) & (before < 30))).sum()) == 3519
+    after = protocols.clock_after(game, ply, cols)
+    assert int(((ply >= 10) & ((after > 30) | (after < 0))).sum()) == 3481
+    absent = int(((ply >= 10) & (after < 0)).sum())
+    assert (
+        absent > 0
+        and int(protocols.PROTOCOLS["maia2"].keep(game, ply, cols).sum()) == 3481 - absent
+    )
