@@ -85,8 +85,9 @@ def legal_tables(game: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 def legality_subset(n_games: int, bound: int | None) -> np.ndarray:
     """The validation games that get legality tables: ``bound`` evenly spaced indices of
-    ``n_games`` (all when ``bound`` is None or at least ``n_games``). The one rule; evaluation
-    picks its games within this subset the same way.
+    ``n_games`` (all when ``bound`` is None or at least ``n_games``). The one rule; training's
+    legality evaluation picks within it the same way, and the play evaluation computes the legal
+    moves of games outside it with ``legal_tables``.
 
     >>> legality_subset(10, 3).tolist(), legality_subset(3, 4096).tolist()
     ([0, 3, 6], [0, 1, 2])

@@ -36,7 +36,7 @@ def match_figure(rows: pd.DataFrame) -> Figure:
         names = list(dict.fromkeys(mine["protocol"]))  # config order: the headline first
         for i, protocol in enumerate(names):
             part = mine[mine["protocol"] == protocol]
-            style, shift = STYLES[i % len(STYLES)], (i - (len(names) - 1) / 2) * 8
+            style, shift = STYLES[i % len(STYLES)], (i - (len(names) - 1) / 2) * 16
             for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
                 _match_series(ax, part, stat, colour, style, shift)
         counted = "all" if "all" in names else names[0]
