@@ -73,7 +73,9 @@ def match_section(match: dict[str, Any]) -> list[str]:
 
 def _match_dataset(name: str, d: dict[str, Any], fewer: Any) -> list[str]:
     state = "complete" if d["complete"] else "stopped by its time budget (partial)"
-    kept = ", ".join(f"{n} under {k}" for k, n in d["protocol_positions"].items())
+    # a record written before protocols were selectable has maia_positions instead
+    per = d.get("protocol_positions") or {"maia": d.get("maia_positions")}
+    kept = ", ".join(f"{n} under {k}" for k, n in per.items())
     lines = [
         f"Dataset `{name}`: {d['games_evaluated']} of {d['validation_games']} validation games"
         f" ({state}{_selection(d)}), {d['positions']} positions ({kept}); metadata"
@@ -97,7 +99,7 @@ def _match_dataset(name: str, d: dict[str, Any], fewer: Any) -> list[str]:
 
 def _selection(d: dict[str, Any]) -> str:
     """Why fewer games than the split were chosen, where so (the evaluator's own words)."""
-    if d["games_selected"] < d["validation_games"]:
+    if d.get("games_selected", d["validation_games"]) < d["validation_games"]:
         return f"; selected: {d['selection']}"
     return ""
 
