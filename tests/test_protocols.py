@@ -125,3 +125,10 @@ def test_the_demos_64_games_give_the_issues_counts(tmp_path):
         absent > 0
         and int(protocols.PROTOCOLS["maia2"].keep(game, ply, cols).sum()) == 3481 - absent
     )
+
+
+@pytest.mark.parametrize("name", list(protocols.PROTOCOLS))
+def test_no_positions_keep_nothing(name):
+    """A run stopped before its first chunk has no positions (loaded as empty float arrays)."""
+    empty = np.zeros(0)
+    assert not len(protocols.PROTOCOLS[name].keep(empty, empty, _meta([[100.0] * 12])))

@@ -32,7 +32,8 @@ def clock_after(game: np.ndarray, ply: np.ndarray, meta: Meta) -> np.ndarray:
     """The clock comment of each position's move (seconds; -1 where absent)."""
     if not len(meta["clock"]):
         return np.full(len(ply), -1.0)
-    return meta["clock"][meta["ply_offsets"][game] + ply].astype(np.float64)
+    at = meta["ply_offsets"][np.asarray(game, dtype=np.int64)] + np.asarray(ply, dtype=np.int64)
+    return meta["clock"][at].astype(np.float64)
 
 
 def first_low_ply(games: np.ndarray, meta: Meta) -> np.ndarray:
@@ -58,7 +59,7 @@ def _maia2(game: np.ndarray, ply: np.ndarray, meta: Meta) -> np.ndarray:
 
 
 def _maia3(game: np.ndarray, ply: np.ndarray, meta: Meta) -> np.ndarray:
-    ids, inverse = np.unique(game, return_inverse=True)
+    ids, inverse = np.unique(np.asarray(game, dtype=np.int64), return_inverse=True)
     stop = first_low_ply(ids, meta)[inverse]
     return (ply >= SKIP_PLIES) & (ply < stop)
 
