@@ -52,11 +52,28 @@ def _date(text: str | None) -> int:
     return int(match[1] + match[2] + match[3]) if match else 0
 
 
+def _rated(h: chess.pgn.Headers) -> int:
+    """Rated by the word in Event (1), else by a RatingDiff tag (2), else casual by the word
+    (0), else unknown: no Event (-1) or an Event that says neither (-2)."""
+    event = h.get("Event")
+    diff = any(h.get(t, "") not in ("", "?") for t in ("WhiteRatingDiff", "BlackRatingDiff"))
+    if event in (None, "?", ""):
+        return 2 if diff else -1
+    if re.search(r"\brated\b", event, re.IGNORECASE):
+        return 1
+    if diff:
+        return 2
+    return 0 if re.search(r"\b(casual|unrated)\b", event, re.IGNORECASE) else -2
+
+
+def _computer(name: str | None) -> bool:
+    return bool(re.fullmatch(r"lichess AI level [0-9]+", name or "", re.IGNORECASE))
+
+
 def expected(game: chess.pgn.Game) -> dict:
     """The metadata of one game, as python-chess reads it."""
     h = game.headers
     base, inc, speed = _speed(h.get("TimeControl"))
-    event = h.get("Event")
     results = ["1-0", "0-1", "1/2-1/2"]
     terminations = ["Normal", "Time forfeit", "Abandoned", "Rules infraction", "Unterminated"]
     clocks = []
@@ -70,15 +87,16 @@ def expected(game: chess.pgn.Game) -> dict:
         "increment_seconds": inc,
         "speed": -1 if speed is None else SPEED_ORDER.index(speed),
         "speed_name": speed,
-        "rated": -1
-        if event in (None, "?")
-        else int(bool(re.search(r"\brated\b", event, re.IGNORECASE))),
+        "rated": _rated(h),
         "result": results.index(h["Result"]) if h.get("Result") in results else -1,
         "termination": terminations.index(h["Termination"])
         if h.get("Termination") in terminations
         else -1,
         "utc_date": _date(h.get("UTCDate")) or _date(h.get("Date")),
-        "bot": (h.get("WhiteTitle") == "BOT") + 2 * (h.get("BlackTitle") == "BOT"),
+        "bot": (h.get("WhiteTitle") == "BOT")
+        + 2 * (h.get("BlackTitle") == "BOT")
+        + 4 * _computer(h.get("White"))
+        + 8 * _computer(h.get("Black")),
         "clock": clocks,
     }
 
@@ -87,14 +105,14 @@ def reason(meta: dict, filters: dict) -> str:
     """The first Lichess filter a game fails, in the documented order, or ''."""
     if filters.get("speeds") is not None and meta["speed_name"] not in filters["speeds"]:
         return "speed"
-    if filters.get("rated") and meta["rated"] != 1:
+    if filters.get("rated") and meta["rated"] not in (1, 2):
         return "unrated"
     low, high = filters.get("min_elo"), filters.get("max_elo")
     if low is not None or high is not None:
         for elo in (meta["white_elo"], meta["black_elo"]):
             if elo < 0 or (low is not None and elo < low) or (high is not None and elo > high):
                 return "elo"
-    if filters.get("exclude_bots") and meta["bot"]:
+    if filters.get("exclude_bots") and meta["bot"] % 4:  # the BOT title, not the computer
         return "bot"
     names = ["Normal", "Time forfeit", "Abandoned", "Rules infraction", "Unterminated"]
     dropped = [names.index(t) for t in filters.get("exclude_terminations", [])]

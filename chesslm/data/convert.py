@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from chesslm.data import filters, split, tokens
+from chesslm.data import census, filters, split, tokens, train_cap
 from chesslm.data.integrity import fingerprint
 from chesslm.data.settings import Settings
 from chesslm.data.shards import Duplicates, ShardWriter
@@ -33,7 +33,8 @@ from chesslm.files import sha256_file, write_json_atomic
 
 LOGGER = logging.getLogger(__name__)
 
-CONVERTER_VERSION = "chesslm-convert-v2"
+# v3: the rated column follows RatingDiff (arenas), bot marks the Lichess computer, census
+CONVERTER_VERSION = "chesslm-convert-v3"
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",
@@ -45,6 +46,7 @@ SKIP_REASONS = (
     "unparsable",
     *filters.REASONS,
     "duplicate_id",
+    "train_cap",
 )
 
 
@@ -110,6 +112,8 @@ def _convert_into(
     stats["parse_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     skipped["duplicate_id"] = _drop_later_copies(duplicates, writers)
     stats["duplicates_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
+    skipped["train_cap"] = _cap_train(writers["train"], settings)
+    stats["train_cap_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     if sum(w.count for w in writers.values()) == 0:
         names = ", ".join(str(p) for p in inputs)
         found = {k: v for k, v in skipped.items() if v}
@@ -134,6 +138,7 @@ def _convert_into(
         "games": {s: int(w.count) for s, w in writers.items()},
         "tokens": {s: int(w.tokens) for s, w in writers.items()},
         "skipped": {k: int(v) for k, v in sorted(skipped.items())},
+        "census": census.census([out_dir / s / p for s, w in writers.items() for p in w.prefixes]),
         "test_evaluated": False,
     }
     manifest["fingerprint"] = fingerprint(manifest)
@@ -184,6 +189,26 @@ def _drop_later_copies(duplicates: Duplicates, writers: dict[str, ShardWriter]) 
             writer.drop(later)
         writer.forget_order()
     return len(later)
+
+
+def _cap_train(writer: ShardWriter, settings: Settings) -> int:
+    """Keep only ``settings.train_games`` train games (chesslm.data.train_cap); returns how
+    many were left out."""
+    n = settings.train_games
+    if n is None:
+        return 0
+    prefixes = [writer.directory / p for p in writer.prefixes]
+    cut = train_cap.threshold(prefixes, n, settings.split_key)
+    if cut is None:
+        LOGGER.warning(
+            "train_games %d is not below the %d train games: keeping them all", n, writer.count
+        )
+        return 0
+    removed, _ = writer.keep(lambda prefix: train_cap.kept(prefix, cut, settings.split_key))
+    LOGGER.info(
+        "train_games %d: kept %d of %d train games", n, writer.count, writer.count + removed
+    )
+    return removed
 
 
 def _file_digests(out_dir: Path, workers: int) -> dict[str, str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from chesslm.data.metadata import SPEEDS, TERMINATIONS
+from chesslm.data.metadata import BOT_TITLES, SPEEDS, TERMINATIONS
 
 REASONS = ("speed", "unrated", "elo", "bot", "termination", "date")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -105,7 +105,7 @@ class Filters:
             allowed = [SPEEDS.index(s) for s in self.speeds]
             fails["speed"] = ~np.isin(columns["speed"], allowed)  # -1 (unreadable) fails
         if self.rated:
-            fails["unrated"] = columns["rated"] != 1
+            fails["unrated"] = columns["rated"] < 1  # rated by Event (1) or RatingDiff (2)
         if self.min_elo is not None or self.max_elo is not None:
             low = 0 if self.min_elo is None else self.min_elo
             high = 32767 if self.max_elo is None else self.max_elo
@@ -113,7 +113,8 @@ class Filters:
                 elo = columns[side]
                 fails["elo"] |= (elo < 0) | (elo < low) | (elo > high)
         if self.exclude_bots:
-            fails["bot"] = columns["bot"] != 0
+            # the BOT title only: games against the Lichess computer are counted in the census
+            fails["bot"] = (columns["bot"] & BOT_TITLES) != 0
         if self.exclude_terminations:
             dropped = [TERMINATIONS.index(t) for t in self.exclude_terminations]
             fails["termination"] = np.isin(columns["termination"], dropped)

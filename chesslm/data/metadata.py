@@ -28,7 +28,11 @@ SPEEDS = ("ultrabullet", "bullet", "blitz", "rapid", "classical", "correspondenc
 SPEED_LIMITS = ((29, "ultrabullet"), (179, "bullet"), (479, "blitz"), (1499, "rapid"))
 RESULTS = ("1-0", "0-1", "1/2-1/2")
 TERMINATIONS = ("Normal", "Time forfeit", "Abandoned", "Rules infraction", "Unterminated")
-BOT_WHITE, BOT_BLACK = 1, 2
+BOT_WHITE, BOT_BLACK = 1, 2  # a BOT title (a Lichess bot account)
+COMPUTER_WHITE, COMPUTER_BLACK = 4, 8  # the Lichess computer itself ("lichess AI level N")
+BOT_TITLES = BOT_WHITE | BOT_BLACK
+# the ``rated`` column's values (config/README.md, "rated"): why a game counts as rated or not
+RATED_BY_EVENT, RATED_BY_RATING_DIFF, CASUAL, NO_EVENT, UNKNOWN = 1, 2, 0, -1, -2
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,18 @@ COLUMNS: dict[str, Column] = {
     "base_seconds": Column("int32", -1, "TimeControl base seconds (-1: none or unreadable)"),
     "increment_seconds": Column("int32", -1, "TimeControl increment seconds (-1: none)"),
     "speed": Column("int8", -1, "index into SPEEDS (-1: no readable TimeControl)"),
-    "rated": Column("int8", -1, "1 rated, 0 casual (no word 'rated' in Event), -1 no Event"),
+    "rated": Column(
+        "int8",
+        -1,
+        "1 Event says rated, 2 RatingDiff tag only (arenas), 0 Event says casual/unrated,"
+        " -1 no Event nor RatingDiff, -2 Event says neither, no RatingDiff",
+    ),
     "result": Column("int8", -1, "index into RESULTS (-1: unknown, e.g. '*')"),
     "termination": Column("int8", -1, "index into TERMINATIONS (-1: missing or other)"),
     "utc_date": Column("int32", 0, "UTCDate (else Date) as YYYYMMDD (0: missing)"),
-    "bot": Column("int8", 0, "bit 1: White is a BOT, bit 2: Black is a BOT"),
+    "bot": Column(
+        "int8", 0, "bit 1/2: White/Black has the BOT title; bit 4/8: is the Lichess computer"
+    ),
     "clock": Column("float32", -1.0, "seconds left after each ply from [%clk] (-1: absent)", True),
 }
 
@@ -116,6 +127,8 @@ class Metadata:
 
 PER_GAME = tuple(name for name, column in COLUMNS.items() if not column.per_ply)
 _RATED = re.compile(r"\brated\b", re.IGNORECASE)
+_CASUAL = re.compile(r"\b(casual|unrated)\b", re.IGNORECASE)
+_COMPUTER = re.compile(r"lichess AI level \d+", re.IGNORECASE)
 _RESULT_INDEX = {name: i for i, name in enumerate(RESULTS)}
 _TERMINATION_INDEX = {name: i for i, name in enumerate(TERMINATIONS)}
 _SPEED_INDEX = {name: i for i, name in enumerate(SPEEDS)}
@@ -147,14 +160,37 @@ def date_number(text: str | None) -> int:
 
 
 @functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
-def is_rated(event: str | None) -> int:
-    """1 if the Event has the word "rated" (any case), 0 if not, -1 if there is none.
+def is_rated(event: str | None, rating_diff: bool = False) -> int:
+    """The ``rated`` column: why a game is rated, casual or unknown.
 
+    Lichess writes ``WhiteRatingDiff``/``BlackRatingDiff`` only for rated games, but arena,
+    swiss and team-battle games have the event's name as ``Event``, without the word
+    "rated". So: rated if the Event has the word "rated" (1), else rated if a RatingDiff tag
+    is present (2), else casual if the Event has "casual" or "unrated" (0), else unknown:
+    no Event (-1) or an Event that says neither (-2; exports that drop RatingDiff).
     ``?`` (PGN's "unknown", what python-chess reports for a missing tag) counts as none.
     """
     if event is None or event.strip() in ("", "?"):
-        return -1
-    return 1 if _RATED.search(event) else 0
+        return RATED_BY_RATING_DIFF if rating_diff else NO_EVENT
+    if _RATED.search(event):
+        return RATED_BY_EVENT
+    if rating_diff:
+        return RATED_BY_RATING_DIFF
+    return CASUAL if _CASUAL.search(event) else UNKNOWN
+
+
+def has_rating_diff(headers: dict[str, str]) -> bool:
+    """Whether either RatingDiff tag has a value (Lichess writes them for rated games only)."""
+    return any(
+        headers.get(tag, "").strip() not in ("", "?")
+        for tag in ("WhiteRatingDiff", "BlackRatingDiff")
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)  # few distinct names in a month
+def is_computer(name: str | None) -> bool:
+    """Whether a player name is the Lichess computer (``lichess AI level N``, Elo ``?``)."""
+    return name is not None and _COMPUTER.fullmatch(name.strip()) is not None
 
 
 @functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
@@ -173,8 +209,11 @@ def header_row(headers: dict[str, str]) -> tuple[int, ...]:
     """The per-game columns (in ``PER_GAME`` order) of one game's headers."""
     get = headers.get
     base, increment, speed = speed_index(get("TimeControl"))
-    bot = (BOT_WHITE if get("WhiteTitle", "").strip() == "BOT" else 0) | (
-        BOT_BLACK if get("BlackTitle", "").strip() == "BOT" else 0
+    bot = (
+        (BOT_WHITE if get("WhiteTitle", "").strip() == "BOT" else 0)
+        | (BOT_BLACK if get("BlackTitle", "").strip() == "BOT" else 0)
+        | (COMPUTER_WHITE if is_computer(get("White")) else 0)
+        | (COMPUTER_BLACK if is_computer(get("Black")) else 0)
     )
     date = date_number(get("UTCDate")) or date_number(get("Date"))
     return (
@@ -183,7 +222,7 @@ def header_row(headers: dict[str, str]) -> tuple[int, ...]:
         base,
         increment,
         speed,
-        is_rated(get("Event")),
+        is_rated(get("Event"), has_rating_diff(headers)),
         _RESULT_INDEX.get(get("Result", "").strip(), -1),
         _TERMINATION_INDEX.get(get("Termination", "").strip(), -1),
         date,

@@ -9,6 +9,16 @@ from typing import Any
 from chesslm.data.filters import Filters
 
 
+class SettingsError(ValueError):
+    """A dataset setting is out of range (the message names the key)."""
+
+
+def check_train_games(value: Any, where: str) -> None:
+    """:raises SettingsError: naming ``where.train_games`` unless null or a whole number >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise SettingsError(f"{where}.train_games: {value!r} is not a whole number >= 1 (or null)")
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a conversion depends on besides its inputs (all of it enters the fingerprint)."""
@@ -19,13 +29,20 @@ class Settings:
     test: float = 0.05
     filters: Filters = Filters()
     shard_games: int = 100_000
+    # keep only this many train games, the smallest by a keyed hash (chesslm.data.train_cap)
+    train_games: int | None = None
+
+    def __post_init__(self) -> None:
+        check_train_games(self.train_games, "dataset")
 
     @classmethod
     def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
         """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
 
         :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
+        :raises SettingsError: naming ``where.train_games`` for a cap that is no count.
         """
+        check_train_games(settings.get("train_games"), where)
         return cls(
             context=settings["context"],
             split_key=settings["split"]["key"],
@@ -33,6 +50,7 @@ class Settings:
             test=settings["split"]["test"],
             filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
             shard_games=settings["shard_games"],
+            train_games=settings.get("train_games"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -41,6 +59,7 @@ class Settings:
             "split": {"key": self.split_key, "validation": self.validation, "test": self.test},
             "filters": self.filters.as_dict(),
             "shard_games": self.shard_games,
+            "train_games": self.train_games,
         }
 
 
@@ -48,6 +67,8 @@ def check_config(datasets: dict[str, Any]) -> None:
     """Cross-key checks of every dataset's settings (the workflow runs this before any job).
 
     :raises filters.FilterError: ``config: datasets.NAME.filters.KEY: what is wrong``.
+    :raises SettingsError: ``config: datasets.NAME.train_games: what is wrong``.
     """
     for name, settings in datasets.items():
+        check_train_games(settings.get("train_games"), f"config: datasets.{name}")
         Filters.from_config(settings.get("filters", {}), f"config: datasets.{name}.filters")

@@ -7,6 +7,7 @@ files on disk (``Duplicates``), and only shards holding a later copy are rewritt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -81,11 +82,19 @@ class ShardWriter:
 
         Returns (games, tokens) removed. Only shards with a duplicate are read back.
         """
+        return self.keep(lambda prefix: ~np.isin(np.load(_order_path(prefix)), numbers))
+
+    def keep(self, mask_of: Callable[[Path], np.ndarray]) -> tuple[int, int]:
+        """Rewrite each shard with only the games where ``mask_of(prefix)`` is true (one
+        shard in memory at a time; a shard keeping every game is not rewritten).
+
+        Returns (games, tokens) removed.
+        """
         removed = [0, 0]
         for name in self.prefixes:
             prefix = self.directory / name
-            mask = np.isin(np.load(_order_path(prefix)), numbers)
-            if not mask.any():
+            mask = np.asarray(mask_of(prefix), dtype=bool)
+            if mask.all():
                 continue
             stored = gamearrays.Games(prefix, mmap=False)
             games = ChunkResult(
@@ -96,8 +105,8 @@ class ShardWriter:
                 offsets=stored.offsets,
                 columns={c: np.load(metadata.column_path(prefix, c)) for c in metadata.COLUMNS},
             )
-            kept = games.take(np.flatnonzero(~mask))
-            removed[0] += int(mask.sum())
+            kept = games.take(np.flatnonzero(mask))
+            removed[0] += int((~mask).sum())
             removed[1] += int(games.offsets[-1] - kept.offsets[-1])
             gamearrays.save_concat(prefix, [kept.stored()], metadata.STORE)
         self.count -= removed[0]

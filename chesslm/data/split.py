@@ -15,10 +15,15 @@ import hashlib
 SPLITS = ("train", "validation", "test")
 
 
+def rank(game_id: str, key: str) -> int:
+    """A 64-bit number uniform over ids and fixed for (id, key): the keyed hash itself."""
+    digest = hashlib.blake2b(game_id.encode(), key=key.encode()[:64], digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
 def unit_interval(game_id: str, key: str) -> float:
     """A number in [0, 1) that is uniform over ids and fixed for (id, key)."""
-    digest = hashlib.blake2b(game_id.encode(), key=key.encode()[:64], digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
+    return rank(game_id, key) / 2**64
 
 
 def assign(game_id: str, *, key: str, validation: float, test: float) -> str:
