@@ -153,6 +153,7 @@ def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
         "no_moves": 1,
         "too_long": 1,
         "too_short": 0,
+        "train_cap": 0,
         "unparsable": 2,
         "variant": 1,
         **dict.fromkeys(filters.REASONS, 0),
