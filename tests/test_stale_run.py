@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chesslm.data.convert import Settings
+from chesslm.data.convert import CONVERTER_VERSION, Settings
 from chesslm.report import staleness
 from tests.helpers import snakemake
 
@@ -109,3 +109,30 @@ def test_a_filter_an_old_manifest_lacks_reads_as_its_default(tmp_path: Path, key
         f"datasets.d.filters.{changed}: the dataset was built (and the run trained) with "
         f"{default!r}, config now {other!r}"
     ]
+
+
+def test_a_dataset_of_an_older_converter_is_a_change(tmp_path: Path) -> None:
+    """A converter version changes what the files mean (v3: the rated column), so a run on a
+    dataset converted by another version is told to rebuild it; a current one is no change,
+    and neither is a manifest too old to record its converter, nor the train_games key an
+    old manifest lacks (read as its default, null)."""
+    run_dir, dataset_dir = tmp_path / "r", tmp_path / "d"
+    write(run_dir / "train" / "identity.json", {"seed": 1})
+    old = {k: v for k, v in DEFAULTS.items() if k != "train_games"}
+    args = {"dataset": "d", "dataset_dir": dataset_dir, "dataset_settings": DEFAULTS}
+    write(dataset_dir / "manifest.json", {"settings": old})
+    assert staleness.run_changes("r", run_dir, {}, **args) == []
+    write(dataset_dir / "manifest.json", {"settings": old, "converter_version": CONVERTER_VERSION})
+    assert staleness.run_changes("r", run_dir, {}, **args) == []
+    write(
+        dataset_dir / "manifest.json", {"settings": old, "converter_version": "chesslm-convert-v2"}
+    )
+    changes = staleness.run_changes("r", run_dir, {}, **args)
+    assert changes == [
+        "datasets.d.converter_version: the dataset was converted by chesslm-convert-v2, "
+        f"the converter is now {CONVERTER_VERSION}"
+    ]
+    assert staleness.warning("r", changes).endswith(
+        "rebuild the dataset first (snakemake results/datasets/d/token-cache/cache.json "
+        "--forcerun convert)"
+    )

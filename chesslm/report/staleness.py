@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from chesslm.data.convert import CONVERTER_VERSION
 from chesslm.data.settings import Settings
 from chesslm.files import lookup
 
@@ -91,6 +92,13 @@ def run_changes(
             changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
     dataset_dir = Path(dataset_dir)
     manifest = _read(dataset_dir / "manifest.json")
+    converted_by = (manifest or {}).get("converter_version")
+    if converted_by is not None and converted_by != CONVERTER_VERSION:
+        # a converter version changes what the files mean (e.g. v3's rated column)
+        changes.append(
+            f"datasets.{dataset}.converter_version: the dataset was converted by "
+            f"{converted_by}, the converter is now {CONVERTER_VERSION}"
+        )
     if manifest is not None and dataset_settings is not None:
         built = manifest.get("settings")
         for key, then, now in _differences(built, dataset_settings, Settings().as_dict()):
