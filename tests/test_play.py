@@ -5,6 +5,7 @@ section."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -23,7 +24,7 @@ import pytest
 import torch
 import zstandard
 
-from chesslm.data import metadata, tokens
+from chesslm.data import conditioning, metadata, tokens
 from chesslm.play import (
     anchors,
     elo,
@@ -154,6 +155,67 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
             assert int(result.rank[p]) == better
             seen_promotion_branch |= sum(m.promotion is not None for m in per_move) > 1
     assert seen_promotion_branch
+
+
+@pytest.fixture(scope="module")
+def noisy() -> gpt.GPT:
+    """A tiny model whose rating tokens' embeddings differ visibly (random init, spread)."""
+    torch.manual_seed(1)
+    net = gpt.build("tiny").eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return net
+
+
+def _scores_by_move(batch, result, b: int, game: scoring.GameInput) -> dict[int, dict]:
+    rows = np.nonzero(batch.ply_game == b)[0]
+    out = {}
+    for ply, p in enumerate(rows):
+        idx = np.nonzero(batch.move_ply == p)[0]
+        out[ply] = {scoring.decode_code(c): float(result.move_logp[i])
+                    for i, c in zip(idx, game.legal(ply), strict=True)}  # fmt: skip
+    return out
+
+
+def test_a_rating_prefix_is_seen_by_every_branch_as_in_a_plain_pass(noisy):
+    """Games behind different rating prefixes (and one without), in one batch: every legal
+    move's score equals the oracle's plain causal pass over prefix + BOS + moves, and the
+    prefix changes the scores (so a scorer that dropped it would fail)."""
+    pgn = sample_pgn_games(3)
+    lines = [list(pgn[0].mainline_moves())[:10], list(pgn[1].mainline_moves())[:7],
+             list(pgn[0].mainline_moves())[:10]]  # fmt: skip
+    leads = [conditioning.prefix(1100, 1900), [], conditioning.prefix(2400, -1)]
+    inputs = [dataclasses.replace(_input(m), prefix=np.array(lead, dtype=np.int64))
+              for m, lead in zip(lines, leads, strict=True)]  # fmt: skip
+    batch = scoring.build_batch(inputs, "cpu")
+    result = scoring.score(noisy, batch)
+    assert batch.idx[0, :3].tolist() == [*leads[0], tokens.BOS]
+    mine = [_scores_by_move(batch, result, b, g) for b, g in enumerate(inputs)]
+    for b, (moves, lead) in enumerate(zip(lines, leads, strict=True)):
+        oracle = scoring.oracle_scores(noisy, moves, {0, 3, len(moves) - 1}, lead=lead)
+        for ply, per_move in oracle.items():
+            assert mine[b][ply].keys() == per_move.keys()
+            for move, lp in per_move.items():
+                assert mine[b][ply][move] == pytest.approx(lp, abs=1e-5), (b, ply, move)
+    # the same game behind two prefixes: its scores differ
+    gap = max(abs(mine[0][p][m] - mine[2][p][m]) for p in mine[0] for m in mine[0][p])
+    assert gap > 1e-3
+
+
+def test_an_empty_prefix_builds_the_rows_of_a_game_without_one():
+    moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3", "b8c6")]
+    plain = scoring.prepare([_input(moves)])
+    lead = dataclasses.replace(_input(moves), prefix=np.array(conditioning.prefix(1500, 1500)))
+    shifted = scoring.prepare([lead])
+    n = plain.shape[1]
+    assert shifted.shape[1] == n + 2
+    view = {k: plain.packed[a : a + m] for k, (a, m) in plain.layout.items()}
+    other = {k: shifted.packed[a : a + m] for k, (a, m) in shifted.layout.items()}
+    assert torch.equal(other["idx"][2:], view["idx"])  # the same rows, two tokens later
+    assert torch.equal(other["pos"][2:], view["pos"] + 2)
+    assert torch.equal(other["prefix"][2:], view["prefix"] + 2)
+    assert np.array_equal(shifted.before_rows, plain.before_rows + 2)
 
 
 def test_branch_tokens_sit_at_their_prefix_position_and_see_only_it():
