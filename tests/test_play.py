@@ -297,6 +297,8 @@ SETTINGS = {
     "legality": {"games": 2, "max_plies": 8, "seconds": 60},
     "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
             "seconds": 120},
+    "ratings": {"self": 1500, "opponent": 1500},
+    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
 }  # fmt: skip
 TINY_LADDER = ladder.LadderSettings(
     anchors=(
@@ -318,13 +320,16 @@ def tiny_ladder(tmp_path_factory) -> Path:
     return path
 
 
-def _run_dir(tmp_path, net):
+def _run_dir(tmp_path, net, conditioning: str | None = None):
     run_dir = tmp_path / "run"
     (run_dir / "train").mkdir(parents=True)
+    identity = {"model": {"preset": "tiny"}}
+    if conditioning is not None:
+        identity["conditioning"] = conditioning
     payload = {
         "model": net.state_dict(),
         "cursor": {"step": 7, "epoch": 0, "next_group": 0},
-        "identity": {"model": {"preset": "tiny"}},
+        "identity": identity,
         "metrics": {"best_nll": 4.2},
     }
     checkpoint.save(run_dir / "train" / "best.pt", payload)
@@ -398,6 +403,59 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
     assert (run_dir / "play/state/elo-games.json").read_text() == played
     assert pd.read_csv(again["move_match_table"]).equals(table)
+
+
+def test_a_conditioned_model_is_scored_at_true_and_counterfactual_ratings(
+    tmp_path, noisy, play_cache
+):
+    """The counterfactual part of an ``elo`` checkpoint: its true-rating setting is
+    move-matching's numbers exactly (the same positions, each game's own prefix); a
+    counterfactual setting's are an Evaluator's at those ratings; predictions move with the
+    rating; the ratings the games were played at are recorded; the summary shows the table."""
+    run_dir = _run_dir(tmp_path, noisy, conditioning="elo")
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["games"] = 8
+    settings["ratings"] = {"self": 1900, "opponent": 1100}
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    record = json.loads(out["counterfactual"].read_text())
+    assert record["conditioned"] and record["model"]["conditioning"] == "elo"
+    assert record["datasets"]["sample"]["complete"]
+    table = pd.read_csv(out["counterfactual_table"])
+    overall = table[(table["grouping"] == "overall") & (table["protocol"] == "all")]
+    assert overall["setting"].tolist() == ["true", "1100", "1900"]
+    by = overall.set_index("setting")
+    match = pd.read_csv(out["move_match_table"])
+    m = match[(match["grouping"] == "overall") & (match["protocol"] == "all")].iloc[0]
+    assert by.loc["true", "positions"] == m["positions"]
+    for stat in ("top1", "top3", "nll"):
+        assert by.loc["true", stat] == pytest.approx(m[stat], abs=1e-6), stat
+    assert by.loc["true", "argmax_changed"] == 0 and by.loc["true", "tv"] == 0
+    assert by.loc["1100", "tv"] > 1e-4 and by.loc["1900", "kl"] > 0
+    ev = matching.Evaluator(evaluate.load_model(run_dir / "train/best.pt", "cpu")[0], play_cache,
+                            tmp_path / "direct", games=8, chunk_games=8, batch_tokens=4096,
+                            device=torch.device("cpu"), ratings=(1100, 1100))  # fmt: skip
+    direct = ev.evaluate_games(ev.selected)
+    assert by.loc["1100", "nll"] == pytest.approx(float(np.mean(direct["nll"])), abs=1e-5)
+    assert by.loc["1100", "top1"] == pytest.approx(float(np.mean(direct["rank"] < 1)))
+    legality = json.loads(out["legality"].read_text())
+    assert legality["ratings"]["ratings"] == {"self": 1900, "opponent": 1100}
+    assert legality["ratings"]["prefix_bins"] == {"self": "1900-1999", "opponent": "1100-1199"}
+    section = markdown_section(run_dir / "play")
+    assert "### Counterfactual ratings" in section and "| sample | all | 1900 |" in section
+
+
+def test_a_model_without_conditioning_says_so_in_the_counterfactual_part(tmp_path, net, play_cache):
+    run_dir = _run_dir(tmp_path, net)
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["games"] = 2
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    record = json.loads(out["counterfactual"].read_text())
+    assert record["conditioned"] is False and "not conditioned" in record["note"]
+    assert out["counterfactual_table"].exists() and out["counterfactual_plot"].exists()
+    assert json.loads(out["legality"].read_text())["ratings"]["ratings"] is None
+    assert "not conditioned" in markdown_section(run_dir / "play")
 
 
 def test_a_budget_stop_writes_partial_results_and_the_next_run_completes(tmp_path, net, play_cache):
