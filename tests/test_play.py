@@ -270,6 +270,27 @@ def test_self_play_legality_is_judged_by_python_chess(net):
     assert greedy["games"] == 1 and greedy["games_asked"] == 3
 
 
+def test_a_conditioned_player_moves_behind_its_ratings_from_the_side_it_moves(noisy):
+    """ModelPlayer's ``elo`` is (its own, its opponent's): playing Black, the prefix is
+    (opponent, own); its move is the oracle's argmax behind that prefix."""
+    import copy
+
+    net = copy.deepcopy(noisy)
+    net.conditioning = "elo"
+    board = chess.Board()
+    board.push_uci("e2e4")
+    assert games.mover_prefix(net, board, 2000, 1000) == conditioning.prefix(1000, 2000)
+    assert games.mover_prefix(noisy, board, 2000, 1000) == []  # no conditioning: no prefix
+    move = anchors.ModelPlayer(net, elo=(2000, 1000)).move(board)
+    probe = [*board.move_stack, move]
+    for lead in (conditioning.prefix(1000, 2000), conditioning.prefix(2000, 1000)):
+        scores = scoring.oracle_scores(net, probe, {1}, lead=lead)[1]
+        if lead == conditioning.prefix(1000, 2000):
+            assert move == max(scores, key=scores.get)
+            mine = scores
+    assert any(abs(mine[m] - scores[m]) > 1e-4 for m in scores)  # the prefix matters
+
+
 def test_judge_refuses_illegal_and_malformed_triples():
     board = chess.Board()
     assert games._judge(board, (12, 28, tokens.PROMO_NONE)) == chess.Move.from_uci("e2e4")

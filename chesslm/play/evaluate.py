@@ -351,8 +351,8 @@ def elo_games(job: Job) -> Result:
     logger.info("games against the ladder's anchors: %.1f s", seconds)
     rows = [r for d in played.values() for r in d["rows"]]
     covariance = ladder.ladder_covariance(stored)
-    ratings = ladder.ladder_ratings(stored)
-    fit = elo.fit_player(rows, ratings, MODEL, covariance) if rows else None
+    anchor_ratings = ladder.ladder_ratings(stored)
+    fit = elo.fit_player(rows, anchor_ratings, MODEL, covariance) if rows else None
     per_anchor = [
         _anchor_row(spec, stored["ratings"][spec.name], played[spec.name]["rows"])
         for spec in settings.anchors
