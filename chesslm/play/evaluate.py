@@ -239,6 +239,10 @@ def move_matching(job: Job) -> Result:
         " P(promotion|source,destination), each renormalised over the legal tokens of its step;"
         " NLL = -log of the played move's probability under it",
         "protocols": {p.name: p.text for p in chosen},
+        "ratings": "each game's own (white_elo, black_elo of the validation metadata; 'unknown'"
+        " tokens where missing) as the rating prefix"
+        if ratings.conditioned(job.net)
+        else "none: the model is not rating-conditioned",
         "bins": "mover's Elo: 100-point bins (label = lower edge) and bands <1400, 1400-2000,"
         " 2000-2400, 2400+; speed: Lichess classes; 'unknown' where metadata is missing",
         "interval": f"95 % percentile bootstrap over games, {m['bootstrap']} replicates; none"
