@@ -112,11 +112,17 @@ def alive(pid: int) -> bool:
 
 
 def model_checkpoint(
-    path: Path, *, preset: str = "tiny", seed: int = 0, spread: float = 0.0
+    path: Path,
+    *,
+    preset: str = "tiny",
+    seed: int = 0,
+    spread: float = 0.0,
+    conditioning: str | None = None,
 ) -> Path:
     """A checkpoint of a freshly initialised model, written by the project's saver and loadable
     like a trained run's best.pt; ``spread`` > 0 adds Gaussian noise of that scale to every
-    parameter (so LayerNorm gains and biases are not their trivial 1 and 0)."""
+    parameter (so LayerNorm gains and biases are not their trivial 1 and 0); ``conditioning``:
+    the identity's input layout (``elo``: rating-conditioned), absent when None."""
     torch.manual_seed(seed)
     net = model.build(preset)
     with torch.no_grad():
@@ -125,5 +131,7 @@ def model_checkpoint(
     payload = small_payload()
     payload["model"] = net.state_dict()
     payload["identity"] = {"model": {"preset": preset, **net.config.to_dict()}}
+    if conditioning is not None:
+        payload["identity"]["conditioning"] = conditioning
     checkpoint.save(path, payload)
     return path

@@ -200,3 +200,48 @@ def test_the_readmes_snippet_runs_on_the_export(exported: Path, tmp_path: Path, 
         *tokens.encode_moves([chess.Move.from_uci("e2e4")])[1:4],
     ]
     assert scope["logits"].shape == (1, 4, tokens.VOCAB_SIZE)
+
+
+def test_a_conditioned_export_reads_the_cards_prefix_with_the_checkpoints_logits(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """An ``elo`` checkpoint exported: the vocabulary names its rating tokens and bins, the
+    card's own code builds prefix + game from that file alone (as conditioning.prefix does),
+    and GPT2LMHeadModel's logits on prefix + game are the checkpoint's; the prefix matters."""
+    from chesslm.data import conditioning
+    from chesslm.export import folder
+    from chesslm.play.weights import load_model
+
+    ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.3, conditioning="elo")
+    records = {}
+    for name in ("results", "manifest", "receipt"):
+        records[name] = tmp_path / f"{name}.json"
+        files.write_json_atomic(records[name], {})
+    sources = folder.Sources(run="cond", checkpoint=ckpt, **records)
+    paths = folder.export(sources, tmp_path / "export")
+    vocab = json.loads(paths["tokenizer"].read_text())
+    assert vocab["conditioning"] == "elo" and len(vocab["ratings"]["bins"]) == conditioning.BINS
+    assert vocab["ratings"]["bins"][0]["label"] == "unknown"
+    card = paths["card"].read_text()
+    assert "rating-conditioned" in card and conditioning.LAYOUT_VERSION["elo"] in card
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(snippet, scope)  # noqa: S102 - the card's own code, as a reader would run it
+    for elo in (-1, 0, 799, 800, 1523, 3299, 3300, 4000):
+        assert scope["encode"]([], elo, 1600)[:2] == conditioning.prefix(elo, 1600), elo
+    assert scope["encode"]([], None, 1600)[0] == conditioning.prefix(-1, 1600)[0]
+    net = load_model(str(ckpt), "cpu")
+    hf = hf_model(tmp_path / "export")
+    games = [g[:300] for g in real_games(4)]
+    moves = [[tokens.decode_move(tuple(g[i : i + 3])).uci() for i in range(1, len(g) - 2, 3)]
+             for g in games]  # fmt: skip
+    pairs = ((1100, 1900), (2400, -1), (1500, 1500), (900, 3000))
+    rows = [scope["encode"](m, w, b) for m, (w, b) in zip(moves, pairs, strict=True)]
+    assert [r[2:] for r in rows] == [g[: len(r) - 2] for g, r in zip(games, rows, strict=True)]
+    x = torch.tensor([r[: min(map(len, rows))] for r in rows])
+    assert max_difference(net, hf, x) <= TOLERANCE
+    other = x.clone()
+    other[:, :2] = torch.tensor(conditioning.prefix(3300, 800))
+    with torch.no_grad():
+        assert float((hf(x).logits - hf(other).logits).abs().max()) > 1e-3

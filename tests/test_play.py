@@ -5,6 +5,7 @@ section."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -23,7 +24,7 @@ import pytest
 import torch
 import zstandard
 
-from chesslm.data import metadata, tokens
+from chesslm.data import conditioning, metadata, tokens
 from chesslm.play import (
     anchors,
     elo,
@@ -156,6 +157,67 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
     assert seen_promotion_branch
 
 
+@pytest.fixture(scope="module")
+def noisy() -> gpt.GPT:
+    """A tiny model whose rating tokens' embeddings differ visibly (random init, spread)."""
+    torch.manual_seed(1)
+    net = gpt.build("tiny").eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return net
+
+
+def _scores_by_move(batch, result, b: int, game: scoring.GameInput) -> dict[int, dict]:
+    rows = np.nonzero(batch.ply_game == b)[0]
+    out = {}
+    for ply, p in enumerate(rows):
+        idx = np.nonzero(batch.move_ply == p)[0]
+        out[ply] = {scoring.decode_code(c): float(result.move_logp[i])
+                    for i, c in zip(idx, game.legal(ply), strict=True)}  # fmt: skip
+    return out
+
+
+def test_a_rating_prefix_is_seen_by_every_branch_as_in_a_plain_pass(noisy):
+    """Games behind different rating prefixes (and one without), in one batch: every legal
+    move's score equals the oracle's plain causal pass over prefix + BOS + moves, and the
+    prefix changes the scores (so a scorer that dropped it would fail)."""
+    pgn = sample_pgn_games(3)
+    lines = [list(pgn[0].mainline_moves())[:10], list(pgn[1].mainline_moves())[:7],
+             list(pgn[0].mainline_moves())[:10]]  # fmt: skip
+    leads = [conditioning.prefix(1100, 1900), [], conditioning.prefix(2400, -1)]
+    inputs = [dataclasses.replace(_input(m), prefix=np.array(lead, dtype=np.int64))
+              for m, lead in zip(lines, leads, strict=True)]  # fmt: skip
+    batch = scoring.build_batch(inputs, "cpu")
+    result = scoring.score(noisy, batch)
+    assert batch.idx[0, :3].tolist() == [*leads[0], tokens.BOS]
+    mine = [_scores_by_move(batch, result, b, g) for b, g in enumerate(inputs)]
+    for b, (moves, lead) in enumerate(zip(lines, leads, strict=True)):
+        oracle = scoring.oracle_scores(noisy, moves, {0, 3, len(moves) - 1}, lead=lead)
+        for ply, per_move in oracle.items():
+            assert mine[b][ply].keys() == per_move.keys()
+            for move, lp in per_move.items():
+                assert mine[b][ply][move] == pytest.approx(lp, abs=1e-5), (b, ply, move)
+    # the same game behind two prefixes: its scores differ
+    gap = max(abs(mine[0][p][m] - mine[2][p][m]) for p in mine[0] for m in mine[0][p])
+    assert gap > 1e-3
+
+
+def test_an_empty_prefix_builds_the_rows_of_a_game_without_one():
+    moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3", "b8c6")]
+    plain = scoring.prepare([_input(moves)])
+    lead = dataclasses.replace(_input(moves), prefix=np.array(conditioning.prefix(1500, 1500)))
+    shifted = scoring.prepare([lead])
+    n = plain.shape[1]
+    assert shifted.shape[1] == n + 2
+    view = {k: plain.packed[a : a + m] for k, (a, m) in plain.layout.items()}
+    other = {k: shifted.packed[a : a + m] for k, (a, m) in shifted.layout.items()}
+    assert torch.equal(other["idx"][2:], view["idx"])  # the same rows, two tokens later
+    assert torch.equal(other["pos"][2:], view["pos"] + 2)
+    assert torch.equal(other["prefix"][2:], view["prefix"] + 2)
+    assert np.array_equal(shifted.before_rows, plain.before_rows + 2)
+
+
 def test_branch_tokens_sit_at_their_prefix_position_and_see_only_it():
     moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3")]
     batch = scoring.build_batch([_input(moves)], "cpu")
@@ -208,6 +270,27 @@ def test_self_play_legality_is_judged_by_python_chess(net):
     assert greedy["games"] == 1 and greedy["games_asked"] == 3
 
 
+def test_a_conditioned_player_moves_behind_its_ratings_from_the_side_it_moves(noisy):
+    """ModelPlayer's ``elo`` is (its own, its opponent's): playing Black, the prefix is
+    (opponent, own); its move is the oracle's argmax behind that prefix."""
+    import copy
+
+    net = copy.deepcopy(noisy)
+    net.conditioning = "elo"
+    board = chess.Board()
+    board.push_uci("e2e4")
+    assert games.mover_prefix(net, board, 2000, 1000) == conditioning.prefix(1000, 2000)
+    assert games.mover_prefix(noisy, board, 2000, 1000) == []  # no conditioning: no prefix
+    move = anchors.ModelPlayer(net, elo=(2000, 1000)).move(board)
+    probe = [*board.move_stack, move]
+    for lead in (conditioning.prefix(1000, 2000), conditioning.prefix(2000, 1000)):
+        scores = scoring.oracle_scores(net, probe, {1}, lead=lead)[1]
+        if lead == conditioning.prefix(1000, 2000):
+            assert move == max(scores, key=scores.get)
+            mine = scores
+    assert any(abs(mine[m] - scores[m]) > 1e-4 for m in scores)  # the prefix matters
+
+
 def test_judge_refuses_illegal_and_malformed_triples():
     board = chess.Board()
     assert games._judge(board, (12, 28, tokens.PROMO_NONE)) == chess.Move.from_uci("e2e4")
@@ -235,6 +318,8 @@ SETTINGS = {
     "legality": {"games": 2, "max_plies": 8, "seconds": 60},
     "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
             "seconds": 120},
+    "ratings": {"self": 1500, "opponent": 1500},
+    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
 }  # fmt: skip
 TINY_LADDER = ladder.LadderSettings(
     anchors=(
@@ -256,13 +341,16 @@ def tiny_ladder(tmp_path_factory) -> Path:
     return path
 
 
-def _run_dir(tmp_path, net):
+def _run_dir(tmp_path, net, conditioning: str | None = None):
     run_dir = tmp_path / "run"
     (run_dir / "train").mkdir(parents=True)
+    identity = {"model": {"preset": "tiny"}}
+    if conditioning is not None:
+        identity["conditioning"] = conditioning
     payload = {
         "model": net.state_dict(),
         "cursor": {"step": 7, "epoch": 0, "next_group": 0},
-        "identity": {"model": {"preset": "tiny"}},
+        "identity": identity,
         "metrics": {"best_nll": 4.2},
     }
     checkpoint.save(run_dir / "train" / "best.pt", payload)
@@ -336,6 +424,59 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
     assert (run_dir / "play/state/elo-games.json").read_text() == played
     assert pd.read_csv(again["move_match_table"]).equals(table)
+
+
+def test_a_conditioned_model_is_scored_at_true_and_counterfactual_ratings(
+    tmp_path, noisy, play_cache
+):
+    """The counterfactual part of an ``elo`` checkpoint: its true-rating setting is
+    move-matching's numbers exactly (the same positions, each game's own prefix); a
+    counterfactual setting's are an Evaluator's at those ratings; predictions move with the
+    rating; the ratings the games were played at are recorded; the summary shows the table."""
+    run_dir = _run_dir(tmp_path, noisy, conditioning="elo")
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["games"] = 8
+    settings["ratings"] = {"self": 1900, "opponent": 1100}
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    record = json.loads(out["counterfactual"].read_text())
+    assert record["conditioned"] and record["model"]["conditioning"] == "elo"
+    assert record["datasets"]["sample"]["complete"]
+    table = pd.read_csv(out["counterfactual_table"])
+    overall = table[(table["grouping"] == "overall") & (table["protocol"] == "all")]
+    assert overall["setting"].tolist() == ["true", "1100", "1900"]
+    by = overall.set_index("setting")
+    match = pd.read_csv(out["move_match_table"])
+    m = match[(match["grouping"] == "overall") & (match["protocol"] == "all")].iloc[0]
+    assert by.loc["true", "positions"] == m["positions"]
+    for stat in ("top1", "top3", "nll"):
+        assert by.loc["true", stat] == pytest.approx(m[stat], abs=1e-6), stat
+    assert by.loc["true", "argmax_changed"] == 0 and by.loc["true", "tv"] == 0
+    assert by.loc["1100", "tv"] > 1e-4 and by.loc["1900", "kl"] > 0
+    ev = matching.Evaluator(evaluate.load_model(run_dir / "train/best.pt", "cpu")[0], play_cache,
+                            tmp_path / "direct", games=8, chunk_games=8, batch_tokens=4096,
+                            device=torch.device("cpu"), ratings=(1100, 1100))  # fmt: skip
+    direct = ev.evaluate_games(ev.selected)
+    assert by.loc["1100", "nll"] == pytest.approx(float(np.mean(direct["nll"])), abs=1e-5)
+    assert by.loc["1100", "top1"] == pytest.approx(float(np.mean(direct["rank"] < 1)))
+    legality = json.loads(out["legality"].read_text())
+    assert legality["ratings"]["ratings"] == {"self": 1900, "opponent": 1100}
+    assert legality["ratings"]["prefix_bins"] == {"self": "1900-1999", "opponent": "1100-1199"}
+    section = markdown_section(run_dir / "play")
+    assert "### Counterfactual ratings" in section and "| sample | all | 1900 |" in section
+
+
+def test_a_model_without_conditioning_says_so_in_the_counterfactual_part(tmp_path, net, play_cache):
+    run_dir = _run_dir(tmp_path, net)
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["games"] = 2
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    record = json.loads(out["counterfactual"].read_text())
+    assert record["conditioned"] is False and "not conditioned" in record["note"]
+    assert out["counterfactual_table"].exists() and out["counterfactual_plot"].exists()
+    assert json.loads(out["legality"].read_text())["ratings"]["ratings"] is None
+    assert "not conditioned" in markdown_section(run_dir / "play")
 
 
 def test_a_budget_stop_writes_partial_results_and_the_next_run_completes(tmp_path, net, play_cache):

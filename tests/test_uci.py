@@ -267,3 +267,60 @@ def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle(f"setoption name Temperature value {value}")
     assert engine.temperature == 0 and said[0].startswith("info string option Temperature")
+
+
+@pytest.fixture(scope="module")
+def elo_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A rating-conditioned checkpoint (identity ``conditioning: elo``) of a noisy tiny model."""
+    return model_checkpoint(tmp_path_factory.mktemp("uci-elo") / "best.pt", spread=0.3,
+                            conditioning="elo")  # fmt: skip
+
+
+def _reported(engine: chess.engine.SimpleEngine, board: chess.Board) -> tuple[str, str]:
+    """The engine's Temperature-0 move on ``board`` and its info string about it."""
+    result = engine.play(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
+    return result.move.uci(), result.info.get("string", "")
+
+
+def test_the_rating_options_change_a_conditioned_models_distribution(elo_ckpt: Path) -> None:
+    """Over a real UCI process: the ratings' prefix from the side the engine moves for (White:
+    SelfElo first), Elo setting both and a later SelfElo overriding its side, and the reported
+    probability of the argmax move moving with the ratings."""
+    from chesslm.data import conditioning
+
+    board = chess.Board()
+    for uci_move in ("e2e4", "e7e5", "g1f3"):  # Black to move: Black is the engine's side
+        board.push_uci(uci_move)
+    with popen(elo_ckpt) as engine:
+        assert {"Elo", "SelfElo", "OppoElo"} <= set(engine.options)
+        assert engine.options["SelfElo"].default == 1500
+        seen = {}
+        for elo in (800, 2500):
+            engine.configure({"Elo": elo})
+            seen[elo] = _reported(engine, board)[1]
+            assert f"ratings White {elo} Black {elo}" in seen[elo]
+        engine.configure({"Elo": 1200})
+        engine.configure({"SelfElo": 2000})  # later: overrides the engine's own side only
+        move, said = _reported(engine, board)
+        assert "ratings White 1200 Black 2000" in said
+        assert f"prefix {conditioning.prefix(1200, 2000)}" in said
+        assert chess.Move.from_uci(move) in board.legal_moves
+    p = {elo: float(re.search(r"p=([0-9.]+)", text).group(1)) for elo, text in seen.items()}
+    moves = {elo: text.split(",")[0] for elo, text in seen.items()}
+    assert p[800] != p[2500] or moves[800] != moves[2500], seen
+
+
+def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_options(
+    ckpt: Path,
+) -> None:
+    from chesslm.play import uci, weights
+
+    said: list[str] = []
+    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle("position startpos moves e2e4")
+    engine.handle("go nodes 1")
+    before = said[-1]
+    engine.handle("setoption name Elo value 2400")
+    assert "not rating-conditioned" in said[-1] and "ignored" in said[-1]
+    engine.handle("go nodes 1")
+    assert said[-1] == before and "no ratings read (not conditioned)" in said[-2]

@@ -1,7 +1,9 @@
 """``README.md`` of an export: a model card saying what the weights are, what data made them
 (fingerprint, filters, licence), how they were trained and how they play, from the run's own
 records (the checkpoint's identity, the dataset manifest and integrity receipt, results.json
-and, when the run has them, its play evaluation's files).
+and, when the run has them, its play evaluation's files). A rating-conditioned checkpoint's card
+says how to build the rating prefix in front of a game (``chesslm.data.conditioning``), with
+code that builds it from ``chess-tokenizer.json`` alone.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from chesslm.data import tokens
+from chesslm.data import conditioning, tokens
 from chesslm.files import lookup
 
 LICENCE = (
@@ -88,7 +90,14 @@ def header(facts: Facts) -> str:
     )
 
 
+def layout(facts: Facts) -> str:
+    """The checkpoint's input layout (``none`` for checkpoints from before conditioning)."""
+    return conditioning.of_identity(facts.identity)
+
+
 def use(facts: Facts) -> str:
+    if conditioning.PREFIX_LENGTH[layout(facts)]:
+        return use_conditioned(facts)
     return f"""## Use
 
 ```python
@@ -111,6 +120,50 @@ run's checkpoint: `chesslm-uci --checkpoint results/{facts.run}/train/best.pt`.
 """
 
 
+def use_conditioned(facts: Facts) -> str:
+    w, b = 1500, 1650
+    prefix = conditioning.prefix(w, b)
+    return f"""## Use
+
+This model is **rating-conditioned** (`conditioning: {layout(facts)}`, layout
+`{conditioning.LAYOUT_VERSION[layout(facts)]}`): every game it reads starts with two rating
+ids, White's then Black's, before BOS. Each side has {conditioning.BINS} ids (`ratings.bins` of
+`chess-tokenizer.json`): "unknown" (no numeric Elo), below {conditioning.LOW}, one per
+{conditioning.WIDTH} Elo from {conditioning.LOW} to {
+        conditioning.LOW + conditioning.WIDTH * (conditioning.BINS - 3) - 1
+    }, and {conditioning.LOW + conditioning.WIDTH * (conditioning.BINS - 3)}
+or more; White's ids are {conditioning.WHITE_FIRST}-{conditioning.BLACK_FIRST - 1}, Black's
+{conditioning.BLACK_FIRST}-{tokens.VOCAB_SIZE - 1}. They are inputs only: the model never predicts
+them. Example: White {w}, Black {b} gives the prefix `{prefix}`, then BOS ({tokens.BOS}) and the
+moves.
+
+```python
+import json, torch
+from transformers import GPT2LMHeadModel
+model = GPT2LMHeadModel.from_pretrained("export").eval()   # this folder
+vocab = json.load(open("export/chess-tokenizer.json"))
+def rating_id(side, elo):  # side: "white" or "black"; elo: an int, or None when unknown
+    bins = vocab["ratings"]["bins"]  # bins[0]: unknown; then by upper bound ("below")
+    if elo is None or elo < 0:
+        return bins[0][side]
+    return next(b[side] for b in bins[1:] if b["below"] is None or elo < b["below"])
+def encode(moves, white_elo, black_elo):  # UCI moves from the standard start
+    ids = [rating_id("white", white_elo), rating_id("black", black_elo)]
+    ids += [vocab["special"]["BOS"]]
+    for m in moves:
+        ids += [vocab["squares"][m[:2]], vocab["squares"][m[2:4]],
+                vocab["promotion"][m[4:] or "none"]]
+    return ids
+logits = model(torch.tensor([encode(["e2e4", "e7e5"], {w}, {b})])).logits  # next: a source
+```
+
+To pick a move, renormalise over the legal tokens at each step (source, then destination,
+then promotion), as chesslm's play evaluation does. To play it, chesslm's UCI engine runs the
+run's checkpoint, with options `SelfElo`, `OppoElo` and `Elo` (both):
+`chesslm-uci --checkpoint results/{facts.run}/train/best.pt`.
+"""
+
+
 def tokenizer(facts: Facts) -> str:
     version = lookup(facts.identity, "tokenizer.version")
     return (
@@ -119,7 +172,20 @@ def tokenizer(facts: Facts) -> str:
         f" 0-63 squares a1..h8, {tokens.PROMO_NONE} no promotion, {tokens.PROMO_NONE + 1}-"
         f"{tokens.PROMO_NONE + 4} promotion to knight, bishop, rook, queen, {tokens.BOS} BOS,"
         f" {tokens.EOS} EOS, {tokens.PAD} PAD, {tokens.FIRST_RESERVED}-{tokens.VOCAB_SIZE - 1}"
-        " reserved. A game is BOS, one (source, destination, promotion) triple per move, EOS.\n"
+        " reserved. A game is BOS, one (source, destination, promotion) triple per move, EOS."
+        + _prefix_note(facts)
+        + "\n"
+    )
+
+
+def _prefix_note(facts: Facts) -> str:
+    if not conditioning.PREFIX_LENGTH[layout(facts)]:
+        return ""
+    return (
+        f" This model's games start with the rating prefix (layout"
+        f" `{conditioning.LAYOUT_VERSION[layout(facts)]}`): reserved ids"
+        f" {conditioning.WHITE_FIRST}-{tokens.VOCAB_SIZE - 1} carry White's and Black's"
+        " rating bins, as inputs only (see Use)."
     )
 
 

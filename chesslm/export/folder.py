@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chesslm import files
+from chesslm.data import conditioning
 from chesslm.export import card, gpt2, vocabulary
 from chesslm.play.weights import model_of
 from chesslm.train import checkpoint
@@ -59,7 +60,8 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {key: out_dir / name for key, name in FILES.items()}
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
-    files.write_json_atomic(paths["tokenizer"], vocabulary.record())
+    layout = conditioning.of_identity(payload["identity"])
+    files.write_json_atomic(paths["tokenizer"], vocabulary.record(layout))
     text = card.render(facts).encode()
     files.write_atomic(paths["card"], lambda fh: fh.write(text))
     metadata = {"format": "pt", "chesslm_run": sources.run, "checkpoint_sha256": sha256}

@@ -261,12 +261,21 @@ class ModelPlayer:
     """A model of this project as a player: its best legal move, as ``games.best_moves``
     scores it (argmax; deterministic for given weights), or a seeded sample."""
 
-    def __init__(self, net: torch.nn.Module, *, name: str = "model", sample: bool = False):
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        *,
+        name: str = "model",
+        sample: bool = False,
+        elo: tuple[int, int] = (1500, 1500),
+    ):
+        """``elo``: (its own, its opponent's) rating, for a rating-conditioned model."""
         import torch  # here, not above: the ladder's worker processes start without torch
 
         from chesslm.play import games
 
-        self.best_moves = games.best_moves
+        self.best_moves, self.mover_prefix = games.best_moves, games.mover_prefix
+        self.elo = elo
         self.name = name
         self.net = net
         self.sample = sample
@@ -276,7 +285,9 @@ class ModelPlayer:
         self.generator.manual_seed(seed)
 
     def move(self, board: chess.Board) -> chess.Move:
-        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator)[0]
+        lead = self.mover_prefix(self.net, board, *self.elo)
+        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator,
+                               prefixes=[lead])[0]  # fmt: skip
 
     def close(self) -> None:
         pass

@@ -35,7 +35,19 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
-from chesslm.play import anchors, elo, games, ladder, matching, outputs, plots, protocols, weights
+from chesslm.play import (
+    anchors,
+    counterfactual,
+    elo,
+    games,
+    ladder,
+    matching,
+    outputs,
+    plots,
+    protocols,
+    ratings,
+    weights,
+)
 from chesslm.play.progress import EVERY_SECONDS, Progress
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -60,6 +72,7 @@ def load_model(path: Path, device: torch.device) -> tuple[gpt.GPT, dict[str, Any
         "preset": payload["identity"]["model"]["preset"],
         "step": payload["cursor"]["step"],
         "best_nll": payload["metrics"].get("best_nll"),
+        "conditioning": net.conditioning,
     }
     return net, info
 
@@ -226,6 +239,10 @@ def move_matching(job: Job) -> Result:
         " P(promotion|source,destination), each renormalised over the legal tokens of its step;"
         " NLL = -log of the played move's probability under it",
         "protocols": {p.name: p.text for p in chosen},
+        "ratings": "each game's own (white_elo, black_elo of the validation metadata; 'unknown'"
+        " tokens where missing) as the rating prefix"
+        if ratings.conditioned(job.net)
+        else "none: the model is not rating-conditioned",
         "bins": "mover's Elo: 100-point bins (label = lower edge) and bands <1400, 1400-2000,"
         " 2000-2400, 2400+; speed: Lichess classes; 'unknown' where metadata is missing",
         "interval": f"95 % percentile bootstrap over games, {m['bootstrap']} replicates; none"
@@ -283,7 +300,9 @@ def _match_dataset(
 def legality(job: Job) -> Result:
     """Part ``legality``: free-running legality, greedy and at temperature 1."""
     lg = job.settings["legality"]
-    legality_json: dict[str, Any] = {"model": job.model_info, "host": job.host, "modes": {}}
+    elo_pair = ratings.of_settings(job.settings)
+    legality_json: dict[str, Any] = {"model": job.model_info, "host": job.host, "modes": {},
+                                     "ratings": ratings.record(job.net, *elo_pair)}  # fmt: skip
     cached = job.state / "legality.json"
     done = files.read_json(cached)["modes"] if cached.exists() else {}
     started = time.monotonic()
@@ -303,6 +322,7 @@ def legality(job: Job) -> Result:
             seed=job.settings["seed"],
             deadline=deadline,
             progress=progress,
+            elo=elo_pair,
         )
         progress.finish("complete" if result["complete"] else "stopped by the time budget")
         files.write_json_atomic(cached, legality_json)
@@ -310,7 +330,8 @@ def legality(job: Job) -> Result:
         "self-play from the start position, no legality mask (grammar only: squares, squares,"
         " promotion token); an illegal proposal is counted and replaced by the model's best legal"
         " move (sampled at temperature 1); python-chess judges; greedy games from one start are"
-        " identical, so one greedy game is played"
+        " identical, so one greedy game is played; a rating-conditioned model plays White at"
+        " play.ratings.self and Black at play.ratings.opponent"
     )
     legality_json["seconds"] = time.monotonic() - started
     logger.info("free-running legality: %.1f s", legality_json["seconds"])
@@ -334,8 +355,8 @@ def elo_games(job: Job) -> Result:
     logger.info("games against the ladder's anchors: %.1f s", seconds)
     rows = [r for d in played.values() for r in d["rows"]]
     covariance = ladder.ladder_covariance(stored)
-    ratings = ladder.ladder_ratings(stored)
-    fit = elo.fit_player(rows, ratings, MODEL, covariance) if rows else None
+    anchor_ratings = ladder.ladder_ratings(stored)
+    fit = elo.fit_player(rows, anchor_ratings, MODEL, covariance) if rows else None
     per_anchor = [
         _anchor_row(spec, stored["ratings"][spec.name], played[spec.name]["rows"])
         for spec in settings.anchors
@@ -347,6 +368,7 @@ def elo_games(job: Job) -> Result:
         "ladder": _ladder_record(stored, job.ladder),
         "anchors": per_anchor,
         "fit": fit,
+        "ratings": ratings.record(job.net, *ratings.of_settings(job.settings)),
         "note": ELO_NOTE,
         **_reproducibility(settings, stored),
         "complete": all(d["complete"] for d in played.values()),
@@ -398,7 +420,7 @@ def _play_ladder(
     state_file = job.state / "elo-games.json"
     kept = files.read_json(state_file) if state_file.exists() else {}
     played = kept.get("anchors", {}) if kept.get("ladder_key") == stored["key"] else {}
-    player = anchors.ModelPlayer(job.net, name=MODEL)
+    player = anchors.ModelPlayer(job.net, name=MODEL, elo=ratings.of_settings(job.settings))
     deadline = time.monotonic() + job.settings["elo"]["seconds"]
     progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,
                         "games", every=job.progress_every)  # fmt: skip
@@ -476,7 +498,70 @@ def _game_row(row: dict[str, Any]) -> dict[str, Any]:
             "model_score": _model_score(row), **row}  # fmt: skip
 
 
-PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games}
+def counterfactual_ratings(job: Job) -> Result:
+    """Part ``counterfactual``: a conditioned model's move-matching positions at their true
+    ratings and at each ``counterfactual.ratings`` for both players (``counterfactual``); a
+    model without conditioning writes a record that says so, an empty table and a notice."""
+    c = job.settings["counterfactual"]
+    record: dict[str, Any] = {"model": job.model_info, "host": job.host}
+    if not ratings.conditioned(job.net):
+        record.update(counterfactual.not_conditioned(job.net))
+        return Result(record, {"counterfactual_table": pd.DataFrame()},
+                      plots.counterfactual_figure(pd.DataFrame()))  # fmt: skip
+    chosen = protocols.chosen(job.settings["match"]["protocols"])
+    started = time.monotonic()
+    deadline = started + c["seconds"]
+    per_dataset, rows = {}, []
+    for name, cache_dir in job.caches.items():
+        per_dataset[name] = _counterfactual_dataset(job, name, cache_dir, chosen, deadline)
+        rows += [{"dataset": name, **r} for r in per_dataset[name].pop("table")]
+    record.update({
+        "conditioned": True,
+        "conditioning": ratings.layout(job.net),
+        "settings": {n: (None if b is None else {"white": b[0], "black": b[1]})
+                     for n, b in counterfactual.settings_of(c["ratings"])},
+        "definition": counterfactual.DEFINITION,
+        "protocols": {p.name: p.text for p in chosen},
+        "split": "validation",
+        "seconds": time.monotonic() - started,
+        "datasets": per_dataset,
+        # the summary reads JSON only: the overall rows of the table, for its section
+        "summary_rows": [r for r in rows if r["grouping"] == "overall"],
+    })  # fmt: skip
+    logger.info("counterfactual ratings: %.1f s", record["seconds"])
+    frame = pd.DataFrame(rows)
+    return Result(record, {"counterfactual_table": frame}, plots.counterfactual_figure(frame))
+
+
+def _counterfactual_dataset(
+    job: Job, name: str, cache_dir: Path, chosen: list[protocols.Protocol], deadline: float
+) -> dict[str, Any]:
+    """One dataset's counterfactual scoring (its finished chunks kept) and its table."""
+    m = job.settings["match"]
+    evaluator = matching.Evaluator(job.net, cache_dir, counterfactual.state_dir(job.state, name),
+                                   games=m["games"], chunk_games=m["chunk_games"],
+                                   batch_tokens=m["batch_tokens"], device=job.device,
+                                   attention=m["attention"])  # fmt: skip
+    scorer = counterfactual.Counterfactual(evaluator, job.settings["counterfactual"]["ratings"])
+    progress = Progress(f"counterfactual ratings {name}", evaluator.positions_total,
+                        "positions", every=job.progress_every)  # fmt: skip
+    complete = scorer.run(deadline, progress)
+    progress.finish("complete" if complete else "stopped by the time budget")
+    pos = scorer.positions()
+    meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
+    return {
+        "cache": str(cache_dir),
+        "selection": evaluator.selection(),
+        "games_evaluated": int(len(np.unique(pos["game"]))),
+        "positions": int(len(pos["game"])),
+        "complete": complete,
+        "metadata": meta_state,
+        "table": counterfactual.table(pos, meta, chosen, scorer.settings),
+    }
+
+
+PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games,
+                          "counterfactual": counterfactual_ratings}  # fmt: skip
 """Each part of ``outputs.PARTS`` (the order they run in) by name."""
 if set(PARTS) != set(outputs.PARTS):
     raise ImportError(f"evaluate.PARTS {sorted(PARTS)} != chesslm.play.outputs' parts"

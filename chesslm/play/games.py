@@ -3,6 +3,10 @@ the Elo ladder's games with) and free-running legality (self-play without a lega
 python-chess judges every move.
 
 Self-play games advance in lockstep so the model's moves of one ply are one batch.
+
+A rating-conditioned model plays behind a rating prefix (``chesslm.play.ratings``): its own
+rating (``self``) for the side it moves, the opponent's for the other; in self-play, where
+it moves both sides, White is ``self`` and Black ``opponent`` throughout.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import numpy as np
 import torch
 
 from chesslm.data import tokens
-from chesslm.play import scoring
+from chesslm.play import ratings, scoring
 from chesslm.play.progress import Progress
 from chesslm.train import model as gpt
 
@@ -45,16 +49,20 @@ def best_moves(
     *,
     sample: bool = False,
     generator: torch.Generator | None = None,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[chess.Move]:
     """Each board's best legal move under the legal-renormalised factorisation (``scoring``),
-    or a move sampled from it (``sample``); one batched pass for all boards."""
+    or a move sampled from it (``sample``); one batched pass for all boards. ``prefixes``:
+    each board's tokens before BOS (``mover_prefix``; none: the default ratings')."""
     if not boards:
         return []
+    if prefixes is None:
+        prefixes = [mover_prefix(net, b, ratings.DEFAULT, ratings.DEFAULT) for b in boards]
     inputs = [
         scoring.GameInput.from_plies(
-            move_tokens_of(b), [scoring.legal_codes(b)], start=len(b.move_stack)
+            move_tokens_of(b), [scoring.legal_codes(b)], start=len(b.move_stack), prefix=lead
         )
-        for b in boards
+        for b, lead in zip(boards, prefixes, strict=True)
     ]
     batch = scoring.build_batch(inputs, model_device(net))
     logp = scoring.score(net, batch).move_logp.cpu()
@@ -69,6 +77,12 @@ def best_moves(
             choice = int(torch.argmax(lp))
         moves.append(scoring.decode_code(codes[choice]))
     return moves
+
+
+def mover_prefix(net: torch.nn.Module, board: chess.Board, self_elo: int, opponent_elo: int):  # noqa: ANN201
+    """The prefix for the model to move on ``board`` at ``self_elo`` against ``opponent_elo``
+    (empty for a model without conditioning)."""
+    return ratings.prefix(net, *ratings.colours(board.turn, self_elo, opponent_elo))
 
 
 # ------------------------------------------------------------------ free-running legality
@@ -133,11 +147,14 @@ def self_play(
     seed: int,
     deadline: float,
     progress: Progress | None = None,
+    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
 ) -> dict[str, Any]:
     """``games`` self-play games from the start position without a legality mask. An illegal
     proposal is counted, then replaced by the model's best legal move (sampled at temperature
     1) so the game goes on. Greedy games from one start are identical: one is played.
-    ``progress`` gets the games finished after each ply."""
+    ``progress`` gets the games finished after each ply; ``elo``: (self, opponent), White's
+    and Black's ratings for a conditioned model."""
+    lead = ratings.prefix(net, *elo)
     n = self_play_games(games, temperature)
     gen = torch.Generator().manual_seed(seed)
     play = [SelfPlay() for _ in range(n)]
@@ -149,7 +166,7 @@ def self_play(
         if time.monotonic() >= deadline:
             complete = False
             break
-        triples = _propose(net, [move_tokens_of(g.board) for g in live], temperature, gen)
+        triples = _propose(net, [lead + move_tokens_of(g.board) for g in live], temperature, gen)
         need: list[SelfPlay] = []
         for g, triple in zip(live, triples, strict=True):
             g.proposals += 1
@@ -159,9 +176,8 @@ def self_play(
                 need.append(g)
             else:
                 g.board.push(move)
-        replacements = best_moves(
-            net, [g.board for g in need], sample=temperature != 0, generator=gen
-        )
+        replacements = best_moves(net, [g.board for g in need], sample=temperature != 0,
+                                  generator=gen, prefixes=[lead] * len(need))  # fmt: skip
         for g, move in zip(need, replacements, strict=True):
             g.board.push(move)
         if progress is not None:

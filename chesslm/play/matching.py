@@ -9,6 +9,10 @@ The model's move is the argmax over the legal moves of the legal-renormalised fa
 (``scoring``). Positions are evaluated in chunks of games; each chunk's per-position results
 are written as soon as it completes (``state/``), so a run stopped by its time budget resumes
 where it stopped, and the tables are computed from every chunk written so far.
+
+A rating-conditioned model (``ratings.conditioned``) scores each game behind its rating prefix:
+the game's own ``white_elo``/``black_elo`` from the validation metadata ("unknown" tokens where
+missing), or, with ``ratings=(white, black)``, those for every game (the counterfactual part).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import torch
 from chesslm import files
 from chesslm.data import cache, metadata
 from chesslm.data.cache import TokenCache
+from chesslm.play import ratings as rating_prefix
 from chesslm.play import scoring
 from chesslm.play.progress import Progress
 from chesslm.play.protocols import Protocol
@@ -83,7 +88,10 @@ class Evaluator:
         batch_tokens: int,
         device: torch.device,
         attention: str = "dense",
+        ratings: tuple[int, int] | None = None,
     ) -> None:
+        """``ratings``: (White's, Black's) for every game instead of its own (a conditioned
+        model only; a model without conditioning reads no ratings)."""
         self.net, self.device, self.attention = net, device, attention
         self.cache = TokenCache(cache_dir)
         self.games = self.cache.validation
@@ -102,8 +110,19 @@ class Evaluator:
             self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
         ]
         self.batch_tokens = batch_tokens
+        self.prefixes = self._prefixes(cache_dir, ratings)
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
+
+    def _prefixes(self, cache_dir: Path, ratings: tuple[int, int] | None) -> np.ndarray:
+        """(games, prefix length) input tokens before each game's BOS."""
+        n = len(self.games)
+        if not rating_prefix.conditioned(self.net):
+            return np.zeros((n, 0), dtype=np.int64)
+        if ratings is not None:
+            return np.tile(rating_prefix.prefix(self.net, *ratings), (n, 1))
+        meta, _ = load_metadata(cache_dir, self.games.offsets)
+        return rating_prefix.prefixes(self.net, meta["white_elo"], meta["black_elo"])
 
     def chunk_path(self, i: int) -> Path:
         return self.state_dir / f"chunk-{i:05d}.npz"
@@ -137,11 +156,12 @@ class Evaluator:
     def game(self, g: int) -> scoring.GameInput:
         p0, n = self.ply_start[g], self.plies[g]
         if p0 >= 0:
-            return scoring.game_input(self.games[g], self.codes, self.code_offsets[p0 : p0 + n + 1])
-        per_ply = cache.legal_tables(np.asarray(self.games[g]))[1]  # as the cache builds them
-        offsets = np.concatenate([[0], np.cumsum([len(c) for c in per_ply])])
-        codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
-        return scoring.game_input(self.games[g], codes, offsets)
+            codes, offsets = self.codes, self.code_offsets[p0 : p0 + n + 1]
+        else:
+            per_ply = cache.legal_tables(np.asarray(self.games[g]))[1]  # as the cache builds them
+            offsets = np.concatenate([[0], np.cumsum([len(c) for c in per_ply])])
+            codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
+        return scoring.game_input(self.games[g], codes, offsets, prefix=self.prefixes[g])
 
     def selection(self) -> str:
         """Which validation games are evaluated, and why fewer than all where so."""

@@ -42,6 +42,9 @@ elo | elo.json | elo | - | -
 elo_table | elo.csv | elo | play-elo-table.rst | score per anchor
 elo_games | elo-games.csv | elo | - | -
 elo_plot | elo.svg | elo | play-elo.rst | score against the ladder
+counterfactual | counterfactual.json | counterfactual | - | -
+counterfactual_table | counterfactual.csv | counterfactual | play-cf-table.rst | by rating
+counterfactual_plot | counterfactual.svg | counterfactual | play-cf.rst | predictions by rating
 """
 OUTPUTS: tuple[Output, ...] = tuple(
     Output(*(cell.strip() for cell in line.split("|"))) for line in _TABLE.strip().splitlines()

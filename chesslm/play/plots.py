@@ -138,3 +138,36 @@ def _fit_curve(ax: Any, fit: dict[str, Any], grid: np.ndarray) -> None:
     low = [elo.expected(fit["low"], a) for a in grid]
     high = [elo.expected(fit["high"], a) for a in grid]
     ax.fill_between(grid, low, high, alpha=0.15, linewidth=0, label="95 % interval")
+
+
+def counterfactual_figure(rows: pd.DataFrame) -> Figure:
+    """A conditioned model at each rating setting (overall, the headline protocol): top-1 and
+    top-3 (left), and how far its predictions move from the true-rating ones (right: share
+    of positions whose best move changes, mean total variation). One line per dataset."""
+    title = "Predictions by the ratings the model is given"
+    if not len(rows):
+        return notice_figure(title, "Not conditioned: the model reads no ratings.")
+    rows = rows[(rows["grouping"] == "overall") & (rows["protocol"] == rows["protocol"].iloc[0])]
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    for name, part in rows.groupby("dataset", sort=False):
+        x = range(len(part))
+        for ax, stats in ((left, ("top1", "top3")), (right, ("argmax_changed", "tv"))):
+            for stat, style in zip(stats, ("o-", "s--"), strict=True):
+                ax.plot(x, part[stat].astype(float), style, label=f"{stat} ({name})")
+            ax.set_xticks(list(x), [_setting_label(s) for s in part["setting"]])
+    protocol = rows["protocol"].iloc[0]
+    left.set(title=f"agreement with the played move ({protocol})", ylabel="accuracy",
+             xlabel="both players' rating (true: each game's own)")  # fmt: skip
+    right.set(title="moved from the true-rating predictions", ylabel="share / distance",
+              xlabel="both players' rating")  # fmt: skip
+    for ax in (left, right):
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    return fig
+
+
+def _setting_label(setting: str) -> str:
+    return "true" if setting == "true" else f"{setting} / {setting}"

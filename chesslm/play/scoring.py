@@ -14,13 +14,18 @@ per unplayed promoting destination (attending to that prefix, its source token a
 An explicit attention mask and explicit position ids make every branch token see exactly what
 it would see in a plain causal pass over its own prefix, so one forward pass scores them all.
 ``oracle_scores`` is the plain loop (one causal pass per legal move) the tests compare with.
+
+A rating-conditioned model (``chesslm.data.conditioning``) reads each game as its rating
+prefix, then BOS and the triples: a game's ``prefix`` goes in front of its main line, every
+position id shifts by its length, and every branch token attends to it as to the rest of the
+main line before its ply (an empty prefix leaves every row exactly as without conditioning).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import chess
 import numpy as np
@@ -41,15 +46,23 @@ class GameInput:
     len(counts) - 1`` are scored; ``codes`` holds their legal move codes back to back
     (``counts`` per ply), sorted within each ply as the token cache stores them. A ply whose
     triple is not in ``main`` (the position after the main line, when the model is to move)
-    has no played move."""
+    has no played move. ``prefix``: the input tokens before BOS (a conditioned model's rating
+    tokens; empty for a model without conditioning)."""
 
     main: np.ndarray
     codes: np.ndarray
     counts: np.ndarray
     start: int = 0
+    prefix: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
-    def from_plies(cls, main: Sequence[int], legal: Sequence[np.ndarray], start: int = 0):  # noqa: ANN206
+    def from_plies(
+        cls,
+        main: Sequence[int],
+        legal: Sequence[np.ndarray],
+        start: int = 0,
+        prefix: Sequence[int] = (),
+    ):  # noqa: ANN206
         """From one array of legal codes per scored ply."""
         codes = [np.sort(np.asarray(c, dtype=np.int64)) for c in legal]
         return cls(
@@ -57,6 +70,7 @@ class GameInput:
             codes=np.concatenate(codes) if codes else np.zeros(0, np.int64),
             counts=np.array([len(c) for c in codes], dtype=np.int64),
             start=start,
+            prefix=np.asarray(prefix, dtype=np.int64),
         )
 
     @property
@@ -125,7 +139,7 @@ def _rank_in_game(game: np.ndarray, n_games: int) -> tuple[np.ndarray, np.ndarra
 def branched_length(game: GameInput) -> int:
     """Tokens of a game's branched sequence, at most (for planning batches)."""
     ply = np.repeat(np.arange(game.plies), game.counts)
-    return len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
+    return len(game.prefix) + len(game.main) + int(_starts(ply * 64 + game.codes // 320).sum())
 
 
 def branched_lengths(games: Sequence[GameInput]) -> np.ndarray:
@@ -139,7 +153,7 @@ def branched_lengths(games: Sequence[GameInput]) -> np.ndarray:
     move_ply = np.repeat(np.arange(len(counts)), counts)
     keys = _starts(move_ply * 64 + codes // 320)
     sources = np.bincount(ply_game[move_ply[keys]], minlength=len(games))
-    return np.array([len(g.main) for g in games], dtype=np.int64) + sources
+    return np.array([len(g.prefix) + len(g.main) for g in games], dtype=np.int64) + sources
 
 
 @dataclass
@@ -147,8 +161,9 @@ class _Flat:
     """A batch's games flattened: per game (``B`` games), per ply (``P``), per legal move."""
 
     B: int
-    L: np.ndarray  # (B,) main-line tokens of each game
-    main: np.ndarray  # every game's main line back to back
+    L: np.ndarray  # (B,) main-line tokens of each game (its prefix included)
+    lead: np.ndarray  # (P,) prefix tokens of each ply's game: where its BOS is in the row
+    main: np.ndarray  # every game's prefix and main line back to back
     main_off: np.ndarray  # (B + 1,) where each game's main line starts in ``main``
     counts: np.ndarray  # (P,) legal moves per ply
     ply_game: np.ndarray  # (P,) game of each ply
@@ -162,25 +177,27 @@ class _Flat:
 
 def _flatten(games: Sequence[GameInput]) -> _Flat:
     B = len(games)
-    L = np.array([len(g.main) for g in games], dtype=np.int64)
+    lead_of = np.array([len(g.prefix) for g in games], dtype=np.int64)
+    L = np.array([len(g.main) for g in games], dtype=np.int64) + lead_of
     n = np.array([g.plies for g in games], dtype=np.int64)
     start = np.array([g.start for g in games], dtype=np.int64)
-    main = np.concatenate([g.main for g in games]).astype(np.int64)
+    main = np.concatenate([np.concatenate([g.prefix, g.main]) for g in games]).astype(np.int64)
     main_off = _cumsum0(L)
     codes = np.concatenate([g.codes for g in games]).astype(np.int64)
     counts = np.concatenate([g.counts for g in games]).astype(np.int64)
     P = len(counts)
     ply_game = np.repeat(np.arange(B), n)
     ply_abs = start[ply_game] + np.arange(P) - _cumsum0(n)[ply_game]
+    lead = lead_of[ply_game]
     # the played triple of each ply (-1 where the main line stops before it)
-    has = ply_abs < (L[ply_game] - 1) // 3
-    first = main_off[ply_game] + 1 + 3 * ply_abs
+    has = ply_abs < (L[ply_game] - lead - 1) // 3
+    first = main_off[ply_game] + lead + 1 + 3 * ply_abs
     played = [
         np.where(has, np.take(main, first + j, mode="clip") - (tokens.PROMO_NONE if j == 2 else 0),
                  -1)
         for j in range(3)
     ]  # fmt: skip
-    return _Flat(B, L, main, main_off, counts, ply_game, ply_abs,
+    return _Flat(B, L, lead, main, main_off, counts, ply_game, ply_abs,
                  move_ply=np.repeat(np.arange(P), counts), src=codes // 320,
                  dst=(codes // 5) % 64, pro=codes % 5, played=played)  # fmt: skip
 
@@ -194,7 +211,7 @@ def _keys(f: _Flat) -> dict[str, np.ndarray]:
     key_game = f.ply_game[key_ply]
     branch = key_src != f.played[0][key_ply]
     rank, n_src = _rank_in_game(key_game[branch], f.B)
-    local = 1 + 3 * f.ply_abs[key_ply]
+    local = f.lead[key_ply] + 1 + 3 * f.ply_abs[key_ply]
     local[branch] = f.L[key_game[branch]] + rank
     return {"of_move": np.cumsum(new_key) - 1, "ply": key_ply, "src": key_src, "game": key_game,
             "branch": branch, "local": local, "n_src": n_src}  # fmt: skip
@@ -215,7 +232,7 @@ def _pairs(f: _Flat, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     pair_game = f.ply_game[pair_ply]
     branch = (pair_src != f.played[0][pair_ply]) | (pair_dst != f.played[1][pair_ply])
     rank, n_pair = _rank_in_game(pair_game[branch], f.B)
-    local = 2 + 3 * f.ply_abs[pair_ply]
+    local = f.lead[pair_ply] + 2 + 3 * f.ply_abs[pair_ply]
     local[branch] = f.L[pair_game[branch]] + keys["n_src"][pair_game[branch]] + rank
     return {"of_move": move_pair, "ply": pair_ply, "dst": pair_dst, "game": pair_game,
             "key": keys["of_move"][pair_first], "branch": branch, "local": local,
@@ -236,12 +253,12 @@ def _rows(
     idx[rows], pos[rows], prefix[rows] = f.main, local, local + 1
     bk = keys["branch"]
     rows = keys["game"][bk] * T + keys["local"][bk]
-    at = f.ply_abs[keys["ply"][bk]]
-    idx[rows], pos[rows], prefix[rows] = keys["src"][bk], 1 + 3 * at, 1 + 3 * at
+    at = f.lead[keys["ply"][bk]] + 3 * f.ply_abs[keys["ply"][bk]]  # the ply's BOS-relative 0
+    idx[rows], pos[rows], prefix[rows] = keys["src"][bk], 1 + at, 1 + at
     bp = pairs["branch"]
     rows = pairs["game"][bp] * T + pairs["local"][bp]
-    at = f.ply_abs[pairs["ply"][bp]]
-    idx[rows], pos[rows], prefix[rows] = pairs["dst"][bp], 2 + 3 * at, 1 + 3 * at
+    at = f.lead[pairs["ply"][bp]] + 3 * f.ply_abs[pairs["ply"][bp]]
+    idx[rows], pos[rows], prefix[rows] = pairs["dst"][bp], 2 + at, 1 + at
     extra[rows] = keys["local"][pairs["key"][bp]]  # the pair's source token, in the same row
     return {"idx": idx, "pos": pos, "prefix": prefix, "extra": extra}
 
@@ -276,7 +293,7 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
     played_move = np.full(len(f.counts), -1, dtype=np.int64)
     played_move[f.move_ply[is_played]] = np.nonzero(is_played)[0]
     arrays = {
-        "before_rows": f.ply_game * T + 3 * f.ply_abs,
+        "before_rows": f.ply_game * T + f.lead + 3 * f.ply_abs,
         "key_rows": keys["game"] * T + keys["local"],
         "key_ply": keys["ply"],
         "key_src": keys["src"],
@@ -509,15 +526,19 @@ def finish(
     return group, batch, host
 
 
-def game_input(game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray) -> GameInput:
+def game_input(
+    game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray, prefix: Sequence[int] = ()
+) -> GameInput:
     """A cached validation game (tokens with BOS and EOS) and its plies' legal codes
-    (``codes[offsets[i]:offsets[i + 1]]`` for its ply ``i``)."""
+    (``codes[offsets[i]:offsets[i + 1]]`` for its ply ``i``); ``prefix``: the tokens before
+    BOS (a conditioned model's ratings)."""
     g = np.asarray(game_tokens, dtype=np.int64)
     plies = (len(g) - 2) // 3
     return GameInput(
         main=g[:-1],
         codes=np.asarray(codes[offsets[0] : offsets[plies]], dtype=np.int64),
         counts=np.diff(np.asarray(offsets[: plies + 1], dtype=np.int64)),
+        prefix=np.asarray(prefix, dtype=np.int64),
     )
 
 
@@ -534,15 +555,19 @@ def decode_code(code: int) -> chess.Move:
 
 @torch.no_grad()
 def oracle_scores(
-    net: gpt.GPT, moves: Sequence[chess.Move], plies: set[int] | None = None
+    net: gpt.GPT,
+    moves: Sequence[chess.Move],
+    plies: set[int] | None = None,
+    lead: Sequence[int] = (),
 ) -> dict[int, dict[chess.Move, float]]:
     """The test oracle: per ply of a game (``plies``: those only), every legal move's
     log-probability from a plain causal pass over that move's own prefix (one pass per legal
-    move), with the legal token sets from ``tokens.State`` (python-chess)."""
+    move; ``lead``: the tokens before BOS, a conditioned model's ratings), with the legal token
+    sets from ``tokens.State`` (python-chess)."""
     device = next(net.parameters()).device
     out = {}
     board = chess.Board()
-    prefix = [tokens.BOS]
+    prefix = [*lead, tokens.BOS]
     for ply, played in enumerate(moves):
         if plies is not None and ply not in plies:
             board.push(played)

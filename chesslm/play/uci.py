@@ -16,6 +16,15 @@ the engine says so in an ``info string`` and plays a uniformly random legal move
 too). Bad input never stops it: an unknown command, an unknown option or a bad value is ignored
 with an ``info string``; ``position`` with an illegal move keeps the moves before it. A file
 that is not a chesslm checkpoint ends it at start with one line on stderr and exit status 1.
+
+Ratings, as Maia-3's engine has them: ``SelfElo`` (the engine's own rating), ``OppoElo`` (its
+opponent's) and ``Elo`` (sets both at once), spins of 0-4000, default 1500. Each ``setoption``
+takes effect in the order received: ``Elo`` overwrites both, a later ``SelfElo`` or ``OppoElo``
+overwrites its one (so ``Elo 1200`` then ``OppoElo 1800`` plays a 1200 against an 1800). A
+rating-conditioned checkpoint (``conditioning: elo``) reads them as the game's prefix from the
+side it moves for: playing White, White is ``SelfElo`` and Black ``OppoElo``; playing Black,
+the other way round (``chesslm.play.ratings``); every move's ``info string`` names the ratings
+read. A checkpoint without conditioning accepts the options and ignores them, saying so.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ import chess
 import torch
 
 from chesslm.data import tokens
-from chesslm.play import scoring
+from chesslm.play import ratings, scoring
 from chesslm.play.weights import load_model
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -46,7 +55,9 @@ OPTIONS = (
     "option name Temperature type string default 0",
     f"option name Seed type spin default 0 min 0 max {MAX_SEED}",
     "option name Threads type spin default 1 min 1 max 256",
-)
+    *(f"option name {name} type spin default {ratings.DEFAULT} min 0 max {4000}"
+      for name in ("Elo", "SelfElo", "OppoElo")),
+)  # fmt: skip
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
 GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
 
@@ -129,6 +140,7 @@ class Engine:
         self.temperature = 0.0
         self.seed = 0
         self.rng = torch.Generator().manual_seed(self.seed)
+        self.self_elo = self.oppo_elo = ratings.DEFAULT
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.commands = {
             "uci": self.uci,
@@ -181,6 +193,9 @@ class Engine:
             "temperature": self.set_temperature,
             "seed": self.set_seed,
             "threads": lambda v: torch.set_num_threads(max(1, int(v))),
+            "elo": lambda v: self.set_elo(v, own=True, opponent=True),
+            "selfelo": lambda v: self.set_elo(v, own=True, opponent=False),
+            "oppoelo": lambda v: self.set_elo(v, own=False, opponent=True),
         }.get(name.lower())
         if setter is None:
             self.info(f"unknown option {name!r}; ignored")
@@ -195,6 +210,18 @@ class Engine:
         if not (math.isfinite(t) and t >= 0):
             raise ValueError("a finite number >= 0 is needed")
         self.temperature = t
+
+    def set_elo(self, value: str, *, own: bool, opponent: bool) -> None:
+        elo = int(value)
+        if not 0 <= elo <= 4000:
+            raise ValueError("0..4000 is needed")
+        if own:
+            self.self_elo = elo
+        if opponent:
+            self.oppo_elo = elo
+        if not ratings.conditioned(self.net):
+            self.info("this checkpoint is not rating-conditioned (conditioning: none): the"
+                      " rating options are accepted and ignored")  # fmt: skip
 
     def set_seed(self, value: str) -> None:
         seed = int(value)
@@ -240,7 +267,8 @@ class Engine:
         if not any(self.board.legal_moves):
             return None, "no legal move: the game is over"
         plies = len(self.board.move_stack)
-        longest = 1 + 3 * plies + 2  # BOS, the triples so far, the next source and destination
+        # the ratings, BOS, the triples so far, the next source and destination
+        longest = len(self.prefix()) + 1 + 3 * plies + 2
         if self.unencodable is not None:
             return self.random_move(self.unencodable)
         if longest > self.net.config.block_size:
@@ -255,8 +283,19 @@ class Engine:
         pick = int(torch.randint(len(legal), (1,), generator=self.rng))
         return legal[pick], f"{why}: playing a uniformly random legal move"
 
+    def prefix(self) -> list[int]:
+        """The tokens before BOS: the ratings from the side to move (none: unconditioned)."""
+        white, black = ratings.colours(self.board.turn, self.self_elo, self.oppo_elo)
+        return ratings.prefix(self.net, white, black)
+
+    def ratings_read(self) -> str:
+        if not ratings.conditioned(self.net):
+            return "no ratings read (not conditioned)"
+        white, black = ratings.colours(self.board.turn, self.self_elo, self.oppo_elo)
+        return f"ratings White {white} Black {black} (prefix {self.prefix()})"
+
     def model_move(self) -> tuple[chess.Move, str]:
-        codes, logp = legal_scores(self.net, self.board, self.device)
+        codes, logp = legal_scores(self.net, self.board, self.device, self.prefix())
         if self.temperature == 0:
             pick = int(torch.argmax(logp))
             how = "argmax"
@@ -266,19 +305,22 @@ class Engine:
             pick = int(torch.multinomial(probs, 1, generator=self.rng))
             how = f"sampled at temperature {self.temperature:g}"
         p = math.exp(float(logp[pick]))
-        return scoring.decode_code(codes[pick]), f"{how} of {len(codes)} legal moves, p={p:.3f}"
+        why = f"{how} of {len(codes)} legal moves, p={p:.3f}; {self.ratings_read()}"
+        return scoring.decode_code(codes[pick]), why
 
 
 def legal_scores(
-    net: gpt.GPT, board: chess.Board, device: torch.device
+    net: gpt.GPT, board: chess.Board, device: torch.device, prefix: list[int] | None = None
 ) -> tuple[list[int], torch.Tensor]:
     """The legal move codes of a board reached from the standard start and their
-    log-probabilities (CPU, FP32), from one pass of the play evaluation's scoring."""
+    log-probabilities (CPU, FP32), from one pass of the play evaluation's scoring;
+    ``prefix``: the tokens before BOS (a conditioned model's ratings)."""
     main = [tokens.BOS]
     for move in board.move_stack:
         main.extend(tokens.move_tokens(move))
     codes = scoring.legal_codes(board)
-    game = scoring.GameInput.from_plies(main, [codes], start=len(board.move_stack))
+    game = scoring.GameInput.from_plies(main, [codes], start=len(board.move_stack),
+                                        prefix=prefix or [])  # fmt: skip
     batch = scoring.build_batch([game], device)
     logp = scoring.score(net, batch).move_logp.float().cpu()
     return game.legal(0).tolist(), logp

@@ -1,5 +1,9 @@
 """A checkpoint's model for inference: the play evaluation, the UCI engine and the export load
-it here, strictly (every weight of its preset, with its shape), in eval mode."""
+it here, strictly (every weight of its preset, with its shape), in eval mode.
+
+The model carries the input layout it was trained with (``conditioning``: ``none`` or
+``elo``, from the checkpoint's identity) so whatever feeds it builds the same inputs
+(``chesslm.play.ratings``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 import torch
 
+from chesslm.data import conditioning
 from chesslm.files import lookup
 from chesslm.train import checkpoint
 from chesslm.train import model as gpt
@@ -28,6 +33,10 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
         first = str(error).strip().splitlines()[0]
         message = f"{path}: weights unfit for preset {preset!r}: {first}"
         raise checkpoint.CheckpointError(message) from None
+    try:
+        net.conditioning = conditioning.of_identity(payload["identity"])
+    except ValueError as error:
+        raise checkpoint.CheckpointError(f"{path}: {error}") from None
     return net.eval()
 
 

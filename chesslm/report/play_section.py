@@ -49,7 +49,37 @@ def markdown_section(play_dir: Path | str) -> str:
     lines += match_section(match)
     lines += legality_section(_read(play_dir / FILES["legality"]))
     lines += elo_section(_read(play_dir / FILES["elo"]))
+    lines += counterfactual_section(_read(play_dir / FILES["counterfactual"]))
     return "\n".join(lines)
+
+
+def counterfactual_section(result: dict[str, Any] | None) -> list[str]:
+    """A conditioned model's predictions at its games' true ratings and at counterfactual
+    ones (overall, per protocol); one line for a model without conditioning."""
+    lines = ["### Counterfactual ratings", ""]
+    if result is None:
+        return lines + ["Not evaluated (no counterfactual record; not run yet).", ""]
+    if not result.get("conditioned"):
+        return lines + [f"{result.get('note', 'not conditioned')}.", ""]
+    lines += [f"{result['definition']}.", ""]
+    for name, d in result["datasets"].items():
+        state = "" if d["complete"] else " (stopped by its time budget: partial)"
+        lines += [f"Dataset `{name}`: {d['selection']}, {d['positions']} positions{state}.", ""]
+    rows = [
+        [r["dataset"], r["protocol"], r["setting"], r["rating_bin"], r["positions"],
+         _pct(r["top1"]), _pct(r["top3"]), _nll(r["nll"]), _pct(r["argmax_changed"]),
+         _nll(r["tv"]), _nll(r["kl"])]
+        for r in _csv_rows(result) if r["grouping"] == "overall"
+    ]  # fmt: skip
+    table = md_table(["dataset", "protocol", "ratings", "bin", "positions", "top-1", "top-3",
+                      "NLL", "argmax changed", "TV", "KL"], rows)  # fmt: skip
+    return lines + table + [f"Per band of the mover's Elo: `play/{FILES['counterfactual_table']}`"
+                            " and the figure.", ""]  # fmt: skip
+
+
+def _csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The overall rows the record keeps for the summary (``summary_rows``)."""
+    return result.get("summary_rows", [])
 
 
 def match_section(match: dict[str, Any]) -> list[str]:

@@ -1,4 +1,5 @@
-# Play stage: move-matching, free-running legality and Elo on a ladder of a run's best.pt
+# Play stage: move-matching, free-running legality, Elo on a ladder and counterfactual ratings
+# (a rating-conditioned model) of a run's best.pt
 # (chesslm/play; config/README.md, section "play").
 #
 # rule play: results/{run}/results.json (a terminal status) + the token caches of the datasets
