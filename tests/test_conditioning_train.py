@@ -151,11 +151,18 @@ def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("packing", ["off", "on"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--packing=off"],
+        # the 24 games fill two 1024-token rows: one row a rank, an update an epoch
+        ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"],
+    ],
+    ids=["padded", "packed"],
+)
 def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
-    rated_cache: Path, tmp_path: Path, packing: str
+    rated_cache: Path, tmp_path: Path, flags: list[str]
 ) -> None:
-    flags = [f"--packing={packing}"]
     whole = tmp_path / "whole"
     train(rated_cache, whole, 0, *flags)
     run_dir = tmp_path / "resumed"
@@ -173,8 +180,7 @@ def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
     identity = b["identity"]
     assert conditioning.of_identity(identity) == "elo"
     assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]
-    # checks at steps 2 and 4, and at the end of the first epoch (3 updates of 6 batches)
-    assert checks(run_dir) == checks(whole) and len(checks(whole)) == 3
+    assert checks(run_dir) == checks(whole) and checks(whole)[-1]["valid_targets"] > 0
 
 
 def checks(run_dir: Path) -> list[dict]:
