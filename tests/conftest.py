@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm.data import cache, gamearrays, tokens
+from chesslm.data import cache, gamearrays, metadata, tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
@@ -43,14 +43,22 @@ def make_cache(
     max_plies: int = 24,
     fingerprint: str = "test-fingerprint",
     legality_games: int | None = cache.LEGALITY_GAMES,
+    ratings: bool = False,
 ) -> Path:
+    """``ratings``: give the games seeded White and Black Elos (every 5th one unknown, -1)
+    instead of none at all (every column at its sentinel)."""
     games = sample_games(n_train + n_val, max_plies=max_plies)
     shards = directory / "shards"
     shards.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(26)
     for split, part in (("train", games[:n_train]), ("validation", games[n_train:])):
         gamearrays.save(
             shards / split, gamearrays.pack(part, [f"{split}{i}" for i in range(len(part))])
         )
+        for column in ("white_elo", "black_elo") if ratings else ():
+            elo = rng.integers(600, 3500, len(part)).astype(np.int16)
+            elo[::5] = -1
+            gamearrays.save_npy(metadata.column_path(shards / split, column), elo)
     out = directory / "token-cache"
     cache.build(
         out,
@@ -87,6 +95,12 @@ def trained_workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 training and 6 validation games of at most 24 plies."""
     return make_cache(tmp_path_factory.mktemp("cache"), n_train=24, n_val=6)
+
+
+@pytest.fixture(scope="session")
+def rated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_cache``'s games with seeded ratings (conditioned runs' tests)."""
+    return make_cache(tmp_path_factory.mktemp("rated"), n_train=24, n_val=6, ratings=True)
 
 
 def segment_args(cache: Path, run_dir: Path, n: int) -> list[str]:

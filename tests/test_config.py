@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
         ("runs: {demo: {dataset: sample, max_seconds: 421}}", "max_seconds"),
         ("runs: {demo: {dataset: sample, micro: 0}}", "micro"),
         ("runs: {demo: {dataset: sample, lernrate: 0.1}}", "lernrate"),
+        ("runs: {demo: {dataset: sample, conditioning: maia}}", "runs.demo.conditioning"),
         ("runs: {demo: {dataset: nowhere}}", "runs.demo.dataset"),
         (
             "runs: {demo: {dataset: sample, schedule_steps: 10, warmup_steps: 10}}",

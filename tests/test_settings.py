@@ -74,7 +74,7 @@ def test_from_config_names_the_run_and_identity_is_the_marked_fields() -> None:
     s = RunSettings.from_config({"dataset": "d", "seed": 1}, name="demo")
     assert set(s.identity()) == {
         "seed", "micro", "accum", "lr", "epochs", "schedule_steps", "warmup_steps",
-        "max_updates", "validation_every_steps", "legality_eval_games",
+        "max_updates", "validation_every_steps", "legality_eval_games", "conditioning",
     }  # fmt: skip
     assert s.identity()["seed"] == 1
 

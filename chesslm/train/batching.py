@@ -120,24 +120,32 @@ def collate(
     pad_multiple: int = 1,
     max_len: int | None = None,
     rows: int | None = None,
+    prefixes: np.ndarray | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded inputs (PAD) and targets (IGNORE), each (B, T) with T = longest game - 1
     (rounded up to ``pad_multiple``, at most ``max_len``) and B = the games (at least
-    ``rows``: missing rows are all padding, so shapes stay fixed)."""
+    ``rows``: missing rows are all padding, so shapes stay fixed).
+
+    ``prefixes``: (games, P) tokens in front of each game (the rating prefix), inputs only:
+    the targets of their P positions are IGNORE, so the first target is still the first
+    move's source predicted from BOS; T counts them."""
     if not games and rows is None:  # a rank with no games in a partial global batch: one dummy row
         T = padded_length(1, pad_multiple, max_len)
         x = torch.full((1, T), tokens.PAD, dtype=torch.long)
         y = torch.full((1, T), IGNORE, dtype=torch.long)
         return to_device(x, device), to_device(y, device)
-    T = padded_length(max((len(g) for g in games), default=2) - 1, pad_multiple, max_len)
+    P = 0 if prefixes is None else prefixes.shape[1]
+    T = padded_length(max((len(g) for g in games), default=2) + P - 1, pad_multiple, max_len)
     xy = torch.empty((2, max(len(games), rows or 0), T), dtype=torch.long)
     x, y = xy[0], xy[1]
     x.fill_(tokens.PAD)
     y.fill_(IGNORE)
     for row, game in enumerate(games):
         g = torch.from_numpy(np.asarray(game, dtype=np.int64))
-        x[row, : len(g) - 1] = g[:-1]
-        y[row, : len(g) - 1] = g[1:]
+        if P:
+            x[row, :P] = torch.from_numpy(prefixes[row])
+        x[row, P : P + len(g) - 1] = g[:-1]
+        y[row, P : P + len(g) - 1] = g[1:]
     xy = to_device(xy, device)
     return xy[0], xy[1]
 
@@ -173,11 +181,17 @@ class Rows:
 
 
 def pack_rows(
-    lengths: Sequence[int] | np.ndarray, *, epoch: int, seed: int, row_tokens: int
+    lengths: Sequence[int] | np.ndarray,
+    *,
+    epoch: int,
+    seed: int,
+    row_tokens: int,
+    prefix: int = 0,
 ) -> Rows:
     """Whole games packed into rows of at most ``row_tokens`` inputs, deterministically.
 
-    A game of n tokens takes n - 1 positions (inputs; targets shifted by one). The games are
+    A game of n tokens takes n - 1 positions (inputs; targets shifted by one), plus
+    ``prefix`` for its rating prefix (which its document holds too). The games are
     shuffled by ``(seed, epoch)``, cut into chunks of ``PACK_CHUNK`` and packed best-fit
     decreasing inside each chunk; the rows are shuffled again.
 
@@ -197,7 +211,7 @@ def pack_rows(
     for start in range(0, n, PACK_CHUNK):
         part = order[start : start + PACK_CHUNK]
         chunk = part[np.argsort(-lengths[part].astype(np.int64), kind="stable")].tolist()
-        local = _best_fit(chunk, lengths, row_tokens)
+        local = _best_fit(chunk, lengths, row_tokens, prefix)
         flat = [i for row in local for i in row]
         packed[at : at + len(flat)] = flat
         ends.append(at + np.cumsum([len(row) for row in local], dtype=np.int64))
@@ -214,17 +228,22 @@ def pack_rows(
     return Rows(packed[source], offsets)
 
 
-def _best_fit(chunk: list[int], lengths: np.ndarray, row_tokens: int) -> list[list[int]]:
-    """Rows of the games ``chunk`` (longest first), each game into the open row it fills
-    best (the least room left), or a new row."""
+def _best_fit(
+    chunk: list[int], lengths: np.ndarray, row_tokens: int, prefix: int = 0
+) -> list[list[int]]:
+    """Rows of the games ``chunk`` (longest first), each game (with its ``prefix`` tokens)
+    into the open row it fills best (the least room left), or a new row."""
     # free[c]: open rows with exactly c positions left; caps: the sorted c with free[c]
     free: list[list[int]] = [[] for _ in range(row_tokens + 1)]
     caps: list[int] = []
     local: list[list[int]] = []
     for i in chunk:
-        need = int(lengths[i]) - 1
+        need = int(lengths[i]) - 1 + prefix
         if need > row_tokens:
-            raise ValueError(f"game {i} has {need + 1} tokens; rows hold {row_tokens} inputs")
+            raise ValueError(
+                f"game {i} has {need + 1 - prefix} tokens (+{prefix} of prefix); rows hold"
+                f" {row_tokens} inputs"
+            )
         at_cap = bisect.bisect_left(caps, need)  # best fit: the smallest capacity >= need
         if at_cap == len(caps):
             local.append([i])
@@ -250,10 +269,11 @@ def packed_batches(
     micro: int,
     world: int,
     row_tokens: int,
+    prefix: int = 0,
 ) -> Chunked:
     """Global batches of ``micro * world`` packed rows (``Rows``; only the last may be
-    partial)."""
-    rows = pack_rows(lengths, epoch=epoch, seed=seed, row_tokens=row_tokens)
+    partial); ``prefix``: tokens in front of every game (``pack_rows``)."""
+    rows = pack_rows(lengths, epoch=epoch, seed=seed, row_tokens=row_tokens, prefix=prefix)
     return Chunked(rows, micro * world)
 
 
@@ -264,10 +284,14 @@ def collate_packed(
     *,
     row_tokens: int,
     n_rows: int | None = None,
+    prefixes: Sequence[np.ndarray] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(x, y, pos, doc), each (n_rows, row_tokens): games back to back, positions restarting
     at each game, ``doc`` numbering the games of a row (the padding after them is one more
-    document). Missing rows (up to ``n_rows``) are all padding, so shapes stay fixed."""
+    document). Missing rows (up to ``n_rows``) are all padding, so shapes stay fixed.
+
+    ``prefixes[r]``: (games of row r, P) tokens in front of each game, as ``collate``'s
+    (inputs only, IGNORE targets); a game's positions and document start at its prefix."""
     B = max(len(rows), n_rows or 0, 1)
     t = torch.empty((4, B, row_tokens), dtype=torch.long)
     x, y, pos, doc = t[0], t[1], t[2], t[3]
@@ -275,13 +299,16 @@ def collate_packed(
     y.fill_(IGNORE)
     pos.zero_()
     doc.zero_()
+    P = prefixes[0].shape[1] if prefixes else 0
     for r, row in enumerate(rows):
         at = 0
         for d, i in enumerate(row):
             g = torch.from_numpy(np.asarray(games[i], dtype=np.int64))
-            n = len(g) - 1
-            x[r, at : at + n] = g[:-1]
-            y[r, at : at + n] = g[1:]
+            n = len(g) - 1 + P
+            if P:
+                x[r, at : at + P] = torch.from_numpy(prefixes[r][d])
+            x[r, at + P : at + n] = g[:-1]
+            y[r, at + P : at + n] = g[1:]
             pos[r, at : at + n] = torch.arange(n)
             doc[r, at : at + n] = d
             at += n
@@ -345,6 +372,8 @@ class GroupPass:
     ``averaged_over`` multiplies it back where the gradient all-reduce averages (DDP: the
     world size) instead of summing. ``rows``: pad every padded-path microbatch to this many
     rows (fixed shapes for CUDA graphs; packed microbatches always have ``micro`` rows).
+    ``prefixes``: the rating prefix of each game (``chesslm.train.prefix.Prefixes``, called
+    with game indices); its positions have no targets, so the loss counts moves only.
 
     Every count comes from the game lengths on the host, so nothing waits for the device.
     """
@@ -362,8 +391,12 @@ class GroupPass:
         row_tokens: int | None = None,
         rows: int | None = None,
         averaged_over: int = 1,
+        prefixes: Any = None,
     ) -> None:
         self.games, self.micro, self.device = games, micro, device
+        # None under conditioning none: the batches are built exactly as before it existed
+        self.prefixes = prefixes if prefixes is not None and prefixes.length else None
+        self.prefix_length = 0 if self.prefixes is None else self.prefixes.length
         self.pad_multiple, self.max_len, self.row_tokens, self.rows = (
             pad_multiple,
             max_len,
@@ -385,9 +418,15 @@ class GroupPass:
     def collate(self, part: list[Any]) -> Microbatch:
         games = self.games
         targets = sum(n_targets(games, item, self.packed) for item in part)
+        pre = self.prefixes
         if self.packed:
             x, y, pos, doc = collate_packed(
-                games, part, self.device, row_tokens=self.row_tokens, n_rows=self.micro
+                games,
+                part,
+                self.device,
+                row_tokens=self.row_tokens,
+                n_rows=self.micro,
+                prefixes=None if pre is None else [pre(row) for row in part],
             )
             return Microbatch(x, y, pos, doc, targets, len(part) * self.row_tokens)
         x, y = collate(
@@ -396,6 +435,7 @@ class GroupPass:
             pad_multiple=self.pad_multiple,
             max_len=self.max_len,
             rows=self.rows,
+            prefixes=None if pre is None or not len(part) else pre(part),
         )
         return Microbatch(x, y, None, None, targets, len(part) * y.size(1))
 
@@ -430,9 +470,10 @@ def backward_group(
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
     ``layout``: ``GroupPass``'s keywords (``micro``, ``rank``, ``device``, ``pad_multiple``,
-    ``max_len``, ``row_tokens``). Loss scale and statistics as ``GroupPass`` says; DDP averages
-    gradients over ranks, hence ``averaged_over=world``. A rank with no games runs a
-    zero-target dummy so that its DDP all-reduce still matches the other ranks'. With
+    ``max_len``, ``row_tokens``, ``prefixes``). Loss scale and statistics as ``GroupPass``
+    says; DDP averages gradients over ranks, hence ``averaged_over=world``. A rank with no
+    games runs a zero-target dummy so that its DDP all-reduce still matches the other ranks'.
+    With
     ``row_tokens`` the global batches are packed rows (lists of games, ``packed_batches``) and
     each microbatch runs with per-game positions and a document mask.
 

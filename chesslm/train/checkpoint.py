@@ -32,7 +32,7 @@ from typing import IO, Any
 import torch
 
 from chesslm import files
-from chesslm.data import tokens
+from chesslm.data import conditioning, tokens
 from chesslm.files import lookup, sha256_file
 from chesslm.train.optim import GRAD_CLIP
 from chesslm.train.settings import RunSettings
@@ -245,7 +245,12 @@ def identity(
     with its LR horizon resolved, so an implicit horizon is pinned too)."""
     device = settings.device
     return {
-        "tokenizer": {"version": tokens.VERSION, "sha256": sha256_file(tokens.__file__)},
+        "tokenizer": {
+            "version": tokens.VERSION,
+            "sha256": sha256_file(tokens.__file__),
+            # how the inputs were built: the rating prefix's layout too
+            "layout": conditioning.LAYOUT_VERSION[settings.conditioning],
+        },
         "model": {"preset": settings.model, **model_config},
         "parameters": parameters,
         "dataset_fingerprint": dataset_fingerprint,

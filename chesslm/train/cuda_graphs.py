@@ -305,6 +305,7 @@ class MicrobatchGraphs:
         if self.row_tokens is not None:
             return (core.micro, self.row_tokens)
         longest = max((len(core.games[i]) for i in part), default=2) - 1
+        longest += core.prefix_length if part else 0
         return (core.micro, batching.padded_length(longest, self.pad_multiple, self.max_len))
 
     def _capture_reduce_graphs(self, core: batching.GroupPass, last: list[Any]) -> None:
@@ -334,13 +335,14 @@ class MicrobatchGraphs:
         return s.loss[reduce]
 
     def backward_group(
-        self, games: Any, group: list[list[Any]], *, micro: int, rank: int
+        self, games: Any, group: list[list[Any]], *, micro: int, rank: int, prefixes: Any = None
     ) -> torch.Tensor:
         """``batching.backward_group`` for this path, through the same core
         (``batching.GroupPass``: microbatches, loss scale, statistics), with every microbatch
         padded to ``micro`` rows; the gradients are summed over ranks (during the last
-        microbatch's backward, or in one all-reduce at the end), not averaged. Returns
-        (loss_sum, valid_targets, padded_tokens) over all ranks."""
+        microbatch's backward, or in one all-reduce at the end), not averaged; ``prefixes``:
+        the games' rating prefixes, as ``GroupPass``'s. Returns (loss_sum, valid_targets,
+        padded_tokens) over all ranks."""
         core = batching.GroupPass(
             games,
             group,
@@ -351,6 +353,7 @@ class MicrobatchGraphs:
             max_len=self.max_len,
             row_tokens=self.row_tokens,
             rows=micro,
+            prefixes=prefixes,
         )
         self.grads.zero()
         self.scale.fill_(core.scale)

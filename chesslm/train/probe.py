@@ -17,6 +17,7 @@ import torch
 from chesslm.files import write_json_atomic
 from chesslm.record.events import EventLog
 from chesslm.train import distributed, resume, validation
+from chesslm.train.prefix import Prefixes
 from chesslm.train.progress import Progress
 from chesslm.train.settings import RunSettings
 from chesslm.train.trainer import Trainer, memory_record, open_cache, synchronize
@@ -45,8 +46,9 @@ def probe(
         progress = Progress(f"run {run}, probe", enabled=ctx.is_main)
         longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
         games = [cache.train[longest]] * (8 * ctx.world)
+        prefixes = trainer.prefixes.repeated(longest, len(games))  # with its rating prefix
         start = time.perf_counter()
-        results = [measure(trainer, ctx, games, micro, progress) for micro in (2, 8)]
+        results = [measure(trainer, ctx, games, prefixes, micro, progress) for micro in (2, 8)]
         progress.say("one validation forward (it warms the validation graph)")
         if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
@@ -56,6 +58,7 @@ def probe(
                 micro=validation.games_per_batch(ctx.device),
                 pad_multiple=trainer.pad_multiple,
                 forward=trainer.inference,
+                prefixes=Prefixes.of_cache(cache, "validation", settings.conditioning),
             )
             result = {
                 "status": "passed",
@@ -80,10 +83,12 @@ def measure(
     trainer: Trainer,
     ctx: distributed.Context,
     games: list[Any],
+    prefixes: Prefixes,
     micro: int,
     progress: Progress,
 ) -> dict[str, Any]:
-    """Three updates of ``micro`` copies of the longest game per rank, the last two timed."""
+    """Three updates of ``micro`` copies of the longest game (with its ``prefixes``) per
+    rank, the last two timed."""
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     times = []
@@ -95,13 +100,13 @@ def measure(
         batch: list[Any] = list(range(micro * ctx.world))
         if trainer.packing:  # one game per row: the longest game, padded to a row
             batch = [[i] for i in batch]
-        values, _ = trainer.update(games, [batch], micro)
+        values, _ = trainer.update(games, [batch], micro, prefixes)
         synchronize(ctx)
         if rep:
             times.append(time.perf_counter() - t)
     return {
         "microbatch_per_gpu": micro,
-        "sequence_length": int(len(games[0]) - 1),
+        "sequence_length": int(len(games[0]) - 1 + prefixes.length),
         "timed_steps": len(times),
         "step_seconds": times,
         "useful_targets_per_second": values["valid_targets"] * len(times) / sum(times),

@@ -238,7 +238,10 @@ class Segment:
             integrity_receipt=args.integrity_receipt,
         )
         self.val = validation.ValidationSet(
-            self.cache, ctx.device, legality_games=settings.legality_eval_games
+            self.cache,
+            ctx.device,
+            legality_games=settings.legality_eval_games,
+            conditioning=settings.conditioning,
         )
         self.state = TrainState()
         self.resume_action = "fresh"

@@ -58,6 +58,8 @@ class RunSettings:
     compile: bool | None = None
     cuda_graphs: bool | None = None
     packing: bool = False
+    # the players' ratings as input tokens before each game (chesslm/data/conditioning.py)
+    conditioning: str = field(default="none", metadata=IDENTITY)
     # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
     play: dict = field(default_factory=dict, metadata=NOT_A_FLAG)
 

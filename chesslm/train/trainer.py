@@ -18,7 +18,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
-from chesslm.train import batching, checkpoint, compilation, cuda_graphs, distributed, model, optim
+from chesslm.train import (
+    batching,
+    checkpoint,
+    compilation,
+    cuda_graphs,
+    distributed,
+    model,
+    optim,
+    prefix,
+)
 from chesslm.train.settings import RunSettings, legality_request_error
 
 LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
@@ -74,6 +83,20 @@ def check_legality_request(settings: RunSettings, cache: TokenCache, run_dir: Pa
         raise ValueError(error)
 
 
+def check_prefix_fits(trainer: Trainer, run_dir: Path | str) -> None:
+    """Before any update: the longest training game with its rating prefix fits the model
+    context (the workflow checks this at plan time from the dataset's context)."""
+    extra = trainer.prefixes.length
+    inputs = int(trainer.lengths.max(initial=2)) + extra - 1
+    context = trainer.net.config.block_size
+    if extra and inputs > context:
+        raise ValueError(
+            f"runs.{Path(run_dir).name}.conditioning is {trainer.prefixes.layout}: the longest"
+            f" training game with its {extra}-token prefix has {inputs} inputs, more than the"
+            f" model context of {context}"
+        )
+
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
@@ -92,9 +115,12 @@ class Trainer:
         self.ctx = ctx
         check_legality_request(s, cache, run_dir)
         self.lengths = game_lengths(cache.train.offsets)
+        # the train split's rating prefixes (none: length 0, batches as without conditioning)
+        self.prefixes = prefix.Prefixes.of_cache(cache, "train", s.conditioning)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
         self.net = model.build(s.model, device=ctx.device)
+        check_prefix_fits(self, run_dir)
         self.parameters = self.net.num_parameters()
         self.compiled = compilation.resolve(s.compile, s.device)
         self.packing = s.packing
@@ -182,6 +208,7 @@ class Trainer:
                 micro=a.micro,
                 world=w,
                 row_tokens=self.row_tokens,
+                prefix=self.prefixes.length,
             )
             return batching.groups(batches, a.accum)
         return batching.groups(
@@ -190,28 +217,37 @@ class Trainer:
         )
 
     def update(
-        self, games: Any, group: list[list[int]], micro: int
+        self, games: Any, group: list[list[int]], micro: int, prefixes: Any = None
     ) -> tuple[dict[str, float], float]:
         """One optimizer update and its numbers; raises on a non-finite gradient norm (the
         optimizer step was skipped)."""
-        return self.launch(games, group, micro).result()
+        return self.launch(games, group, micro, prefixes).result()
 
-    def launch(self, games: Any, group: list[list[int]], micro: int) -> PendingUpdate:
+    def launch(
+        self, games: Any, group: list[list[int]], micro: int, prefixes: Any = None
+    ) -> PendingUpdate:
         """Queue one optimizer update on the device and return at once (on CUDA): the next
         update can be prepared while this one runs. ``.result()`` reads its numbers back.
+        ``prefixes``: the games' rating prefixes (``prefix.Prefixes``); default the train
+        split's, for ``games`` the train split.
 
         On CUDA nothing here waits for the device: counts come from the host, the clip does
         not check, and a non-finite norm makes the fused AdamW skip the step on the device
         (``found_inf``); ``result()`` then raises."""
-        return PendingUpdate(*self.update_async(games, group, micro))
+        return PendingUpdate(*self.update_async(games, group, micro, prefixes))
 
-    def update_async(self, games: Any, group: list[list[Any]], micro: int) -> tuple[Any, Any]:
+    def update_async(
+        self, games: Any, group: list[list[Any]], micro: int, prefixes: Any = None
+    ) -> tuple[Any, Any]:
         """The update without reading anything back on CUDA: (stats tensor, norm tensor).
 
         On the CPU, the exact eager path of before: (values dict, norm)."""
         cuda = self.ctx.device.type == "cuda"
+        prefixes = self.prefixes if prefixes is None else prefixes
         if self.graphs is not None:
-            stats = self.graphs.backward_group(games, group, micro=micro, rank=self.ctx.rank)
+            stats = self.graphs.backward_group(
+                games, group, micro=micro, rank=self.ctx.rank, prefixes=prefixes
+            )
             norm = self.graphs.grads.clip(optim.GRAD_CLIP)
         else:
             self.opt.zero_grad(set_to_none=True)
@@ -226,6 +262,7 @@ class Trainer:
                 pad_multiple=self.pad_multiple,
                 max_len=self.net.config.block_size,
                 row_tokens=self.row_tokens,
+                prefixes=prefixes,
                 as_tensor=cuda,
             )
             params = self.net.parameters()

@@ -5,6 +5,10 @@ Nothing is masked or renormalised. Legality comes from the token cache's precomp
 engine and no per-token Python loop. The triple legality is teacher-forced: the destination
 is predicted after the *gold* source and the promotion after the gold source and destination;
 it is not a free-running legal-move rate.
+
+Under rating conditioning the games are fed with their rating prefix; the prefix positions
+(which have no targets) are cut from the logits before anything is counted, so every metric
+counts move positions only, with phases relative to BOS, exactly as without conditioning.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from chesslm.data.tokens import PHASES
 from chesslm.train import batching, model
 from chesslm.train.deadline import Deadline
 from chesslm.train.loss import IGNORE
+from chesslm.train.prefix import Prefixes
 from chesslm.train.settings import legality_request_error
 
 logger = logging.getLogger(__name__)
@@ -77,11 +82,14 @@ class ValidationSet:
         *,
         legality_games: int | None,
         key: str = "legality_eval_games",
+        conditioning: str = "none",
     ) -> None:
-        """:raises ValueError: naming ``key`` if ``legality_games`` is more games than the
-        cache has legality tables for."""
+        """``conditioning``: the run's layout (the games' rating prefix, from the cache's Elo
+        columns). :raises ValueError: naming ``key`` if ``legality_games`` is more games than
+        the cache has legality tables for."""
         self.games = cache.validation
         self.device = device
+        self.prefixes = Prefixes.of_cache(cache, "validation", conditioning)
         n = len(self.games)
         subset = cache.legality_games()
         error = legality_request_error(
@@ -188,14 +196,18 @@ def warm_up(
     micro: int,
     pad_multiple: int = 1,
     forward: Forward | None = None,
+    prefixes: Prefixes | None = None,
 ) -> float:
-    """One validation forward of the first ``micro`` games, exactly as ``evaluate`` runs it;
-    returns its seconds. The probe calls it so that a compiled model's inference graph is
-    compiled (into the run's compile cache) before segment 0's first validation needs it."""
+    """One validation forward of the first ``micro`` games (with their ``prefixes``),
+    exactly as ``evaluate`` runs it; returns its seconds. The probe calls it so that a
+    compiled model's inference graph is compiled (into the run's compile cache) before
+    segment 0's first validation needs it."""
     start = time.perf_counter()
     with _eval_mode(net):
-        first = [games[i] for i in range(min(micro, len(games)))]
-        logits, _ = _forward(net, forward or net, first, device, pad_multiple)
+        index = list(range(min(micro, len(games))))
+        pre = None if prefixes is None else prefixes(index)
+        first = [games[i] for i in index]
+        logits, _ = _forward(net, forward or net, first, device, pad_multiple, pre)
         logits.sum().item()  # wait for it
     return time.perf_counter() - start
 
@@ -217,16 +229,22 @@ def _forward(
     games: list[Any],
     device: torch.device,
     pad_multiple: int,
+    prefixes: np.ndarray | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FP32 logits and targets of one validation batch."""
+    """FP32 logits and targets of one validation batch, from BOS on: the positions of the
+    games' rating ``prefixes`` ((games, P) tokens) are fed, then cut (they have no target)."""
+    P = 0 if prefixes is None else prefixes.shape[1]
     x, y = batching.collate(
         games,
         device,
         pad_multiple=pad_multiple,
         max_len=getattr(getattr(net, "config", None), "block_size", None),
+        prefixes=prefixes if P else None,
     )
     with model.autocast(device):
         logits = forward(x)
+    if P:  # position t of what is left is target t of the game, as without a prefix
+        return logits[:, P:].float().contiguous(), y[:, P:].contiguous()
     return logits.float(), y
 
 
@@ -255,7 +273,8 @@ def _accumulate(
         if deadline is not None and deadline.soft_stop():
             return None
         index = list(range(first, min(first + micro, len(data))))
-        logits, y = _forward(net, forward, [data.games[i] for i in index], device, pad_multiple)
+        games = [data.games[i] for i in index]
+        logits, y = _forward(net, forward, games, device, pad_multiple, data.prefixes(index))
         _add_batch(sums, data, index, logits, y)
     return sums
 

@@ -23,6 +23,7 @@ from chesslm.play.outputs import RECORDS as PLAY_RECORDS
 from chesslm.report import staleness
 from chesslm.report.items import ITEMS as REPORT_ITEMS  # report.smk's outputs
 from chesslm.train import launch
+from chesslm.train import prefix as chesslm_prefix
 from chesslm.train.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
 
@@ -90,6 +91,15 @@ def _check_contexts():
                 f"config: datasets.{settings.dataset}.context is {context}, more than the"
                 f" model context of runs.{run} (model {settings.model}: {model_context} tokens)"
             )
+        # the rating prefix makes every game longer: its longest game's inputs, exactly
+        error = chesslm_prefix.context_error(
+            settings.conditioning,
+            context=context,
+            model_context=model_context,
+            key=f"runs.{run}.conditioning",
+        )
+        if error:
+            _refuse(f"config: {error} (datasets.{settings.dataset}.context)")
 
 
 _check_contexts()

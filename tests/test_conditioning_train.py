@@ -1,0 +1,189 @@
+"""Training with the rating prefix (``conditioning: elo``): batches, validation, the model's
+size, the context check, and a two-rank gloo run that resumes bitwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from chesslm.data import conditioning, tokens
+from chesslm.data.cache import TokenCache
+from chesslm.train import batching, checkpoint, model, validation
+from chesslm.train.loss import IGNORE
+from chesslm.train.prefix import Prefixes, context_error, longest_game
+from chesslm.train.presets import BASELINE_PARAMETERS
+from chesslm.train.settings import RunSettings
+
+from .conftest import run_segment, segment_args
+
+GAMES = [np.array([69, 1, 2, 64, 70]), np.array([69, 70])]
+PREFIX = Prefixes("elo", np.array([1523, -1]), np.array([900, 3400]))
+
+
+def test_a_padded_batch_feeds_the_prefix_and_targets_moves_only() -> None:
+    x, y = batching.collate(GAMES, "cpu", prefixes=PREFIX([0, 1]))
+    assert x.tolist() == [[81, 103, 69, 1, 2, 64], [72, 127, 69, 71, 71, 71]]
+    # inputs W and B would predict B and BOS: ignored; BOS predicts the first source square
+    assert y.tolist() == [[IGNORE, IGNORE, 1, 2, 64, 70], [IGNORE, IGNORE, 70] + [IGNORE] * 3]
+    plain_x, plain_y = batching.collate(GAMES, "cpu")
+    assert torch.equal(y[:, 2:], plain_y) and torch.equal(x[:, 2:], plain_x)
+
+
+def test_a_packed_row_keeps_each_prefix_in_its_games_document() -> None:
+    x, y, pos, doc = batching.collate_packed(
+        GAMES, [[0, 1]], "cpu", row_tokens=10, prefixes=[PREFIX([0, 1])]
+    )
+    assert x.tolist() == [[81, 103, 69, 1, 2, 64, 72, 127, 69, 71]]
+    assert y.tolist() == [[IGNORE, IGNORE, 1, 2, 64, 70, IGNORE, IGNORE, 70, IGNORE]]
+    assert pos.tolist() == [[0, 1, 2, 3, 4, 5, 0, 1, 2, 0]]
+    assert doc.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1, 1, 2]]
+
+
+def test_packed_rows_count_the_prefix_in_their_budget() -> None:
+    lengths = np.random.default_rng(1).integers(2, 40, 500)
+    for extra in (0, 2):
+        rows = batching.pack_rows(lengths, epoch=0, seed=3, row_tokens=64, prefix=extra)
+        assert sorted(int(i) for r in rows for i in r) == list(range(500))
+        assert max(sum(int(lengths[i]) - 1 + extra for i in r) for r in rows) <= 64
+    with pytest.raises(ValueError, match="rows hold 64 inputs"):
+        batching.pack_rows([64], epoch=0, seed=3, row_tokens=64, prefix=2)
+
+
+def test_the_training_loss_counts_move_targets_only(rated_cache: Path) -> None:
+    cache = TokenCache(rated_cache)
+    prefixes = Prefixes.of_cache(cache, "train", "elo")
+    games = cache.train
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    group = [[0, 1], [2, 3]]
+    values = batching.backward_group(
+        net, games, group, micro=2, rank=0, world=1, device="cpu", prefixes=prefixes
+    )
+    assert values["valid_targets"] == sum(len(games[i]) - 1 for i in range(4))
+    # the same loss as a game-by-game reference: logits from BOS on against the moves
+    reference = 0.0
+    for i in range(4):
+        full = torch.tensor(np.concatenate([prefixes([i])[0], games[i]]), dtype=torch.long)
+        logits = net(full[None, :-1])[0, 2:]
+        reference += F.cross_entropy(logits, full[3:], reduction="sum").item()
+    assert values["loss_sum"] == pytest.approx(reference, rel=1e-5)
+
+
+def test_no_target_of_a_conditioned_batch_is_a_reserved_id(rated_cache: Path) -> None:
+    cache = TokenCache(rated_cache)
+    prefixes = Prefixes.of_cache(cache, "train", "elo")
+    index = list(range(len(cache.train)))
+    x, y = batching.collate([cache.train[i] for i in index], "cpu", prefixes=prefixes(index))
+    targets = y[y.ne(IGNORE)]
+    assert targets.numel() == sum(len(cache.train[i]) - 1 for i in index)
+    assert int(targets.max()) < tokens.FIRST_RESERVED
+    assert x[:, :2].min() >= tokens.FIRST_RESERVED  # the inputs do carry the ratings
+    meta = cache.metadata("train")
+    pairs = zip(meta["white_elo"], meta["black_elo"], strict=True)
+    assert x[:, :2].tolist() == [conditioning.prefix(w, b) for w, b in pairs]
+
+
+def test_the_baseline_keeps_its_parameter_count_with_conditioning_on() -> None:
+    settings = RunSettings(dataset="d", model="baseline", conditioning="elo")
+    with torch.device("meta"):  # no memory, and the tied head stays tied (``.to`` unties it)
+        net = model.build(settings.model, device="meta")
+    assert net.num_parameters() == BASELINE_PARAMETERS == 85_940_736
+    # every prefix id is an embedding row the model already has
+    assert conditioning.BLACK_FIRST + conditioning.BINS - 1 < net.config.vocab_size
+
+
+def test_conditioned_validation_counts_the_moves_of_the_unconditioned_one(
+    rated_cache: Path,
+) -> None:
+    cache = TokenCache(rated_cache)
+    torch.manual_seed(0)
+    net = model.build("tiny")
+    cpu = torch.device("cpu")
+    plain = validation.evaluate(net, validation.ValidationSet(cache, cpu, legality_games=None))
+    data = validation.ValidationSet(cache, cpu, legality_games=None, conditioning="elo")
+    rated = validation.evaluate(net, data)
+    for key in ("valid_targets", "phase_counts", "legality_targets", "legality_games"):
+        assert rated[key] == plain[key], key
+    assert rated["nll"] != plain["nll"]  # the prefix reached the model
+    assert 0.0 < rated["raw_reserved_probability"] < 1.0
+    total = 0.0
+    for i in range(len(data)):  # reference: one game at a time, logits from BOS on
+        full = torch.tensor(np.concatenate([data.prefixes([i])[0], data.games[i]]))
+        with torch.no_grad():
+            logits = net(full[None, :-1].long())[0, 2:]
+        total += F.cross_entropy(logits, full[3:].long(), reduction="sum").item()
+    assert rated["nll"] == pytest.approx(total / rated["valid_targets"], rel=1e-5)
+
+
+def test_the_context_check_counts_the_prefix_exactly() -> None:
+    assert longest_game(1024) == 1022 and longest_game(1025) == 1025
+    assert context_error("elo", context=1024, model_context=1024, key="runs.r.conditioning") is None
+    assert context_error("none", context=1025, model_context=1024, key="k") is None
+    error = context_error("elo", context=1025, model_context=1024, key="runs.r.conditioning")
+    assert error.startswith("runs.r.conditioning is elo:") and "1026 inputs" in error
+    assert "\n" not in error
+
+
+# ------------------------------------------------------------------ two gloo ranks, resumed
+
+HYPER = [
+    "--model=tiny",
+    "--micro=2",
+    "--accum=2",
+    "--epochs=2",
+    "--max-updates=4",
+    "--validation-every-steps=2",
+    "--seed=11",
+    "--threads-per-worker=1",
+    "--dataset=rated",
+    "--conditioning=elo",
+]
+
+
+def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
+    result = run_segment([*segment_args(cache, run_dir, n), *HYPER, *extra])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--packing=off"],
+        # the 24 games fill two 1024-token rows: one row a rank, an update an epoch
+        ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"],
+    ],
+    ids=["padded", "packed"],
+)
+def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
+    rated_cache: Path, tmp_path: Path, flags: list[str]
+) -> None:
+    whole = tmp_path / "whole"
+    train(rated_cache, whole, 0, *flags)
+    run_dir = tmp_path / "resumed"
+    train(rated_cache, run_dir, 0, *flags, "--segment-updates=2")
+    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 2
+    train(rated_cache, run_dir, 1, *flags, "--segment-updates=2")
+
+    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(run_dir / "train/last.pt")
+    assert a["cursor"] == b["cursor"] and a["cursor"]["step"] == 4
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key, state in a["optimizer"]["state"].items():
+        for field, value in state.items():
+            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
+    identity = b["identity"]
+    assert conditioning.of_identity(identity) == "elo"
+    assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]
+    assert checks(run_dir) == checks(whole) and checks(whole)[-1]["valid_targets"] > 0
+
+
+def checks(run_dir: Path) -> list[dict]:
+    """The validation checks of a run's results, without their timings."""
+    history = json.loads((run_dir / "train/results.json").read_text())["history"]
+    return [{k: v for k, v in h["validation"].items() if k != "seconds"} for h in history]
