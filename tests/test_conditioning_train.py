@@ -4,6 +4,8 @@ size, the context check, and a two-rank gloo run that resumes bitwise."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +183,57 @@ def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
     assert conditioning.of_identity(identity) == "elo"
     assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]
     assert checks(run_dir) == checks(whole) and checks(whole)[-1]["valid_targets"] > 0
+    if flags == ["--packing=off"]:
+        plays_with_ratings(run_dir, rated_cache)
+
+
+def plays_with_ratings(run_dir: Path, cache: Path) -> None:
+    """The resumed run's own best.pt: its play evaluation reads each game's ratings and scores
+    the same positions at counterfactual ones; the UCI engine builds its prefix from the
+    rating options."""
+    import chess
+    import chess.engine
+    import pandas as pd
+
+    from chesslm.play import evaluate
+
+    settings = json.loads(json.dumps(PLAY))
+    out = evaluate.run(run_dir, settings, {"rated": cache}, device="cpu")
+    match = json.loads(out["move_match"].read_text())
+    assert match["datasets"]["rated"]["complete"]
+    table = pd.read_csv(out["counterfactual_table"])
+    overall = table[(table["grouping"] == "overall") & (table["protocol"] == "all")]
+    by = overall.set_index("setting")
+    assert list(by.index) == ["true", "1100", "1900"] and by.loc["true", "tv"] == 0
+    assert by.loc["1100", "tv"] > 0 and by.loc["1900", "tv"] > 0
+    assert json.loads(out["legality"].read_text())["ratings"]["ratings"] == PLAY["ratings"]
+    board = chess.Board()
+    board.push_uci("e2e4")  # Black to move: the engine's own rating is Black's
+    command = [
+        sys.executable,
+        "-m",
+        "chesslm.play.uci",
+        "--checkpoint",
+        str(run_dir / "train/best.pt"),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120) as engine:
+        engine.configure({"SelfElo": 2100, "OppoElo": 1000})
+        result = engine.play(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
+    assert result.move in board.legal_moves
+    assert f"prefix {conditioning.prefix(1000, 2100)}" in result.info.get("string", "")
+
+
+PLAY = {
+    "enabled": True, "device": None, "datasets": [], "split": "validation", "seed": 5,
+    "match": {"games": None, "seconds": 600, "chunk_games": 8, "batch_tokens": 4096,
+              "attention": "dense", "compile": False, "bootstrap": 20, "protocols": ["all"]},
+    "legality": {"games": 2, "max_plies": 8, "seconds": 60},
+    "elo": {"ladder": "none", "games_per_anchor": 0, "seed": None, "max_plies": 16,
+            "seconds": 60},
+    "ratings": {"self": 1900, "opponent": 1100},
+    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
+}  # fmt: skip
 
 
 def checks(run_dir: Path) -> list[dict]:
