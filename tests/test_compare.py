@@ -93,12 +93,18 @@ def test_allie_shape_gives_equal_positions_per_band_and_drops_unknown_ratings() 
     bands = stats.elo_band(sampled.mover_elo)
     assert info["positions_per_band"] == 12 and info["empty_bands"] == []
     assert {b: int((bands == b).sum()) for b in set(bands)} == {
-        "<1400": 12, "1400-2000": 12, "2000-2400": 12, "2400+": 12}
+        "<1400": 12,
+        "1400-2000": 12,
+        "2000-2400": 12,
+        "2400+": 12,
+    }
     again, _ = stats.allie_sample(a, per_band=None, seed=3, key="comparisons.x")
     assert np.array_equal(again.game, sampled.game)  # seeded: the same draw
     fixed, info = stats.allie_sample(a, per_band=10, seed=3, key="comparisons.x")
     assert len(fixed.game) == 40
-    with pytest.raises(ValueError, match=r"comparisons.x.positions_per_band is 20, but band 2400\+"):
+    with pytest.raises(
+        ValueError, match=r"comparisons.x.positions_per_band is 20, but band 2400\+"
+    ):
         stats.allie_sample(a, per_band=20, seed=3, key="comparisons.x")
 
 
@@ -130,7 +136,9 @@ def test_runs_on_other_positions_are_refused_naming_the_run() -> None:
 
 def test_settings_name_the_bad_key() -> None:
     raw = {"runs": ["a", "x"], "dataset": "d"}
-    with pytest.raises(ValueError, match=r"comparisons.c.runs names 'x', which is not a run \(known: a, b\)"):
+    with pytest.raises(
+        ValueError, match=r"comparisons.c.runs names 'x', which is not a run \(known: a, b\)"
+    ):
         Comparison.from_config("c", raw, runs=["a", "b"], datasets=["d"])
     raw = {"runs": ["a"], "dataset": "e"}
     with pytest.raises(ValueError, match="comparisons.c.dataset is 'e', which is not a dataset"):

@@ -90,9 +90,7 @@ def score(
     meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
     columns = table(evaluator.positions(), meta)
     ids = np.asarray(evaluator.games.ids)
-    files.write_atomic(
-        out_dir / "positions.npz", lambda fh: np.savez(fh, game_ids=ids, **columns)
-    )
+    files.write_atomic(out_dir / "positions.npz", lambda fh: np.savez(fh, game_ids=ids, **columns))
     record = {
         "run": run,
         "dataset": dataset,

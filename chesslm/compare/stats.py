@@ -50,8 +50,7 @@ def allie_sample(
     short = [n for n in present if counts[n] < k]
     if short:
         raise ValueError(
-            f"{key}.positions_per_band is {k}, but band {short[0]} has {counts[short[0]]}"
-            " positions"
+            f"{key}.positions_per_band is {k}, but band {short[0]} has {counts[short[0]]} positions"
         )
     rng = np.random.default_rng(seed)
     chosen = [np.sort(rng.choice(np.flatnonzero(labels == n), k, replace=False)) for n in present]

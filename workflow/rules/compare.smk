@@ -38,6 +38,16 @@ rule compare:
         results=get_compare_results,
         manifests=get_compare_manifests,
     output:
+        **{
+            figure: report(
+                f"results/compare/{{name}}/{figure}.svg",
+                caption=f"../report/compare-{figure}.rst",
+                category="Comparisons",
+                subcategory="{name}",
+                labels={"comparison": "{name}", "item": figure},
+            )
+            for figure in COMPARE_FIGURES
+        },
         record=report(
             "results/compare/{name}/comparison.json",
             caption="../report/compare-json.rst",
@@ -52,16 +62,6 @@ rule compare:
             subcategory="{name}",
             labels={"comparison": "{name}", "item": "table"},
         ),
-        **{
-            figure: report(
-                f"results/compare/{{name}}/{figure}.svg",
-                caption=f"../report/compare-{figure}.rst",
-                category="Comparisons",
-                subcategory="{name}",
-                labels={"comparison": "{name}", "item": figure},
-            )
-            for figure in COMPARE_FIGURES
-        },
     log:
         "logs/compare/{name}.log",
     wildcard_constraints:
