@@ -19,7 +19,10 @@ def aligned(game, runs, elo=None) -> Aligned:
     elo = np.full(n, 1500) if elo is None else np.asarray(elo)
     cols = {r: {k: np.asarray(v[k], dtype=float) for k in ("top1", "top3", "nll")}
             for r, v in runs.items()}  # fmt: skip
-    return Aligned(game, np.arange(n) % 40, elo, elo, {"all": np.ones(n, bool)}, cols, 0, "x")
+    legal = np.full(n, 30)
+    return Aligned(
+        game, np.arange(n) % 40, elo, elo, legal, {"all": np.ones(n, bool)}, cols, 0, "x"
+    )
 
 
 def row(rows, kind, run, metric, group="all"):

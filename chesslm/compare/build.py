@@ -25,7 +25,8 @@ def run_records(runs: dict[str, dict[str, Any]], scores: dict[str, Path]) -> lis
     """Per run: its dataset, training games (the manifest's), games per update, best step and
     validation NLL (results.json), and what it was scored with (scores.json)."""
     out = []
-    for name, info in runs.items():
+    for name in scores:  # the comparison's order
+        info = runs[name]
         manifest = files.read_json(Path(info["manifest"]))
         results = files.read_json(Path(info["results"]))
         scored = files.read_json(scores[name] / "scores.json")
@@ -74,14 +75,17 @@ def compare(
     if not len(chosen.game):
         raise ValueError(f"comparisons.{c.name}: no position counts under {c.protocol}")
     rows = stats.summarise(chosen, c.baseline, draws=c.bootstrap, seed=c.seed)
-    records = run_records(runs, scores)
+    records = run_records(runs, {run: scores[run] for run in c.runs})
     x_label = curve_axis(records)
     frame = pd.DataFrame(rows)
+    uniform = float(np.mean(np.log(np.maximum(chosen.n_legal, 1))))
     title = f"{c.name}: {c.protocol} positions of {c.dataset}'s validation split"
     figures = {
         "runs": plots.runs_figure(frame, title),
         "paired": plots.paired_figure(frame, c.baseline, f"{title}, paired with {c.baseline}"),
-        "curve": plots.curve_figure(frame, records, x_label, f"{c.name}: learning curve"),
+        "curve": plots.curve_figure(
+            frame, records, x_label, f"{c.name}: learning curve", uniform
+        ),  # fmt: skip
         "bands": plots.bands_figure(frame, f"{c.name}: top-1 by the mover's band"),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -100,6 +104,7 @@ def compare(
         "games": int(len(np.unique(chosen.game))),
         "protocol": protocols.PROTOCOLS[c.protocol].text,
         "selection": shape,
+        "uniform_nll": uniform,
         "interval": f"95 % percentile bootstrap over whole games, {c.bootstrap} draws (seed"
         f" {c.seed}), the same draws for every run and every paired difference; none for a"
         " group of fewer than 10 games",

@@ -29,16 +29,16 @@ def runs_figure(rows: pd.DataFrame, title: str) -> Figure:
     part = rows[(rows["kind"] == "metric") & (rows["group"] == "all")]
     if not len(part):
         return notice_figure(title, "No positions to compare.")
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
-    axes = fig.subplots(1, 3)
+    fig = Figure(figsize=(11, 1.6 + 0.4 * part["run"].nunique()), layout="constrained")
+    axes = fig.subplots(1, 3, sharey=True)
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
         m = part[part["metric"] == metric]
         y = np.arange(len(m))
         ax.errorbar(m["value"], y, xerr=_errors(m), fmt="o", capsize=3)
         ax.set_yticks(y, m["run"])
-        ax.invert_yaxis()
         ax.set(xlabel=label)
         ax.grid(alpha=0.3)
+    axes[0].invert_yaxis()
     fig.suptitle(title)
     return fig
 
@@ -48,30 +48,31 @@ def paired_figure(rows: pd.DataFrame, baseline: str, title: str) -> Figure:
     part = rows[(rows["kind"] == "paired") & (rows["group"] == "all")]
     if not len(part):
         return notice_figure(title, f"Only the baseline {baseline}: no difference to show.")
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
-    axes = fig.subplots(1, 3)
+    fig = Figure(figsize=(11, 1.6 + 0.4 * part["run"].nunique()), layout="constrained")
+    axes = fig.subplots(1, 3, sharey=True)
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
         m = part[part["metric"] == metric]
         y = np.arange(len(m))
         ax.axvline(0, color="grey", lw=1)
         ax.errorbar(m["value"], y, xerr=_errors(m), fmt="o", capsize=3, color="tab:red")
         ax.set_yticks(y, [f"{r} − {baseline}" for r in m["run"]])
-        ax.invert_yaxis()
-        ax.set(xlabel=f"difference in {label}")
+        ax.set(xlabel=f"{label}: run − baseline")
         ax.grid(alpha=0.3)
+    axes[0].invert_yaxis()
     fig.suptitle(title)
     return fig
 
 
-def curve_figure(rows: pd.DataFrame, runs: list[dict[str, Any]], x_label: str,
-                 title: str) -> Figure:  # fmt: skip
+def curve_figure(rows: pd.DataFrame, runs: list[dict[str, Any]], x_label: str, title: str,
+                 uniform_nll: float | None = None) -> Figure:  # fmt: skip
     """Top-1 and NLL per move against the runs' training games (log x), 95 % bars; the
-    published top-1 figures as horizontal lines labelled with their protocols."""
+    published top-1 figures as horizontal lines labelled with their protocols; on the NLL
+    panel, ``uniform_nll``: a uniform choice among the legal moves, the untrained level."""
     part = rows[(rows["kind"] == "metric") & (rows["group"] == "all")]
     x = {r["name"]: r["x"] for r in runs}
     if not len(part) or not all(v and v > 0 for v in x.values()):
         return notice_figure(title, "No runs with training games to draw a curve of.")
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    fig = Figure(figsize=(11, 5.4), layout="constrained")
     top, nll = fig.subplots(1, 2)
     for ax, metric in ((top, "top1"), (nll, "nll")):
         m = part[part["metric"] == metric].assign(x=lambda d: d["run"].map(x)).sort_values("x")
@@ -86,7 +87,11 @@ def curve_figure(rows: pd.DataFrame, runs: list[dict[str, Any]], x_label: str,
         top.axhline(anchor.top1, ls=("--", ":", "-.")[i % 3], color=f"C{i + 1}", lw=1,
                     label=anchor.label)  # fmt: skip
     top.set_ylim(0, 0.75)
-    top.legend(fontsize="x-small", loc="lower right")
+    top.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=1)
+    if uniform_nll is not None:
+        nll.axhline(uniform_nll, color="grey", ls="--", lw=1,
+                    label=f"uniform over the legal moves ({uniform_nll:.2f})")  # fmt: skip
+        nll.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.16))
     nll.set_title("no published NLL in these units", fontsize="small")
     fig.suptitle(title)
     return fig

@@ -23,6 +23,7 @@ class Aligned:
     ply: np.ndarray
     mover_elo: np.ndarray
     opponent_elo: np.ndarray
+    n_legal: np.ndarray
     keep: dict[str, np.ndarray]  # protocol name -> the positions it counts
     runs: dict[str, dict[str, np.ndarray]]  # run -> top1, top3, nll per position
     validation_games: int
@@ -32,6 +33,7 @@ class Aligned:
         """The positions of ``mask`` (bool or indices) only."""
         return Aligned(
             self.game[mask], self.ply[mask], self.mover_elo[mask], self.opponent_elo[mask],
+            self.n_legal[mask],
             {k: v[mask] for k, v in self.keep.items()},
             {r: {k: v[mask] for k, v in cols.items()} for r, cols in self.runs.items()},
             self.validation_games, self.ids_sha256,
@@ -72,5 +74,5 @@ def align(tables: dict[str, dict[str, np.ndarray]]) -> Aligned:
     return Aligned(
         ref["game"].astype(np.int64), ref["ply"].astype(np.int64),
         ref["mover_elo"].astype(np.int64), ref["opponent_elo"].astype(np.int64),
-        keep, runs, len(ref["game_ids"]), digest,
+        ref["n_legal"].astype(np.int64), keep, runs, len(ref["game_ids"]), digest,
     )  # fmt: skip
