@@ -16,6 +16,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/ladder.smk"
 include: "workflow/rules/play.smk"
+include: "workflow/rules/compare.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/export.smk"
 

@@ -47,6 +47,19 @@ pytestmark = pytest.mark.slow
             "runs.demo.legality_eval_games is 5000, more than datasets.sample.legality_games",
         ),
         (
+            "comparisons: {c: {runs: [demo, x], dataset: sample}}",
+            "config: comparisons.c.runs names 'x', which is not a run (known: demo, ",
+        ),
+        (
+            "comparisons: {c: {runs: [demo], dataset: nope}}",
+            "comparisons.c.dataset is 'nope', which is not a dataset (known: sample)",
+        ),
+        ("comparisons: {c: {runs: [demo], dataset: sample, shape: maia}}", "shape"),
+        (
+            "comparisons: {c: {runs: [demo], dataset: sample, baseline: pilot}}",
+            "comparisons.c.baseline is 'pilot', not one of comparisons.c.runs",
+        ),
+        (
             "datasets: {sample: {context: 2048}}",
             "datasets.sample.context is 2048, more than the model context of runs.demo"
             " (model tiny: 1024 tokens)",

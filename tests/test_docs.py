@@ -387,7 +387,7 @@ def table_defaults(section: str) -> list[tuple[str, str]]:
     return [(key, cell.strip()) for key, cell in rows]
 
 
-@pytest.mark.parametrize("table", ["datasets", "ladders", "runs"])
+@pytest.mark.parametrize("table", ["datasets", "ladders", "runs", "comparisons"])
 def test_config_readme_defaults_are_the_schema_defaults(table: str) -> None:
     section = f"{table}.NAME"
     schema = SCHEMA["properties"][table]["additionalProperties"]

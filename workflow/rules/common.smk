@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
+from chesslm.compare.settings import Comparison
 from chesslm.data import settings as chesslm_dataset
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.play import ladder as chesslm_ladder
@@ -446,6 +447,65 @@ def get_ladder_engine(wildcards):
 
 def get_ladder_threads(wildcards):
     return config["ladders"][wildcards.ladder]["threads"]
+
+
+# --- comparisons (workflow/rules/compare.smk) -------------------------------------------
+
+
+def _comparisons():
+    """Every comparison's settings, checked at parse time (one line naming the key)."""
+    out = {}
+    for name, raw in config.get("comparisons", {}).items():
+        try:
+            out[name] = Comparison.from_config(name, raw, runs=RUNS, datasets=DATASETS)
+        except ValueError as error:
+            _refuse(f"config: {error}")
+    return out
+
+
+COMPARE = _comparisons()
+COMPARISONS = sorted(COMPARE)
+
+
+def get_score_cache(wildcards):
+    """The token cache whose validation split rule score reads (never a test split)."""
+    return f"{dataset_dir(wildcards.dataset)}/token-cache/cache.json"
+
+
+def get_score_batch_tokens(wildcards):
+    return play_settings(wildcards.run)["match"]["batch_tokens"]
+
+
+def get_compare_scores(wildcards):
+    c = COMPARE[wildcards.name]
+    return [f"results/{run}/scores/{c.dataset}/positions.npz" for run in c.runs]
+
+
+def get_compare_results(wildcards):
+    return [f"results/{run}/results.json" for run in COMPARE[wildcards.name].runs]
+
+
+def get_compare_manifests(wildcards):
+    runs = COMPARE[wildcards.name].runs
+    return [f"{dataset_dir(run_dataset(run))}/manifest.json" for run in runs]
+
+
+def get_compare_settings_json(wildcards):
+    return json.dumps(COMPARE[wildcards.name].as_dict(), sort_keys=True)
+
+
+def get_compare_runs_json(wildcards):
+    """Per run: its dataset, its results and manifest paths, games per optimizer update."""
+    out = {}
+    for run in COMPARE[wildcards.name].runs:
+        s = run_settings(run)
+        out[run] = {
+            "dataset": s.dataset,
+            "results": f"results/{run}/results.json",
+            "manifest": f"{dataset_dir(s.dataset)}/manifest.json",
+            "games_per_update": s.micro * s.accum * s.workers,
+        }
+    return json.dumps(out, sort_keys=True)
 
 
 # --- reports and targets -----------------------------------------------------------------

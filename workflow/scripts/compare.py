@@ -1,0 +1,14 @@
+"""Snakemake script of rule compare: chesslm.compare.build on the runs' score tables."""
+
+import json
+from pathlib import Path
+
+from chesslm import logs
+from chesslm.compare import build
+from chesslm.compare.settings import Comparison
+
+with logs.step("compare", snakemake.log[0]):  # noqa: F821
+    c = Comparison.from_dict(json.loads(snakemake.params.settings))  # noqa: F821
+    runs = json.loads(snakemake.params.runs)  # noqa: F821
+    scores = {run: Path(f"results/{run}/scores/{c.dataset}") for run in c.runs}
+    build.compare(c, scores, runs, Path(snakemake.output.record).parent)  # noqa: F821

@@ -1,0 +1,20 @@
+"""Snakemake script of rule score: chesslm.compare.scores on the run's best.pt with the rule's
+threads."""
+
+from pathlib import Path
+
+from chesslm import logs
+from chesslm.compare import scores
+
+with logs.step("score", snakemake.log[0]):  # noqa: F821
+    w = snakemake.wildcards  # noqa: F821
+    scores.score(
+        Path(f"results/{w.run}"),
+        w.run,
+        w.dataset,
+        Path(snakemake.input.cache).parent,  # noqa: F821
+        Path(snakemake.output.positions).parent,  # noqa: F821
+        device=snakemake.params.device,  # noqa: F821
+        threads=snakemake.threads,  # noqa: F821
+        batch_tokens=snakemake.params.batch_tokens,  # noqa: F821
+    )
