@@ -67,7 +67,8 @@ def align(tables: dict[str, dict[str, np.ndarray]]) -> Aligned:
         if not same:
             raise ValueError(
                 f"run {run}: positions differ from run {first}'s ({len(t['game'])} vs"
-                f" {len(ref['game'])}) on the same validation games"
+                f" {len(ref['game'])}) on the same validation games (runs.NAME.play.match.games"
+                " bounds the games scored: the runs of a comparison need the same)"
             )
     keep = {name: ref[PROTOCOL_PREFIX + name].astype(bool) for name in protocols.PROTOCOLS}
     runs = {run: {k: t[k] for k in PER_RUN} for run, t in tables.items()}

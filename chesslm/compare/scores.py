@@ -71,19 +71,21 @@ def score(
     threads: int = 1,
     chunk_games: int = 64,
     batch_tokens: int = 16384,
+    games: int | None = None,
 ) -> dict[str, Any]:
     """Score ``run_dir``'s best.pt on ``cache_dir``'s validation split into ``out_dir``;
-    returns the record written as scores.json."""
+    returns the record written as scores.json. ``games``: that many evenly spaced validation
+    games (the run's ``play.match.games``), None for all of them."""
     evaluate.check_validation_only(cache_dir)
     started = time.monotonic()
     host = evaluate.use_threads(threads)
     net, model = evaluate.load_model(run_dir / "train" / "best.pt", torch.device(device))
-    state = out_dir / "state" / model["checkpoint_sha256"][:16]
+    state = out_dir / "state" / f"{model['checkpoint_sha256'][:16]}-{games or 'all'}"
     for old in (out_dir / "state").glob("*"):
         if old != state:  # another checkpoint's chunks
             shutil.rmtree(old)
     evaluator = matching.Evaluator(
-        net, cache_dir, state, games=None, chunk_games=chunk_games,
+        net, cache_dir, state, games=games, chunk_games=chunk_games,
         batch_tokens=batch_tokens, device=torch.device(device),
     )  # fmt: skip
     evaluator.run(math.inf)
@@ -99,6 +101,7 @@ def score(
         "dataset_fingerprint": evaluator.cache.fingerprint,
         "validation_games": len(ids),
         "validation_ids_sha256": ids_digest(ids),
+        "games_bound": games,
         "games_scored": int(len(np.unique(columns["game"]))),
         "positions": int(len(columns["game"])),
         "protocol_positions": {
@@ -126,10 +129,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--games", type=int, default=None, help="evenly spaced validation games")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     score(a.run_dir, a.run or a.run_dir.name, a.dataset, a.cache, a.out, device=a.device,
-          threads=a.threads)  # fmt: skip
+          threads=a.threads, games=a.games)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -460,6 +460,15 @@ def _comparisons():
             out[name] = Comparison.from_config(name, raw, runs=RUNS, datasets=DATASETS)
         except ValueError as error:
             _refuse(f"config: {error}")
+        bounds = {run: play_settings(run)["match"]["games"] for run in out[name].runs}
+        if (
+            len(set(bounds.values())) > 1
+        ):  # rule score scores that many games of each run
+            listed = ", ".join(f"{run}: {games}" for run, games in bounds.items())
+            _refuse(
+                f"config: comparisons.{name}.runs score different numbers of validation games"
+                f" (runs.NAME.play.match.games: {listed}); a comparison is on the same positions"
+            )
     return out
 
 
@@ -474,6 +483,11 @@ def get_score_cache(wildcards):
 
 def get_score_batch_tokens(wildcards):
     return play_settings(wildcards.run)["match"]["batch_tokens"]
+
+
+def get_score_games(wildcards):
+    """The run's move-matching bound (play.match.games) bounds its scores too (None: all)."""
+    return play_settings(wildcards.run)["match"]["games"]
 
 
 def get_compare_scores(wildcards):

@@ -28,6 +28,7 @@ rule score:
     params:
         device=get_play_device,
         batch_tokens=get_score_batch_tokens,
+        games=get_score_games,
     script:
         "../scripts/score.py"
 

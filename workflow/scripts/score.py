@@ -17,4 +17,5 @@ with logs.step("score", snakemake.log[0]):  # noqa: F821
         device=snakemake.params.device,  # noqa: F821
         threads=snakemake.threads,  # noqa: F821
         batch_tokens=snakemake.params.batch_tokens,  # noqa: F821
+        games=snakemake.params.games,  # noqa: F821
     )
