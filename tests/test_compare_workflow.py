@@ -42,6 +42,8 @@ def test_the_comparison_pairs_the_runs_on_every_validation_position(compared: Pa
     scores = {r: json.loads((compared / f"results/{r}/scores/mini/scores.json").read_text())
               for r in ("mini", "mini-b")}  # fmt: skip
     assert scores["mini"]["validation_ids_sha256"] == scores["mini-b"]["validation_ids_sha256"]
+    # both runs' play.match.games: 8 evenly spaced validation games, no more
+    assert scores["mini"]["games_bound"] == 8 and scores["mini"]["games_scored"] <= 8
     table = np.load(compared / "results/mini/scores/mini/positions.npz")
     assert record["positions"] == len(table["game"]) == scores["mini"]["positions"] > 0
     assert record["settings"]["baseline"] == "mini-b"

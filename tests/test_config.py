@@ -52,12 +52,17 @@ pytestmark = pytest.mark.slow
         ),
         (
             "comparisons: {c: {runs: [demo], dataset: nope}}",
-            "comparisons.c.dataset is 'nope', which is not a dataset (known: sample)",
+            "comparisons.c.dataset is 'nope', which is not a dataset (known: real, real-1k,",
         ),
         ("comparisons: {c: {runs: [demo], dataset: sample, shape: maia}}", "shape"),
         (
             "comparisons: {c: {runs: [demo], dataset: sample, baseline: pilot}}",
             "comparisons.c.baseline is 'pilot', not one of comparisons.c.runs",
+        ),
+        (
+            "comparisons: {c: {runs: [demo, pilot], dataset: sample}}",
+            "comparisons.c.runs score different numbers of validation games"
+            " (runs.NAME.play.match.games: demo: 64, pilot: None)",
         ),
         (
             "datasets: {sample: {context: 2048}}",

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from chesslm.compare.anchors import ANCHORS
 from chesslm.figures import notice_figure
@@ -44,18 +45,22 @@ def runs_figure(rows: pd.DataFrame, title: str) -> Figure:
 
 
 def paired_figure(rows: pd.DataFrame, baseline: str, title: str) -> Figure:
-    """Each run minus the baseline on the same positions, 95 % paired bootstrap bars."""
-    part = rows[(rows["kind"] == "paired") & (rows["group"] == "all")]
+    """Each run minus the baseline on the same positions, overall and by the mover's band, 95 %
+    paired bootstrap bars."""
+    part = rows[rows["kind"] == "paired"]
     if not len(part):
         return notice_figure(title, f"Only the baseline {baseline}: no difference to show.")
-    fig = Figure(figsize=(11, 1.6 + 0.4 * part["run"].nunique()), layout="constrained")
+    texts = (part["run"] + f" − {baseline}: " + part["group"]).tolist()
+    labels = list(dict.fromkeys(texts))
+    fig = Figure(figsize=(11, 1.6 + 0.3 * len(labels)), layout="constrained")
     axes = fig.subplots(1, 3, sharey=True)
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
         m = part[part["metric"] == metric]
-        y = np.arange(len(m))
+        y = [labels.index(text) for text in (m["run"] + f" − {baseline}: " + m["group"])]
         ax.axvline(0, color="grey", lw=1)
         ax.errorbar(m["value"], y, xerr=_errors(m), fmt="o", capsize=3, color="tab:red")
-        ax.set_yticks(y, [f"{r} − {baseline}" for r in m["run"]])
+        ax.set_yticks(range(len(labels)), labels)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # long tick labels must not overlap
         ax.set(xlabel=f"{label}: run − baseline")
         ax.grid(alpha=0.3)
     axes[0].invert_yaxis()
