@@ -128,6 +128,19 @@ class Browser:
                 break
         return value
 
+    def show_report_image(self, path: str) -> list[int] | None:
+        """In a Snakemake HTML report: what a click on the item ``path``'s view button does
+        (ToggleViewManager.handleImg); [width, height] once its image is drawn, else None."""
+        uri = f"results[{json.dumps(path)}].data_uri"
+        self.evaluate(
+            f"app.setView({{content: 'img', contentPath: {uri}, resultPath: {json.dumps(path)}}})"
+        )
+        return self.wait_for(
+            "(() => { const i = [...document.querySelectorAll('img')].find(i =>"
+            f" i.src === {uri}); return i && i.complete && i.naturalWidth > 100 ?"
+            " [i.naturalWidth, i.naturalHeight] : null })()"
+        )
+
     def close(self) -> None:
         try:
             self.send("Browser.close")

@@ -110,14 +110,5 @@ def test_the_report_shows_the_comparison_figures_with_captions(compared: Path) -
             assert browser.wait_for(f"document.body.innerText.includes({json.dumps(first)})"), (
                 f"{path}: its caption ({first!r}...) is not on the page"
             )
-            browser.evaluate(
-                f"app.setView({{content: 'img', contentPath: results[{json.dumps(path)}].data_uri,"
-                f" resultPath: {json.dumps(path)}}})"
-            )
-            size = browser.wait_for(
-                "(() => { const i = [...document.querySelectorAll('img')].find(i =>"
-                f" i.src === results[{json.dumps(path)}].data_uri);"
-                " return i && i.complete && i.naturalWidth > 100 ? [i.naturalWidth,"
-                " i.naturalHeight] : null })()"
-            )
+            size = browser.show_report_image(path)
             assert size, f"{path} was not drawn"

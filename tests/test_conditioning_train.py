@@ -22,6 +22,7 @@ from chesslm.train.presets import BASELINE_PARAMETERS
 from chesslm.train.settings import RunSettings
 
 from .conftest import run_segment, segment_args
+from .test_play import SETTINGS
 
 GAMES = [np.array([69, 1, 2, 64, 70]), np.array([69, 70])]
 PREFIX = Prefixes("elo", np.array([1523, -1]), np.array([900, 3400]))
@@ -197,7 +198,9 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
 
     from chesslm.play import evaluate
 
-    settings = json.loads(json.dumps(PLAY))
+    settings = json.loads(json.dumps(SETTINGS))  # test_play's, without ladder games
+    settings["elo"]["games_per_anchor"] = 0
+    settings["ratings"] = {"self": 1900, "opponent": 1100}
     out = evaluate.run(run_dir, settings, {"rated": cache}, device="cpu")
     match = json.loads(out["move_match"].read_text())
     assert match["datasets"]["rated"]["complete"]
@@ -206,7 +209,7 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
     by = overall.set_index("setting")
     assert list(by.index) == ["true", "1100", "1900"] and by.loc["true", "tv"] == 0
     assert by.loc["1100", "tv"] > 0 and by.loc["1900", "tv"] > 0
-    assert json.loads(out["legality"].read_text())["ratings"]["ratings"] == PLAY["ratings"]
+    assert json.loads(out["legality"].read_text())["ratings"]["ratings"] == settings["ratings"]
     board = chess.Board()
     board.push_uci("e2e4")  # Black to move: the engine's own rating is Black's
     command = [
@@ -222,18 +225,6 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
         result = engine.play(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
     assert result.move in board.legal_moves
     assert f"prefix {conditioning.prefix(1000, 2100)}" in result.info.get("string", "")
-
-
-PLAY = {
-    "enabled": True, "device": None, "datasets": [], "split": "validation", "seed": 5,
-    "match": {"games": None, "seconds": 600, "chunk_games": 8, "batch_tokens": 4096,
-              "attention": "dense", "compile": False, "bootstrap": 20, "protocols": ["all"]},
-    "legality": {"games": 2, "max_plies": 8, "seconds": 60},
-    "elo": {"ladder": "none", "games_per_anchor": 0, "seed": None, "max_plies": 16,
-            "seconds": 60},
-    "ratings": {"self": 1900, "opponent": 1100},
-    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
-}  # fmt: skip
 
 
 def checks(run_dir: Path) -> list[dict]:

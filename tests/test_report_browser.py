@@ -63,17 +63,7 @@ def check_report(report: Path, run_dir: Path) -> None:
         assert len(expected) > len(items.PLOTS)  # the play figures are in the report too
         assert figures == expected
         for path in figures:
-            # what a click on the figure's view button does (ToggleViewManager.handleImg)
-            browser.evaluate(
-                f"app.setView({{content: 'img', contentPath: results[{json.dumps(path)}].data_uri,"
-                f" resultPath: {json.dumps(path)}}})"
-            )
-            size = browser.wait_for(
-                "(() => { const i = [...document.querySelectorAll('img')].find(i =>"
-                f" i.src === results[{json.dumps(path)}].data_uri);"
-                " return i && i.complete && i.naturalWidth > 100 ? [i.naturalWidth,"
-                " i.naturalHeight] : null })()"
-            )
+            size = browser.show_report_image(path)
             assert size, f"{path} was not drawn"
 
 

@@ -257,21 +257,28 @@ def move_matching(job: Job) -> Result:
     return Result(match_json, {"move_match_table": frame}, plots.match_figure(frame))
 
 
-def _match_dataset(
-    job: Job, name: str, cache_dir: Path, chosen: list[protocols.Protocol], deadline: float
-) -> dict[str, Any]:
-    """One dataset's move-matching (its finished chunks kept in the state) and its table."""
+def _evaluator(job: Job, cache_dir: Path, state: Path) -> matching.Evaluator:
+    """The validation positions ``match`` asks for, scored as its settings say (move-matching
+    and the counterfactual ratings score the same positions)."""
     m = job.settings["match"]
-    evaluator = matching.Evaluator(
+    return matching.Evaluator(
         job.net,
         cache_dir,
-        job.state / "match" / name,
+        state,
         games=m["games"],
         chunk_games=m["chunk_games"],
         batch_tokens=m["batch_tokens"],
         device=job.device,
         attention=m["attention"],
     )
+
+
+def _match_dataset(
+    job: Job, name: str, cache_dir: Path, chosen: list[protocols.Protocol], deadline: float
+) -> dict[str, Any]:
+    """One dataset's move-matching (its finished chunks kept in the state) and its table."""
+    m = job.settings["match"]
+    evaluator = _evaluator(job, cache_dir, job.state / "match" / name)
     progress = Progress(f"move-matching {name}", evaluator.positions_total, "positions",
                         every=job.progress_every)  # fmt: skip
     t0 = time.monotonic()
@@ -537,11 +544,7 @@ def _counterfactual_dataset(
     job: Job, name: str, cache_dir: Path, chosen: list[protocols.Protocol], deadline: float
 ) -> dict[str, Any]:
     """One dataset's counterfactual scoring (its finished chunks kept) and its table."""
-    m = job.settings["match"]
-    evaluator = matching.Evaluator(job.net, cache_dir, counterfactual.state_dir(job.state, name),
-                                   games=m["games"], chunk_games=m["chunk_games"],
-                                   batch_tokens=m["batch_tokens"], device=job.device,
-                                   attention=m["attention"])  # fmt: skip
+    evaluator = _evaluator(job, cache_dir, counterfactual.state_dir(job.state, name))
     scorer = counterfactual.Counterfactual(evaluator, job.settings["counterfactual"]["ratings"])
     progress = Progress(f"counterfactual ratings {name}", evaluator.positions_total,
                         "positions", every=job.progress_every)  # fmt: skip
