@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-BASELINE_PARAMETERS = 85_940_736  # chesslm.train.presets.BASELINE_PARAMETERS (no chesslm import)
+BASELINE_PARAMETERS = 85_940_736  # chesslm.model.presets.BASELINE_PARAMETERS (no chesslm import)
 
 
 def sync(device: torch.device) -> None:

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from chesslm.train import model, optim, presets
+from chesslm.model import presets
+from chesslm.train import model, optim
 
 
 def test_baseline_has_exactly_the_gpt2_small_parameter_count() -> None:

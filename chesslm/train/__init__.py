@@ -1,6 +1,6 @@
 """Training stages: the probe and bounded segments (rules probe, train_segment, results).
 
-``model`` the transformer, ``presets`` its sizes, ``batching`` the batch plan and
+``model`` the transformer (its sizes: ``chesslm.model.presets``), ``batching`` the batch plan and
 microbatches, ``loss`` the training loss, ``optim`` AdamW, its schedule and the gradient clip,
 ``compilation`` torch.compile, ``cuda_graphs`` captured updates, ``distributed`` process
 groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality, ``checkpoint`` the

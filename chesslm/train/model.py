@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from chesslm.train.presets import BASELINE_PARAMETERS, GPTConfig, config_for
+from chesslm.model.presets import BASELINE_PARAMETERS, GPTConfig, config_for
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
     from torch.nn.attention.flex_attention import BlockMask, flex_attention

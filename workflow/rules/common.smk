@@ -25,7 +25,7 @@ from chesslm.report import staleness
 from chesslm.report.items import ITEMS as REPORT_ITEMS  # report.smk's outputs
 from chesslm.train import launch
 from chesslm.train import prefix as chesslm_prefix
-from chesslm.train.presets import config_for as model_config
+from chesslm.model.presets import config_for as model_config
 from chesslm.train.settings import RunSettings, legality_request_error, schema_error
 
 
