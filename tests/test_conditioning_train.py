@@ -15,10 +15,10 @@ import torch.nn.functional as F
 
 from chesslm.data import conditioning, tokens
 from chesslm.data.cache import TokenCache
+from chesslm.model.presets import BASELINE_PARAMETERS
 from chesslm.train import batching, checkpoint, model, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes, context_error, longest_game
-from chesslm.model.presets import BASELINE_PARAMETERS
 from chesslm.train.settings import RunSettings
 
 from .conftest import run_segment, segment_args
