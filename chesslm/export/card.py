@@ -1,7 +1,8 @@
 """``README.md`` of an export: a model card saying what the weights are, what data made them
 (fingerprint, filters, licence), how they were trained and how they play, from the run's own
 records (the checkpoint's identity, the dataset manifest and integrity receipt, results.json
-and, when the run has them, its play evaluation's files). A rating-conditioned checkpoint's card
+and, when the run has them, its play evaluation's records, read by ``chesslm.play.records`` as
+the summary's play section reads them: the same Elo sentences). A rating-conditioned card
 says how to build the rating prefix in front of a game (``chesslm.data.conditioning``), with
 code that builds it from ``chess-tokenizer.json`` alone.
 """
