@@ -1,9 +1,12 @@
 """chesslm: train chess-move transformers on Lichess games, reproducibly.
 
 Sub-packages mirror the workflow's stages: ``chesslm.data`` (convert, verify, token_cache),
-``chesslm.train`` (probe, train_segment, results), ``chesslm.report`` (summarise) and
-``chesslm.play`` (play evaluation). ``files`` holds the digests and the one atomic writer,
-``logs`` the logging of rule scripts.
+``chesslm.train`` (probe, train_segment, results), ``chesslm.play`` (ladder, play),
+``chesslm.compare`` (score, compare), ``chesslm.export`` (export) and ``chesslm.report``
+(summarise); below them ``chesslm.model`` (the network and its presets) and
+``chesslm.record`` (the recorders every stage writes through). ``files`` holds the digests
+and the one atomic writer, ``logs`` the logging of rule scripts, ``figures`` what every
+figure shares (SVG bytes, the empty figure).
 """
 
 __version__ = "0.1.0"

@@ -146,6 +146,9 @@ def test_settings_name_the_bad_key() -> None:
     raw = {"runs": ["a"], "dataset": "e"}
     with pytest.raises(ValueError, match="comparisons.c.dataset is 'e', which is not a dataset"):
         Comparison.from_config("c", raw, runs=["a", "b"], datasets=["d"])
+    raw = {"runs": ["a"], "dataset": "d", "shape": "maia"}
+    with pytest.raises(ValueError, match="comparisons.c.shape is 'maia', not one of none, allie"):
+        Comparison.from_config("c", raw, runs=["a", "b"], datasets=["d"])
     c = Comparison.from_config("c", {"runs": ["b", "a"], "dataset": "d"}, runs=["a", "b"],
                                datasets=["d"])  # fmt: skip
     assert c.baseline == "b" and Comparison.from_dict(c.as_dict()) == c

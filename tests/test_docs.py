@@ -459,6 +459,20 @@ def test_the_layout_table_names_every_rule_file_and_every_module() -> None:
         assert not missing, f"README.md Layout, chesslm/{package.name}/: missing {missing}"
 
 
+def test_every_package_docstring_names_its_modules() -> None:
+    import ast
+
+    for init in sorted((ROOT / "chesslm").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        package = init.parent
+        names = [m.stem for m in package.glob("*.py") if m.stem != "__init__"]
+        names += [p.name for p in package.iterdir() if (p / "__init__.py").exists()]
+        missing = [
+            n for n in sorted(names) if f"``{n}``" not in doc and f"``chesslm.{n}``" not in doc
+        ]
+        assert not missing, f"{init.relative_to(ROOT)}: its docstring names no {missing}"
+
+
 def test_how_to_read_the_code_names_files_and_rules_that_exist() -> None:
     """README's walk through the code: every file it names is one, every rule it names is."""
     section = (ROOT / "README.md").read_text().split("## How to read the code", 1)[1]

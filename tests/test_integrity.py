@@ -116,7 +116,8 @@ def test_cached_legal_masks_match_the_tokenizer_state(verified, tmp_path, bound)
     subset = opened.legality_games().tolist()
     assert subset == (list(range(n)) if bound >= n else [i * n // bound for i in range(bound)])
     assert info["legality_games"] == {"bound": bound, "games": len(subset)}
-    masks = cache.unpack_mask(opened.legal_mask())
+    bits = np.asarray(opened.legal_mask())  # uint8 [tokens, 16], little-endian bits
+    masks = np.unpackbits(bits, axis=-1, bitorder="little", count=tokens.VOCAB_SIZE).astype(bool)
     codes, code_offsets = opened.legal_moves()
     row = ply = 0
     for g in subset:

@@ -25,6 +25,7 @@ import torch
 import zstandard
 
 from chesslm.data import conditioning, metadata, tokens
+from chesslm.export import card
 from chesslm.play import (
     anchors,
     elo,
@@ -35,6 +36,7 @@ from chesslm.play import (
     outputs,
     plots,
     protocols,
+    records,
     scoring,
 )
 from chesslm.play.anchors import AnchorSpec
@@ -405,6 +407,7 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
                     "| stockfish-elo1350 | stockfish_elo | 1350 (fixed: UCI_Elo) |",
                     stored["key"][:12]):  # fmt: skip
         assert heading in section, heading
+    _card_and_report_agree(run_dir / "play", out, stored)
     # progress: every update logged (interval 0), the last with the whole count
     lines = [r.getMessage() for r in caplog.records if r.name == "chesslm.play"]
     total = d["positions"]
@@ -424,6 +427,40 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
     assert (run_dir / "play/state/elo-games.json").read_text() == played
     assert pd.read_csv(again["move_match_table"]).equals(table)
+
+
+def _play_records(out: dict[str, Path]) -> records.Play:
+    return records.read_play(out[name] for name in records.READERS)
+
+
+def _card(play: records.Play) -> str:
+    """The model card of a run that played (only its play records: the rest not recorded)."""
+    return card.render(card.Facts("t", {}, {}, {}, {}, {}, play=play))
+
+
+def _card_and_report_agree(play_dir: Path, out: dict[str, Path], stored: dict) -> None:
+    """The card's Elo line is the report's (one reader), for a finite fit and for a bound;
+    a record missing a key is one line naming the file and the key, in both."""
+    play = _play_records(out)
+    section, text = markdown_section(play_dir), _card(play)
+    assert "not recorded at not recorded" not in text
+    for line in (play.elo.sentence(), play.elo.ladder_sentence(),
+                 play.elo.reproducibility_sentence()):  # fmt: skip
+        assert line in section and line in text, line
+    assert f"**{play.elo.fit.elo:.0f}** (95 % interval" in text
+    record = json.loads(out["elo"].read_text())
+    lost = [{"white": a, "black": evaluate.MODEL, "score": 1.0} for a in stored["ratings"]]
+    record["fit"] = elo.fit_player(lost, ladder.ladder_ratings(stored), evaluate.MODEL)
+    out["elo"].write_text(json.dumps(record))
+    play, section = _play_records(out), markdown_section(play_dir)
+    assert play.elo.fit.bound == "below" and "Estimate not finite: below" in play.elo.sentence()
+    assert play.elo.sentence() in section and play.elo.sentence() in _card(play)
+    del record["fit"]["games"]
+    out["elo"].write_text(json.dumps(record))
+    said = f"{out['elo']}: no key 'fit.games'"
+    with pytest.raises(records.RecordError, match=re.escape(said)):
+        _play_records(out)
+    assert f"Not shown: {said}." in markdown_section(play_dir)
 
 
 def test_a_conditioned_model_is_scored_at_true_and_counterfactual_ratings(
@@ -477,6 +514,37 @@ def test_a_model_without_conditioning_says_so_in_the_counterfactual_part(tmp_pat
     assert out["counterfactual_table"].exists() and out["counterfactual_plot"].exists()
     assert json.loads(out["legality"].read_text())["ratings"]["ratings"] is None
     assert "not conditioned" in markdown_section(run_dir / "play")
+    # games_per_anchor: 0 writes fit: null; the card and the report say so alike
+    play = _play_records(out)
+    assert json.loads(out["elo"].read_text())["fit"] is None and not play.elo.played
+    assert f"Elo: {records.NOT_PLAYED}" in _card(play)
+    assert records.NOT_PLAYED in markdown_section(run_dir / "play")
+
+
+def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play_cache):
+    """Real records (the evaluation's), broken: a missing key, a wrong type, not JSON; the
+    report shows the line where the part would be, the card's reader raises it."""
+    run_dir = _run_dir(tmp_path, net)
+    settings = json.loads(json.dumps(SETTINGS))
+    settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["games"] = 2
+    settings["legality"]["games"] = 1
+    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    match = json.loads(out["move_match"].read_text())
+    no_top1, text_step = json.loads(json.dumps(match)), json.loads(json.dumps(match))
+    del no_top1["datasets"]["sample"]["table"][0]["top1"]
+    text_step["model"]["step"] = "7"
+    cases = {"no key 'datasets.sample.table[0].top1'": no_top1,
+             "key 'model.step' is \"7\", not an integer": text_step}  # fmt: skip
+    for said, broken in cases.items():
+        out["move_match"].write_text(json.dumps(broken))
+        with pytest.raises(records.RecordError, match=re.escape(f"{out['move_match']}: {said}")):
+            _play_records(out)
+        assert f"Not shown: {out['move_match']}: {said}." in markdown_section(run_dir / "play")
+    out["move_match"].write_text(json.dumps(match))
+    out["legality"].write_text('{"modes": ')
+    section = markdown_section(run_dir / "play")
+    assert f"Not shown: {out['legality']}: not JSON" in section and "### Move-matching" in section
 
 
 def test_a_budget_stop_writes_partial_results_and_the_next_run_completes(tmp_path, net, play_cache):

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 SHAPES = ("none", "allie")
+"""``comparisons.NAME.shape``: every position of the protocol, or Allie's equal positions per
+mover band (``chesslm.compare.stats.allie_sample``)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,10 @@ class Comparison:
         baseline = raw.get("baseline") or raw["runs"][0]
         if baseline not in raw["runs"]:
             raise ValueError(f"{key}.baseline is {baseline!r}, not one of {key}.runs")
-        if raw.get("positions_per_band") is not None and raw.get("shape") != "allie":
+        shape = raw.get("shape", "none")
+        if shape not in SHAPES:
+            raise ValueError(f"{key}.shape is {shape!r}, not one of {', '.join(SHAPES)}")
+        if raw.get("positions_per_band") is not None and shape != "allie":
             raise ValueError(f"{key}.positions_per_band needs shape: allie")
         return cls(
             name=name,
@@ -51,7 +56,7 @@ class Comparison:
             protocol=raw.get("protocol", "maia2"),
             baseline=baseline,
             bootstrap=int(raw.get("bootstrap", 2000)),
-            shape=raw.get("shape", "none"),
+            shape=shape,
             positions_per_band=raw.get("positions_per_band"),
             seed=int(raw.get("seed", 2026)),
         )

@@ -2,8 +2,9 @@
 
 ``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``filters`` the Lichess filters,
 ``metadata`` the per-game columns (ratings, time control, clocks), ``split``
-train/validation/test assignment; conversion into shards and a manifest by stage: ``convert``
-(settings, the entry point), ``workers`` (reader and worker processes), ``parsing`` (a chunk's
+train/validation/test assignment, ``conditioning`` the rating prefix in front of a game;
+``settings`` a dataset's conversion settings; conversion into shards and a manifest by stage:
+``convert`` (the entry point), ``workers`` (reader and worker processes), ``parsing`` (a chunk's
 games), ``shards`` (shard files, duplicates), ``train_cap`` (the ``train_games`` subset),
 ``census`` (the manifest's edge-case counts);
 ``integrity`` the fingerprint and the receipt, ``gamearrays`` the on-disk array format,

@@ -372,10 +372,3 @@ class TokenCache:
             gamearrays.load_npy(self.directory / "validation.legal_moves.npy"),
             gamearrays.load_npy(self.directory / "validation.legal_move_offsets.npy", mmap=False),
         )
-
-
-def unpack_mask(bits: np.ndarray) -> np.ndarray:
-    """bool [n, VOCAB_SIZE] from the packed uint8 [n, 16] rows."""
-    return np.unpackbits(
-        np.asarray(bits), axis=-1, bitorder="little", count=tokens.VOCAB_SIZE
-    ).astype(bool)

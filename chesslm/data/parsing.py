@@ -14,15 +14,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
 from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
-
-if TYPE_CHECKING:
-    from chesslm.data.settings import Settings
+from chesslm.data.settings import Settings
 
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
 _STANDARD = {"standard", "chess", "chess960 standard"}

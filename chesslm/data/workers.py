@@ -17,15 +17,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from chesslm.data import gamearrays, pgn
 from chesslm.data.parsing import ChunkResult, parse_chunk
-
-if TYPE_CHECKING:
-    from chesslm.data.settings import Settings
+from chesslm.data.settings import Settings
 
 CHUNK_BYTES = 4 << 20  # text per chunk a worker parses: thousands of games
 WORKER_NICENESS = 5

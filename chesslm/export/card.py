@@ -1,7 +1,8 @@
 """``README.md`` of an export: a model card saying what the weights are, what data made them
 (fingerprint, filters, licence), how they were trained and how they play, from the run's own
 records (the checkpoint's identity, the dataset manifest and integrity receipt, results.json
-and, when the run has them, its play evaluation's files). A rating-conditioned checkpoint's card
+and, when the run has them, its play evaluation's records, read by ``chesslm.play.records`` as
+the summary's play section reads them: the same Elo sentences). A rating-conditioned card
 says how to build the rating prefix in front of a game (``chesslm.data.conditioning``), with
 code that builds it from ``chess-tokenizer.json`` alone.
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from chesslm.data import conditioning, tokens
 from chesslm.files import lookup
+from chesslm.play import records
 
 LICENCE = (
     "The training games come from the Lichess open database (https://database.lichess.org),"
@@ -48,7 +50,7 @@ class Facts:
     manifest: dict[str, Any]
     receipt: dict[str, Any]
     results: dict[str, Any]
-    play: dict[str, dict[str, Any]] = field(default_factory=dict)  # "move-match", "elo"
+    play: records.Play = field(default_factory=records.Play)  # records.read_play's
 
 
 def render(facts: Facts) -> str:
@@ -66,11 +68,6 @@ def render(facts: Facts) -> str:
 
 def _value(value: Any, none: str = "not recorded") -> str:
     return none if value is None else f"`{json.dumps(value)}`"
-
-
-def _rating(value: Any) -> str:
-    """An Elo figure rounded, or a dash for an unbounded (None) one."""
-    return "-" if value is None else f"{value:.0f}"
 
 
 def header(facts: Facts) -> str:
@@ -221,46 +218,45 @@ def training(facts: Facts) -> str:
 
 
 def evaluation(facts: Facts) -> str:
-    match, elo = facts.play.get("move-match"), facts.play.get("elo")
+    match, elo = facts.play.move_match, facts.play.elo
     if not match and not elo:
         return "## Evaluation\n\nThe run has no play evaluation (`runs.NAME.play.enabled`).\n"
     return "## Evaluation\n\n" + move_matching(match) + elo_section(elo)
 
 
-def move_matching(match: dict[str, Any] | None) -> str:
+def move_matching(match: records.MoveMatch | None) -> str:
     if not match:
         return "Move-matching: not evaluated.\n\n"
     lines = []
-    for name, ds in match.get("datasets", {}).items():
-        row = next((r for r in ds.get("table", []) if r.get("grouping") == "overall"), None)
+    for name, ds in match.datasets.items():
+        row = ds.overall
         if row:
             lines.append(
-                f"| {name} | {row.get('protocol')} | {row.get('positions')} |"
+                f"| {name} | {row.protocol} | {row.positions} |"
                 f" {_ci(row, 'top1')} | {_ci(row, 'top3')} | {_ci(row, 'nll')} |"
             )
-    protocols = "; ".join(f"`{k}`: {v}" for k, v in match.get("protocols", {}).items())
+    protocols = "; ".join(f"`{k}`: {v}" for k, v in match.protocols.items())
     return (
-        f"Move-matching on validation games ({match.get('definition')}; {protocols};"
-        f" {match.get('interval')}):\n\n| dataset | protocol | positions | top-1 | top-3 | NLL |"
+        f"Move-matching on validation games ({match.definition}; {protocols};"
+        f" {match.interval}):\n\n| dataset | protocol | positions | top-1 | top-3 | NLL |"
         "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
     )
 
 
-def _ci(row: dict[str, Any], key: str) -> str:
-    value, low, high = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
+def _ci(row: records.MatchRow, stat: str) -> str:
+    value, low, high = row.interval(stat)
     if value is None:
         return "-"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]" if low is not None else f"{value:.3f}"
+    if low is None or high is None:  # fewer games than an interval needs
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def elo_section(elo: dict[str, Any] | None) -> str:
-    if not elo:
+def elo_section(elo: records.Elo | None) -> str:
+    """The Elo in the words of the report's play section (``records.Elo``'s sentences): the
+    estimate or its bound, the ladder, and whether its games replay."""
+    if elo is None:
         return "Elo: not evaluated.\n"
-    fit = elo.get("fit", {})
-    estimate = "no finite estimate" if fit.get("elo") is None else _rating(fit.get("elo"))
-    return (
-        f"Elo: {estimate} (interval {_rating(fit.get('low'))} to {_rating(fit.get('high'))};"
-        f" {fit.get('games')} games, score {fit.get('score')}; {fit.get('method')})."
-        f" Opponents: {lookup(elo, 'engine.engine') or 'not recorded'} at"
-        f" {_value(elo.get('limit'))}. Protocol: {elo.get('protocol')}. {elo.get('note') or ''}\n"
-    )
+    if not elo.played:
+        return f"Elo: {records.NOT_PLAYED}\n"
+    return f"Elo: {elo.sentence()}\n\n{elo.ladder_sentence()}\n\n{elo.reproducibility_sentence()}\n"

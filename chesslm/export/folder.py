@@ -12,6 +12,7 @@ from pathlib import Path
 from chesslm import files
 from chesslm.data import conditioning
 from chesslm.export import card, gpt2, vocabulary
+from chesslm.play import records
 from chesslm.play.weights import model_of
 from chesslm.train import checkpoint
 
@@ -32,7 +33,7 @@ class Sources:
     results: Path  # results/{run}/results.json
     manifest: Path  # the dataset's manifest.json
     receipt: Path  # the dataset's integrity-receipt.json
-    play: dict[str, Path] = field(default_factory=dict)  # "move-match"/"elo" -> its JSON
+    play: dict[str, Path] = field(default_factory=dict)  # the play records, by stem
 
 
 def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
@@ -55,7 +56,7 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         manifest=files.read_json(sources.manifest),
         receipt=files.read_json(sources.receipt),
         results=files.read_json(sources.results),
-        play={name: files.read_json(path) for name, path in sources.play.items()},
+        play=records.read_play(sources.play.values()),
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {key: out_dir / name for key, name in FILES.items()}

@@ -149,47 +149,41 @@ def use_threads(threads: int) -> dict[str, Any]:
     return host
 
 
+@dataclass(frozen=True)
+class Options:
+    """How one evaluation runs (what it measures is the ``settings``): the device, torch's
+    threads (the rule's ``threads:``), the checkpoint (``None``: the run's ``train/best.pt``),
+    the seconds of work between progress lines, and the ladder file (rule ladder's)."""
+
+    device: str
+    threads: int = 1
+    checkpoint_path: Path | None = None
+    progress_every: float = EVERY_SECONDS
+    ladder: Path | None = None
+
+
 def run(
-    run_dir: Path,
-    settings: dict[str, Any],
-    caches: dict[str, Path],
-    *,
-    device: str,
-    checkpoint_path: Path | None = None,
-    threads: int = 1,
-    progress_every: float = EVERY_SECONDS,
-    ladder: Path | None = None,
+    run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], **options: Any
 ) -> dict[str, Path]:
-    """Evaluate ``run_dir``'s best.pt with ``threads`` torch threads, part after part, each
-    part's files written as soon as it ends; returns the paths written (``outputs.FILES``
-    keys). The Elo part plays the anchors of the ``ladder`` file (rule ladder's). Progress
-    lines come at most ``progress_every`` seconds of work apart."""
-    if settings["elo"]["games_per_anchor"] > 0 and ladder is None:
+    """Evaluate ``run_dir``'s best.pt as ``options`` (``Options``' fields) say, part after
+    part, each part's files written as soon as it ends; returns the paths written
+    (``outputs.FILES`` keys). The Elo part plays the anchors of the ``ladder`` file."""
+    how = Options(**options)
+    if settings["elo"]["games_per_anchor"] > 0 and how.ladder is None:
         raise ValueError("play.elo.games_per_anchor > 0 needs the ladder file (--ladder)")
-    job = _job(run_dir, settings, caches, device=device, threads=threads,
-               checkpoint_path=checkpoint_path, progress_every=progress_every)  # fmt: skip
-    job.ladder = ladder
+    job = _job(run_dir, settings, caches, how)
     out = {name: run_dir / "play" / file for name, file in outputs.FILES.items()}
     for name in outputs.PARTS:
         _write(PARTS[name](job), outputs.of_part(name), out)
     return out
 
 
-def _job(
-    run_dir: Path,
-    settings: dict[str, Any],
-    caches: dict[str, Path],
-    *,
-    device: str,
-    threads: int,
-    checkpoint_path: Path | None,
-    progress_every: float,
-) -> Job:
+def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: Options) -> Job:
     """Load the model, and keep or empty the work in progress (``_state``)."""
-    host = {"device": device, **use_threads(threads)}
-    dev = torch.device(device)
+    host = {"device": how.device, **use_threads(how.threads)}
+    dev = torch.device(how.device)
     torch.manual_seed(settings["seed"])
-    ckpt = checkpoint_path or run_dir / "train" / "best.pt"
+    ckpt = how.checkpoint_path or run_dir / "train" / "best.pt"
     net, model_info = load_model(ckpt, dev)
     if settings["match"]["compile"]:
         for block in net.transformer.h:  # dynamic: every batch has its own (rows, length)
@@ -201,12 +195,12 @@ def _job(
         # threads change the speed, not the results: work done with others is kept
         "settings": {k: v for k, v in settings.items() if k != "threads"},
         "caches": {k: str(v) for k, v in caches.items()},
-        "device": device,
+        "device": how.device,
     }
     state = _state(play_dir, identity)
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
-    return Job(net, model_info, dev, settings, caches, state, host, progress_every, None)
+    return Job(net, model_info, dev, settings, caches, state, host, how.progress_every, how.ladder)
 
 
 def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path]) -> None:

@@ -164,11 +164,7 @@ def play_game(
 
 
 def play_pair(
-    a: Player,
-    b: Player,
-    settings: LadderSettings,
-    games: int,
-    deadline: float | None = None,
+    a: Player, b: Player, settings: LadderSettings, games: int, deadline: float | None = None
 ) -> list[dict[str, Any]]:
     """``games`` games of ``a`` against ``b``: game 2k with ``a`` White, 2k+1 with ``b`` White,
     both from the same random opening; none started at or after ``deadline`` (monotonic)."""

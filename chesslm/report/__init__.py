@@ -1,4 +1,5 @@
 """Reports (rule summarise): ``items`` (the report items, one table), ``records`` (what a
 run left, read: ``RunRecords``, ``RunState``), ``summary`` (tables and the CLI), ``markdown``
-(summary.md), ``plots``, ``staleness`` (a finished run that no longer matches the config).
+(summary.md), ``cells`` (its numbers and pipe tables), ``play_section`` (its play section),
+``plots``, ``staleness`` (a finished run that no longer matches the config).
 The recorders the stages write through are ``chesslm.record``."""

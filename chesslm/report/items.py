@@ -40,5 +40,3 @@ ITEMS: tuple[Item, ...] = tuple(
 
 OUTPUT_FILES: dict[str, str] = {item.name: item.file for item in ITEMS}
 """Name (as in the Snakemake rule's named outputs) -> file name under ``report/``."""
-
-PLOTS = tuple(item.name for item in ITEMS if item.file.endswith(".svg"))

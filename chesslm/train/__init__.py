@@ -5,7 +5,9 @@ microbatches, ``loss`` the training loss, ``optim`` AdamW, its schedule and the 
 ``compilation`` torch.compile, ``cuda_graphs`` captured updates, ``distributed`` process
 groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality, ``checkpoint`` the
 format and the resume identity, ``deadline`` time budgets, ``settings`` a run's settings
-(``RunSettings``), ``state`` its cursor and metrics (``TrainState``), ``launch`` how its ranks
-start and end, ``probe`` the GPU probe, ``segment`` the segment loop and its CLI, ``status``
+(``RunSettings``), ``state`` its cursor and metrics (``TrainState``), ``prefix`` the rating
+prefix of its batches, ``launch`` how its ranks start and end, ``resume`` the run's lock and
+the fresh-or-resume decision, ``saver`` checkpoint saves in the background, ``probe`` the GPU
+probe, ``segment`` the segment loop and its CLI, ``progress`` its console lines, ``status``
 status files and results.
 """
