@@ -3,6 +3,7 @@ against a real process, whole games against Stockfish, and raw malformed input o
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -324,3 +325,86 @@ def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_option
     assert "not rating-conditioned" in said[-1] and "ignored" in said[-1]
     engine.handle("go nodes 1")
     assert said[-1] == before and "no ratings read (not conditioned)" in said[-2]
+
+
+# lichess-bot's shipped config.yml.default, engine.uci_options (shared/notes/chess-eval.md)
+LICHESS_BOT_OPTIONS = {
+    "Move Overhead": 100,
+    "Threads": 4,
+    "Hash": 512,
+    "SyzygyPath": "./syzygy/",
+    "UCI_ShowWDL": True,
+}
+SOMEBOT = chess.engine.Opponent(name="somebot", title="BOT", rating=3000, is_engine=True)
+
+
+@pytest.mark.slow
+def test_lichess_bots_default_options_ponder_and_clocks_play_whole_games(ckpt: Path) -> None:
+    """As lichess-bot drives an engine through python-chess: its default uci_options, the
+    opponent's information, ponder on, clocks; whole games against Stockfish, every move legal."""
+    with popen(ckpt) as engine:
+        engine.configure(LICHESS_BOT_OPTIONS)
+        engine.send_opponent_information(opponent=SOMEBOT)
+        for _ in range(2):
+            board = chess.Board()
+            with chess.engine.SimpleEngine.popen_uci(STOCKFISH) as stockfish:
+                while not board.is_game_over(claim_draw=True):
+                    if board.turn == chess.WHITE:
+                        limit = chess.engine.Limit(
+                            white_clock=60, black_clock=60, white_inc=1, black_inc=1
+                        )
+                        move = engine.play(board, limit, ponder=True, game="lichess").move
+                        assert move in board.legal_moves, (move, board.fen())
+                    else:
+                        move = stockfish.play(board, chess.engine.Limit(nodes=20)).move
+                    board.push(move)
+            assert board.outcome(claim_draw=True) is not None
+
+
+def test_every_option_lichess_bot_sends_is_declared_and_said_ignored(ckpt: Path) -> None:
+    from chesslm.play import uci, weights
+
+    said: list[str] = []
+    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle("uci")
+    declared = {line.split(" type ")[0].removeprefix("option name ") for line in said}
+    assert set(LICHESS_BOT_OPTIONS) | {"Ponder", "MultiPV", "UCI_Elo", "UCI_Opponent",
+                                       "UCI_LimitStrength"} <= declared  # fmt: skip
+    for name in ("Hash", "Move Overhead", "SyzygyPath", "UCI_ShowWDL", "Ponder"):
+        said.clear()
+        engine.handle(f"setoption name {name} value 1")
+        assert len(said) == 1 and "accepted and ignored" in said[0] and name in said[0], said
+
+
+def test_uci_opponent_sets_a_conditioned_models_opponent_rating(elo_ckpt: Path) -> None:
+    board = chess.Board()
+    board.push_uci("e2e4")  # Black to move: the engine's side is Black, its opponent White
+    with popen(elo_ckpt) as engine:
+        engine.configure({**LICHESS_BOT_OPTIONS, "UCI_Elo": 1100})
+        engine.send_opponent_information(opponent=SOMEBOT)
+        said = _reported(engine, board)[1]
+        assert "ratings White 3000 Black 1100" in said, said
+        rated_none = chess.engine.Opponent(name="x", title=None, rating=None, is_engine=False)
+        engine.send_opponent_information(opponent=rated_none)  # no rating: OppoElo stays
+        assert "ratings White 3000 Black 1100" in _reported(engine, board)[1]
+
+
+def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> None:
+    from chesslm.play import uci, weights
+
+    board = chess.Board()
+    for text in ("d2d4", "g8f6"):
+        board.push_uci(text)
+    codes, logp = uci.legal_scores(weights.load_model(str(ckpt), "cpu"), board, "cpu")
+    with popen(ckpt) as engine:
+        infos = engine.analyse(board, chess.engine.Limit(nodes=1), multipv=3)
+    assert [info["multipv"] for info in infos] == [1, 2, 3]
+    moves = [info["pv"][0] for info in infos]
+    assert len(set(moves)) == 3 and all(move in board.legal_moves for move in moves)
+    probs = [float(info["string"].removeprefix("p=")) for info in infos]
+    assert probs == sorted(probs, reverse=True) and "score" not in infos[0]
+    from chesslm.play import scoring
+
+    best = sorted(zip(logp.tolist(), codes, strict=True), reverse=True)[:3]
+    assert moves == [scoring.decode_code(code) for _, code in best]
+    assert probs == pytest.approx([math.exp(lp) for lp, _ in best], abs=1e-4)

@@ -17,6 +17,13 @@ too). Bad input never stops it: an unknown command, an unknown option or a bad v
 with an ``info string``; ``position`` with an illegal move keeps the moves before it. A file
 that is not a chesslm checkpoint ends it at start with one line on stderr and exit status 1.
 
+It declares the options GUIs, python-chess and lichess-bot's shipped config send (``Hash``,
+``Move Overhead``, ``SyzygyPath``, ``UCI_ShowWDL``, ``Ponder``, ``UCI_LimitStrength``), since a
+client refuses to set an option the engine did not declare: each is accepted and ignored with
+one ``info string`` saying why. ``MultiPV`` k prints the k most probable legal moves, best
+first, each ``info`` line ending in ``string p=…`` (its probability), then ``bestmove``; no
+line carries a ``score``, since the model has no evaluation to give.
+
 Ratings, as Maia-3's engine has them: ``SelfElo`` (the engine's own rating), ``OppoElo`` (its
 opponent's) and ``Elo`` (sets both at once), spins of 0-4000, default 1500. Each ``setoption``
 takes effect in the order received: ``Elo`` overwrites both, a later ``SelfElo`` or ``OppoElo``
@@ -24,7 +31,9 @@ overwrites its one (so ``Elo 1200`` then ``OppoElo 1800`` plays a 1200 against a
 rating-conditioned checkpoint (``conditioning: elo``) reads them as the game's prefix from the
 side it moves for: playing White, White is ``SelfElo`` and Black ``OppoElo``; playing Black,
 the other way round (``chesslm.play.ratings``); every move's ``info string`` names the ratings
-read. A checkpoint without conditioning accepts the options and ignores them, saying so.
+read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <computer|human>
+<name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
+leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from chesslm.train import model as gpt
 NAME = "chesslm"
 AUTHOR = "the chesslm authors"
 MAX_SEED = 2**31 - 1
+MAX_MULTIPV = 256  # more than any position's legal moves (218 at most)
 # UCI has no float option type: Temperature is a string option, as lc0 declares its own
 OPTIONS = (
     "option name Temperature type string default 0",
@@ -57,7 +67,29 @@ OPTIONS = (
     "option name Threads type spin default 1 min 1 max 256",
     *(f"option name {name} type spin default {ratings.DEFAULT} min 0 max {4000}"
       for name in ("Elo", "SelfElo", "OppoElo")),
+    f"option name MultiPV type spin default 1 min 1 max {MAX_MULTIPV}",
+    f"option name UCI_Elo type spin default {ratings.DEFAULT} min 0 max 4000",
+    "option name UCI_Opponent type string default <empty>",
+    # what GUIs and lichess-bot's shipped config send (python-chess refuses to set an option
+    # the engine did not declare): declared, accepted, and meaningless to a searchless engine
+    "option name Hash type spin default 16 min 1 max 33554432",
+    "option name Move Overhead type spin default 100 min 0 max 10000",
+    "option name SyzygyPath type string default <empty>",
+    "option name UCI_ShowWDL type check default false",
+    "option name Ponder type check default false",
+    "option name UCI_LimitStrength type check default false",
 )  # fmt: skip
+# option (lower case) -> why this engine ignores it, said once in an info string
+IGNORED = {
+    "hash": "no search, so no hash table",
+    "move overhead": "one forward pass answers at once, whatever the clock",
+    "syzygypath": "no tablebase probing: the model plays its own moves",
+    "uci_showwdl": "no win/draw/loss estimate: the model predicts moves only",
+    "ponder": "go ponder is answered at ponderhit; there is nothing to think ahead",
+    "uci_limitstrength": "the strength is the model's own (UCI_Elo sets a conditioned model's"
+    " rating)",
+}
+Ranked = tuple[chess.Move, float]  # a legal move and the model's probability of it
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
 GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
 
@@ -141,6 +173,7 @@ class Engine:
         self.seed = 0
         self.rng = torch.Generator().manual_seed(self.seed)
         self.self_elo = self.oppo_elo = ratings.DEFAULT
+        self.multipv = 1
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.commands = {
             "uci": self.uci,
@@ -189,6 +222,9 @@ class Engine:
     def setoption(self, args: list[str]) -> None:
         name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
         name, value = name.strip(), value.strip()
+        if name.lower() in IGNORED:
+            self.info(f"option {name} accepted and ignored: {IGNORED[name.lower()]}")
+            return
         setter = {
             "temperature": self.set_temperature,
             "seed": self.set_seed,
@@ -196,6 +232,9 @@ class Engine:
             "elo": lambda v: self.set_elo(v, own=True, opponent=True),
             "selfelo": lambda v: self.set_elo(v, own=True, opponent=False),
             "oppoelo": lambda v: self.set_elo(v, own=False, opponent=True),
+            "uci_elo": lambda v: self.set_elo(v, own=True, opponent=False),
+            "uci_opponent": self.set_opponent,
+            "multipv": self.set_multipv,
         }.get(name.lower())
         if setter is None:
             self.info(f"unknown option {name!r}; ignored")
@@ -204,6 +243,21 @@ class Engine:
             setter(value)
         except ValueError as error:
             self.info(f"option {name} refused value {value!r} ({error}); unchanged")
+
+    def set_opponent(self, value: str) -> None:
+        """lichess-bot's and python-chess's ``<title|none> <rating|none> <computer|human>
+        <name>``: the rating, when given, is the opponent's (``OppoElo``)."""
+        words = value.split()
+        if len(words) < 2 or words[1] == "none":
+            self.info(f"UCI_Opponent {value!r} gives no rating; OppoElo stays {self.oppo_elo}")
+            return
+        self.set_elo(words[1], own=False, opponent=True)
+
+    def set_multipv(self, value: str) -> None:
+        k = int(value)
+        if not 1 <= k <= MAX_MULTIPV:
+            raise ValueError(f"1..{MAX_MULTIPV} is needed")
+        self.multipv = k
 
     def set_temperature(self, value: str) -> None:
         t = float(value)
@@ -244,13 +298,20 @@ class Engine:
         self.release([])  # a go before the last one's stop: answer that one first
         started = time.perf_counter()
         try:
-            move, why = self.choose()
+            move, why, ranked = self.choose()
         except Exception as error:  # noqa: BLE001 - every go gets a bestmove, or a GUI waits
             move, why = self.random_move(f"the model failed ({type(error).__name__}: {error})")
+            ranked = []
         ms = round(1000 * (time.perf_counter() - started))
-        if move is not None:
-            self.send(f"info depth 1 nodes 1 time {ms} pv {move.uci()}")
-        self.info(why)
+        lines = self.pv_lines(move, ranked, ms)
+        # a client files an info line without multipv under the first line: with several,
+        # the reason goes first so that each line keeps its own probability
+        if len(lines) > 1:
+            self.info(why)
+        for text in lines:
+            self.send(text)
+        if len(lines) <= 1:
+            self.info(why)
         line = f"bestmove {move.uci() if move is not None else '(none)'}"
         if flags & {"infinite", "ponder"}:
             self.held = line
@@ -262,18 +323,37 @@ class Engine:
             self.send(self.held)
             self.held = None
 
-    def choose(self) -> tuple[chess.Move | None, str]:
-        """The move to play and a line saying how it was chosen."""
+    def pv_lines(self, move: chess.Move | None, ranked: list[Ranked], ms: int) -> list[str]:
+        """The ``info`` lines of a ``go``: with ``MultiPV`` k > 1 the k most probable legal
+        moves, best first, each with its probability (an ``info string`` at the line's end,
+        which python-chess reads as the line's ``string``); else the move played. No
+        ``score``: the model has no evaluation to give."""
+        head = f"info depth 1 nodes 1 time {ms}"
+        if move is None:
+            return []
+        if self.multipv == 1 or not ranked:
+            p = dict(ranked).get(move)
+            said = f" string p={p:.4f}" if p is not None else ""
+            return [f"{head} multipv 1 pv {move.uci()}{said}"]
+        return [
+            f"{head} multipv {i} pv {m.uci()} string p={p:.4f}"
+            for i, (m, p) in enumerate(ranked[: self.multipv], 1)
+        ]
+
+    def choose(self) -> tuple[chess.Move | None, str, list[Ranked]]:
+        """The move to play, a line saying how it was chosen, and the legal moves with the
+        model's probabilities, most probable first (empty where the model was not asked)."""
         if not any(self.board.legal_moves):
-            return None, "no legal move: the game is over"
+            return None, "no legal move: the game is over", []
         plies = len(self.board.move_stack)
         # the ratings, BOS, the triples so far, the next source and destination
         longest = len(self.prefix()) + 1 + 3 * plies + 2
         if self.unencodable is not None:
-            return self.random_move(self.unencodable)
+            return *self.random_move(self.unencodable), []
         if longest > self.net.config.block_size:
             limit = self.net.config.block_size
-            return self.random_move(f"the game is longer than the model's context ({limit})")
+            why = f"the game is longer than the model's context ({limit})"
+            return *self.random_move(why), []
         return self.model_move()
 
     def random_move(self, why: str) -> tuple[chess.Move | None, str]:
@@ -294,7 +374,7 @@ class Engine:
         white, black = ratings.colours(self.board.turn, self.self_elo, self.oppo_elo)
         return f"ratings White {white} Black {black} (prefix {self.prefix()})"
 
-    def model_move(self) -> tuple[chess.Move, str]:
+    def model_move(self) -> tuple[chess.Move, str, list[Ranked]]:
         codes, logp = legal_scores(self.net, self.board, self.device, self.prefix())
         if self.temperature == 0:
             pick = int(torch.argmax(logp))
@@ -306,7 +386,10 @@ class Engine:
             how = f"sampled at temperature {self.temperature:g}"
         p = math.exp(float(logp[pick]))
         why = f"{how} of {len(codes)} legal moves, p={p:.3f}; {self.ratings_read()}"
-        return scoring.decode_code(codes[pick]), why
+        # a stable sort: equal probabilities keep the legal moves' order
+        order = sorted(range(len(codes)), key=lambda i: -float(logp[i]))
+        ranked = [(scoring.decode_code(codes[i]), math.exp(float(logp[i]))) for i in order]
+        return scoring.decode_code(codes[pick]), why, ranked
 
 
 def legal_scores(

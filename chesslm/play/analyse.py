@@ -1,0 +1,322 @@
+"""A PGN analysed move by move: how likely the model found each move a person played.
+
+``chesslm-analyse --checkpoint PATH GAMES.pgn[.zst] --csv OUT.csv [--pgn OUT.pgn]`` scores every
+move of every standard game with the play evaluation's batched scorer (``chesslm.play.scoring``:
+one branched pass per game, games batched together): the probability of the move played, its
+rank among the legal moves (1 = the model's first choice), the number of legal moves and the
+model's three most probable moves. ``OUT.games.csv`` holds each game's mean log-probability of
+the played moves, per side; ``--pgn`` writes the games again with the same figures as a comment
+after each move (``{ p=0.31 rank=2 top: e4 0.35, d4 0.31, c4 0.09 }``), so a GUI shows them.
+
+A game the model cannot read (a parse error, a variant, a start from a FEN, longer than its
+context) is skipped with one line on stderr naming it, and counted; the rest is written. Every
+output is written atomically. ``--ratings``: a rating-conditioned model's prefix from the
+games' ``WhiteElo``/``BlackElo`` tags (``from-tags``, the default: a missing tag is unknown),
+unknown for both (``none``) or fixed (``W,B``); a model without conditioning reads none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TextIO
+
+import chess
+import chess.pgn
+import numpy as np
+import torch
+import zstandard
+
+from chesslm import files
+from chesslm.data import tokens
+from chesslm.play import ratings, scoring
+from chesslm.play.weights import load_model
+
+MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
+               "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
+GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
+               "white_mean_logp", "black_mean_logp")  # fmt: skip
+TOP = 3
+BATCH_GAMES = 64  # games read and scored together: memory stays flat whatever the file's size
+
+
+@dataclass
+class Game:
+    number: int  # 1-based, in the file
+    game: chess.pgn.Game
+    moves: list[chess.Move]
+    elo: tuple[int, int]  # the ratings fed to a conditioned model (-1: unknown)
+
+
+def open_text(path: Path) -> TextIO:
+    """A PGN file as text, decompressed on the fly if it ends in ``.zst``."""
+    raw = open(path, "rb")  # noqa: SIM115 - handed to the caller's ``with``
+    if path.suffix == ".zst":
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), "utf-8")
+    return io.TextIOWrapper(raw, "utf-8", errors="replace")
+
+
+def tag_elo(headers: chess.pgn.Headers, key: str) -> int:
+    try:
+        return int(headers.get(key, ""))
+    except ValueError:
+        return -1
+
+
+def fixed_ratings(text: str) -> tuple[int, int] | None:
+    """``--ratings``: None for ``from-tags``, (-1, -1) for ``none``, else ``W,B``."""
+    if text == "from-tags":
+        return None
+    if text == "none":
+        return -1, -1
+    try:
+        white, black = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--ratings must be from-tags, none or WHITE,BLACK (e.g. 1500,1700), not {text!r}"
+        ) from None
+    return white, black
+
+
+def why_unreadable(game: chess.pgn.Game, context: int, lead: int) -> str | None:
+    """Why the model cannot read this game, or None."""
+    if game.errors:
+        return f"does not parse ({game.errors[0]})"
+    variant = game.headers.get("Variant", "Standard")
+    if variant.lower() not in ("standard", "chess"):
+        return f"is a {variant} game"
+    if "FEN" in game.headers or game.board().epd() != chess.Board().epd():
+        return "starts from a FEN (the model reads games from the standard start)"
+    plies = sum(1 for _ in game.mainline_moves())
+    if plies == 0:
+        return "has no moves"
+    if lead + 1 + 3 * plies > context:
+        return f"is longer ({plies} plies) than the model's context ({context} tokens)"
+    return None
+
+
+def read_games(
+    stream: TextIO, fixed: tuple[int, int] | None, context: int, lead: int, skipped: list[str]
+) -> Iterator[Game]:
+    """The readable games of a PGN stream; each unreadable one is named in ``skipped``."""
+    number = 0
+    while True:
+        try:
+            game = chess.pgn.read_game(stream)
+        except (ValueError, UnicodeDecodeError) as error:
+            number += 1
+            skipped.append(f"game {number}: does not parse ({error})")
+            continue
+        if game is None:
+            return
+        number += 1
+        why = why_unreadable(game, context, lead)
+        if why is not None:
+            skipped.append(f"game {number}: {why}")
+            continue
+        elo = fixed or (tag_elo(game.headers, "WhiteElo"), tag_elo(game.headers, "BlackElo"))
+        yield Game(number, game, list(game.mainline_moves()), elo)
+
+
+def game_input(net: torch.nn.Module, game: Game) -> scoring.GameInput:
+    """Every ply of the game scored: the main line and each position's legal moves."""
+    board, legal = chess.Board(), []
+    for move in game.moves:
+        legal.append(scoring.legal_codes(board))
+        board.push(move)
+    main = tokens.encode_moves(game.moves)[:-1]  # BOS and the triples, no EOS
+    return scoring.GameInput.from_plies(main, legal, prefix=ratings.prefix(net, *game.elo))
+
+
+def batches(games: Iterator[Game]) -> Iterator[list[Game]]:
+    chunk: list[Game] = []
+    for game in games:
+        chunk.append(game)
+        if len(chunk) == BATCH_GAMES:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+@dataclass
+class Ply:
+    """One played move, as the model saw it."""
+
+    logp: float  # natural log of p
+    p: float
+    rank: int  # 1 = the model's most probable move
+    legal: int
+    top: list[tuple[chess.Move, float]]
+
+
+def score_games(
+    net: torch.nn.Module, games: list[Game], device: str, batch_tokens: int
+) -> list[list[Ply]]:
+    """Per game, per ply: the played move's probability, rank, legal count and the top moves."""
+    inputs = [game_input(net, g) for g in games]
+    out: list[list[Ply]] = [[] for _ in games]
+    lengths = scoring.branched_lengths(inputs).tolist()
+    for group in scoring.plan_batches(lengths, batch_tokens):
+        batch = scoring.build_batch([inputs[i] for i in group], device)
+        s = scoring.score(net, batch)
+        logp = s.move_logp.float().cpu().numpy()
+        played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()
+        codes = np.concatenate([inputs[i].codes for i in group])
+        starts = np.concatenate([[0], np.cumsum(batch.counts)])
+        for ply in range(len(batch.counts)):
+            lo, hi = starts[ply], starts[ply + 1]
+            best = lo + np.argsort(-logp[lo:hi], kind="stable")[:TOP]
+            top = [(scoring.decode_code(codes[i]), math.exp(logp[i])) for i in best]
+            out[group[batch.ply_game[ply]]].append(
+                Ply(
+                    float(played[ply]), math.exp(played[ply]), int(rank[ply]) + 1, int(hi - lo), top
+                )
+            )
+    return out
+
+
+def move_rows(game: Game, plies: list[Ply]) -> Iterator[dict[str, object]]:
+    board = game.game.board()
+    for i, (move, ply) in enumerate(zip(game.moves, plies, strict=True)):
+        row: dict[str, object] = {
+            "game": game.number, "ply": i + 1, "side": "white" if board.turn else "black",
+            "move": move.uci(), "san": board.san(move), "p": f"{ply.p:.6g}",
+            "logp": f"{ply.logp:.6f}",
+            "rank": ply.rank, "legal_moves": ply.legal,
+        }  # fmt: skip
+        for k, (top, p) in enumerate(ply.top, 1):
+            row[f"top{k}"], row[f"p{k}"] = board.san(top), f"{p:.6g}"
+        board.push(move)
+        yield row
+
+
+def game_row(game: Game, plies: list[Ply]) -> dict[str, object]:
+    sides = {side: [p.logp for p in plies[side::2]] for side in (0, 1)}
+    mean = {side: f"{np.mean(v):.6f}" if v else "" for side, v in sides.items()}
+    return {"game": game.number, "white": game.game.headers.get("White", "?"),
+            "black": game.game.headers.get("Black", "?"), "white_elo": game.elo[0],
+            "black_elo": game.elo[1], "moves": len(plies),
+            "white_mean_logp": mean[0], "black_mean_logp": mean[1]}  # fmt: skip
+
+
+def annotate(game: Game, plies: list[Ply]) -> str:
+    """The game with each move's figures as its comment (other comments replaced)."""
+    node = game.game
+    for ply in plies:
+        board = node.board()
+        node = node.variations[0]
+        top = ", ".join(f"{board.san(m)} {p:.2f}" for m, p in ply.top)
+        node.comment = f"p={ply.p:.2f} rank={ply.rank} top: {top}"
+    return str(game.game.accept(chess.pgn.StringExporter(headers=True, variations=False)))
+
+
+def analyse(
+    source: Path,
+    out_csv: Path,
+    out_pgn: Path | None,
+    *,
+    checkpoint: str,
+    device: str = "cpu",
+    fixed: tuple[int, int] | None = None,
+    batch_tokens: int = 1 << 15,
+    say: IO[str] = sys.stderr,
+) -> dict[str, int]:
+    """Write the analysis files; returns the counts of games, moves and skipped games."""
+    net = load_model(checkpoint, device)
+    lead = len(ratings.prefix(net, -1, -1))
+    skipped: list[str] = []
+    counts = {"games": 0, "moves": 0}
+    with ExitStack() as stack:
+        text = {name: stack.enter_context(_atomic_text(path))
+                for name, path in (("moves", out_csv), ("games", games_csv(out_csv)),
+                                   ("pgn", out_pgn)) if path is not None}  # fmt: skip
+        moves = csv.DictWriter(text["moves"], MOVE_FIELDS)
+        per_game = csv.DictWriter(text["games"], GAME_FIELDS)
+        moves.writeheader()
+        per_game.writeheader()
+        stream = stack.enter_context(open_text(source))
+        games = read_games(stream, fixed, net.config.block_size, lead, skipped)
+        for chunk in batches(games):
+            for game, plies in zip(chunk, score_games(net, chunk, device, batch_tokens),
+                                   strict=True):  # fmt: skip
+                moves.writerows(move_rows(game, plies))
+                per_game.writerow(game_row(game, plies))
+                if "pgn" in text:
+                    text["pgn"].write(annotate(game, plies) + "\n\n")
+                counts["games"] += 1
+                counts["moves"] += len(plies)
+            while skipped:
+                print(f"chesslm-analyse: {source}: skipped {skipped.pop(0)}", file=say)
+                counts["skipped"] = counts.get("skipped", 0) + 1
+    counts.setdefault("skipped", 0)
+    return counts
+
+
+def games_csv(out_csv: Path) -> Path:
+    return out_csv.with_name(out_csv.stem + ".games.csv")
+
+
+class _atomic_text:  # noqa: N801 - used as a context manager, like open()
+    """A text file written beside ``path``, fsynced and renamed over it only when the block
+    ends without an error (``files.write_atomic``'s rule, for a file written as it goes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.tmp = Path(path), files.tmp_path(Path(path))
+
+    def __enter__(self) -> TextIO:
+        self.fh = open(self.tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        return self.fh
+
+    def __exit__(self, kind: object, error: object, tb: object) -> None:
+        try:
+            if kind is None:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+        finally:
+            self.fh.close()
+        if kind is not None:
+            self.tmp.unlink(missing_ok=True)
+            return
+        os.replace(self.tmp, self.path)
+        files.fsync_dir(self.path.parent)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chesslm-analyse", description=__doc__.split("\n\n")[0])
+    parser.add_argument("games", type=Path, help="a PGN file (.pgn or .pgn.zst)")
+    parser.add_argument("--checkpoint", required=True, help="a chesslm .pt (e.g. train/best.pt)")
+    parser.add_argument("--csv", required=True, type=Path, help="the per-move CSV to write")
+    parser.add_argument("--pgn", type=Path, help="also write the games with a comment per move")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--ratings", default="from-tags", type=fixed_ratings,
+                        help="a conditioned model's ratings: from-tags, none, or W,B")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.games.is_file():
+        parser.exit(1, f"chesslm-analyse: {args.games}: no such file\n")
+    from chesslm.train import checkpoint
+
+    try:
+        counts = analyse(args.games, args.csv, args.pgn, checkpoint=args.checkpoint,
+                         device=args.device, fixed=args.ratings)  # fmt: skip
+    except checkpoint.CheckpointError as error:
+        parser.exit(1, f"chesslm-analyse: {error}\n")
+    print(
+        f"chesslm-analyse: {counts['games']} games, {counts['moves']} moves analysed;"
+        f" {counts['skipped']} skipped; wrote {args.csv}, {games_csv(args.csv)}"
+        + (f", {args.pgn}" if args.pgn else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

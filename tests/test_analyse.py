@@ -1,0 +1,97 @@
+"""chesslm-analyse (chesslm/play/analyse.py): a PGN scored move by move, checked against the
+plain causal loop (``scoring.oracle_scores``) and read back by python-chess."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chess.pgn
+import pytest
+
+from tests.helpers import ROOT, first_games_pgn, model_checkpoint
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+FEN_GAME = '[Event "x"]\n[SetUp "1"]\n[FEN "8/8/8/4k3/8/8/3QK3/8 w - - 0 1"]\n\n1. Qd3 *\n'
+VARIANT_GAME = '[Event "y"]\n[Variant "Atomic"]\n\n1. e4 e5 *\n'
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("analyse")
+    ckpt = model_checkpoint(tmp / "best.pt", spread=0.3)
+    games = tmp / "games.pgn"
+    # the sample's first 50 games, with a FEN start and a variant among them
+    pgn = first_games_pgn(50).split("\n\n[Event ")
+    games.write_text("\n\n[Event ".join(pgn[:2]) + "\n\n" + FEN_GAME + "\n" + VARIANT_GAME
+                     + "\n[Event " + "\n\n[Event ".join(pgn[2:]))  # fmt: skip
+    out = tmp / "moves.csv"
+    command = [sys.executable, "-m", "chesslm.play.analyse", str(games), "--checkpoint",
+               str(ckpt), "--csv", str(out), "--pgn", str(tmp / "annotated.pgn")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return {"dir": tmp, "ckpt": ckpt, "games": games, "stderr": done.stderr,
+            "rows": list(csv.DictReader(open(out))),
+            "per_game": list(csv.DictReader(open(tmp / "moves.games.csv")))}  # fmt: skip
+
+
+def test_every_move_of_every_standard_game_is_scored_and_the_rest_named(analysed: dict) -> None:
+    lines = analysed["stderr"].strip().splitlines()
+    assert "game 3: starts from a FEN" in lines[0] and "game 4: is a Atomic game" in lines[1]
+    assert "50 games" in lines[-1] and "2 skipped" in lines[-1], lines
+    games = {int(row["game"]) for row in analysed["rows"]}
+    assert games == set(range(1, 53)) - {3, 4}
+    assert len(analysed["per_game"]) == 50
+    for row in analysed["rows"]:
+        assert 1 <= int(row["rank"]) <= int(row["legal_moves"])
+        top = [float(row[f"p{k}"]) for k in (1, 2, 3) if row[f"p{k}"]]  # fewer: fewer moves
+        assert top == sorted(top, reverse=True) and len(top) == min(3, int(row["legal_moves"]))
+        assert float(row["p"]) <= top[0]
+        if int(row["rank"]) == 1:
+            assert row["p"] == row["p1"]
+
+
+def test_played_move_probabilities_are_the_plain_loops(analysed: dict) -> None:
+    from chesslm.play import scoring, weights
+
+    net = weights.load_model(str(analysed["ckpt"]), "cpu")
+    stream = io.StringIO(analysed["games"].read_text())
+    game = chess.pgn.read_game(stream)  # game 1
+    moves = list(game.mainline_moves())[:12]
+    oracle = scoring.oracle_scores(net, moves)
+    rows = [row for row in analysed["rows"] if row["game"] == "1"][:12]
+    for ply, (move, row) in enumerate(zip(moves, rows, strict=True)):
+        assert row["move"] == move.uci()
+        assert float(row["logp"]) == pytest.approx(oracle[ply][move], abs=1e-5)
+        assert float(row["p"]) == pytest.approx(math.exp(oracle[ply][move]), rel=1e-4)
+        better = sum(lp > oracle[ply][move] for lp in oracle[ply].values())
+        assert int(row["rank"]) == better + 1
+    white = [float(r["logp"]) for r in analysed["rows"] if r["game"] == "1"][::2]
+    first = analysed["per_game"][0]
+    assert float(first["white_mean_logp"]) == pytest.approx(sum(white) / len(white), abs=1e-4)
+
+
+def test_the_annotated_pgn_reads_back_with_a_comment_on_every_move(analysed: dict) -> None:
+    with open(analysed["dir"] / "annotated.pgn") as fh:
+        games = list(iter(lambda: chess.pgn.read_game(fh), None))
+    assert len(games) == 50
+    nodes = list(games[0].mainline())
+    rows = [row for row in analysed["rows"] if row["game"] == "1"]
+    assert len(nodes) == len(rows)
+    assert nodes[0].comment.startswith(f"p={float(rows[0]['p']):.2f} rank={rows[0]['rank']} top:")
+
+
+def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> None:
+    base = [sys.executable, "-m", "chesslm.play.analyse", "--checkpoint", "x.pt", "--csv", "o.csv"]
+    done = subprocess.run([*base, str(tmp_path / "none.pgn")], capture_output=True, text=True,
+                          env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 1 and "none.pgn: no such file" in done.stderr
+    done = subprocess.run([*base, "g.pgn", "--ratings", "high"], capture_output=True, text=True,
+                          env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "--ratings must be" in done.stderr
+    assert not (tmp_path / "o.csv").exists()
