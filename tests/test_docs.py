@@ -14,7 +14,7 @@ are diagrams or illustrations). Each command is handled by its program:
 - ``python -m pytest``: collected (``--collect-only``) with the same arguments;
 - ``python -m chesslm.report.summary``: run on a synthetic run of that name;
 - ``chesslm-uci``: the engine's module with the same arguments, on a tiny checkpoint at the
-  path shown, asked for a move;
+  path shown, asked for a move; ``chesslm-analyse`` likewise, on the sample's first games;
 - ``python benchmarks/*.py``: every flag the docs use must be one the script accepts (GPU);
 - ``python3 -m venv``: run; ``pip install``: each requirement checked against the installed
   environment and pyproject.toml (CI installs from scratch: .ci/run);
@@ -281,12 +281,35 @@ def check_uci(command: Command, workdir: Path) -> None:
     assert best and chess.Move.from_uci(best.group(1)) in board.legal_moves, done.stdout
 
 
+def check_analyse(command: Command, workdir: Path) -> None:
+    """The analysis runs as shown on a tiny checkpoint and the sample's first games, both put
+    where the command says (a scratch tree of its own), and writes what it names."""
+    from tests.helpers import first_games_pgn, model_checkpoint
+
+    words = list(command.words[1:])
+    scratch = workdir.parent / f"{workdir.name}-analyse"
+    path = scratch / words[words.index("--checkpoint") + 1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model_checkpoint(path)
+    games = next(w for w in words if w.endswith((".pgn", ".pgn.zst")) and "--pgn" not in w)
+    (scratch / games).write_text(first_games_pgn(3))
+    engine = [sys.executable, "-m", "chesslm.play.analyse", *words]
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(engine, cwd=scratch, env=full_env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    for flag in ("--csv", "--pgn"):
+        if flag in words:
+            assert (scratch / words[words.index(flag) + 1]).stat().st_size > 0, command
+
+
 def check(command: Command, workdir: Path) -> None:
     program = command.words[0]
     if program == "snakemake":
         check_snakemake(command, workdir)
     elif program == "chesslm-uci":
         check_uci(command, workdir)
+    elif program == "chesslm-analyse":
+        check_analyse(command, workdir)
     elif program in ("python", "python3"):
         check_python(command, workdir)
     elif program == "pip":
@@ -374,7 +397,7 @@ def check_lichess_bot(engine: dict, where: str) -> None:
     done = run([sys.executable, "-m", "chesslm.play.uci", "--help"], ROOT)
     for key in engine.get("engine_options") or {}:
         assert f"--{key}" in done.stdout, f"{where}: the engine has no --{key}"
-    declared = {re.match(r"option name (\w+)", line).group(1) for line in uci.OPTIONS}
+    declared = {re.match(r"option name (.+?) type ", line).group(1) for line in uci.OPTIONS}
     assert set(engine.get("uci_options") or {}) <= declared, where
 
 

@@ -6,7 +6,8 @@ counts, ``evaluate`` the parts bounded and resumable, ``progress`` their log lin
 the table of their files, ``records`` the one reader of each record (the report's and the
 model card's), ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays
 behind, ``counterfactual`` its positions at counterfactual ratings; ``weights`` a checkpoint's
-model for inference, ``uci`` the UCI engine (``chesslm-uci``).
+model for inference, ``uci`` the UCI engine (``chesslm-uci``), ``analyse`` a PGN scored move by move
+(``chesslm-analyse``).
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs`` and ``records`` are read without torch).
