@@ -45,6 +45,7 @@ MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal
 GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
                "white_mean_logp", "black_mean_logp")  # fmt: skip
 TOP = 3
+NEG_INF = float("-inf")
 BATCH_GAMES = 64  # games read and scored together: memory stays flat whatever the file's size
 
 
@@ -158,29 +159,38 @@ class Ply:
     top: list[tuple[chess.Move, float]]
 
 
-def score_games(
-    net: torch.nn.Module, games: list[Game], device: str, batch_tokens: int
-) -> list[list[Ply]]:
+def top_moves(s: scoring.Scores, batch: scoring.Batch) -> tuple[np.ndarray, np.ndarray]:
+    """(P, TOP) log-probabilities and indices into the batch's moves of each ply's most probable
+    moves, on the device in one go (index -1 past a ply's legal moves)."""
+    counts = torch.as_tensor(batch.counts, device=s.move_logp.device)
+    ply = torch.as_tensor(batch.move_ply, device=s.move_logp.device)
+    starts = torch.cumsum(counts, 0) - counts
+    column = torch.arange(len(ply), device=ply.device) - starts[ply]
+    dense = torch.full((len(counts), int(batch.counts.max())), NEG_INF, device=ply.device)
+    dense[ply, column] = s.move_logp.float()
+    values, index = dense.topk(min(TOP, dense.size(1)), dim=1)
+    index = torch.where(torch.isinf(values), -1, index + starts[:, None])
+    return values.cpu().numpy(), index.cpu().numpy()
+
+
+def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> list[list[Ply]]:
     """Per game, per ply: the played move's probability, rank, legal count and the top moves."""
+    device = next(net.parameters()).device
     inputs = [game_input(net, g) for g in games]
     out: list[list[Ply]] = [[] for _ in games]
     lengths = scoring.branched_lengths(inputs).tolist()
     for group in scoring.plan_batches(lengths, batch_tokens):
         batch = scoring.build_batch([inputs[i] for i in group], device)
         s = scoring.score(net, batch)
-        logp = s.move_logp.float().cpu().numpy()
+        top_logp, top_index = top_moves(s, batch)
         played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()
         codes = np.concatenate([inputs[i].codes for i in group])
-        starts = np.concatenate([[0], np.cumsum(batch.counts)])
-        for ply in range(len(batch.counts)):
-            lo, hi = starts[ply], starts[ply + 1]
-            best = lo + np.argsort(-logp[lo:hi], kind="stable")[:TOP]
-            top = [(scoring.decode_code(codes[i]), math.exp(logp[i])) for i in best]
-            out[group[batch.ply_game[ply]]].append(
-                Ply(
-                    float(played[ply]), math.exp(played[ply]), int(rank[ply]) + 1, int(hi - lo), top
-                )
-            )
+        for p in range(len(batch.counts)):
+            top = [(scoring.decode_code(codes[i]), math.exp(v))
+                   for v, i in zip(top_logp[p], top_index[p], strict=True) if i >= 0]  # fmt: skip
+            logp = float(played[p])
+            ply = Ply(logp, math.exp(logp), int(rank[p]) + 1, int(batch.counts[p]), top)
+            out[group[batch.ply_game[p]]].append(ply)
     return out
 
 
@@ -224,14 +234,13 @@ def analyse(
     out_csv: Path,
     out_pgn: Path | None,
     *,
-    checkpoint: str,
-    device: str = "cpu",
+    net: torch.nn.Module,
     fixed: tuple[int, int] | None = None,
     batch_tokens: int = 1 << 15,
     say: IO[str] = sys.stderr,
 ) -> dict[str, int]:
-    """Write the analysis files; returns the counts of games, moves and skipped games."""
-    net = load_model(checkpoint, device)
+    """Write the analysis files of ``net``'s scores; returns the counts of games, moves and
+    skipped games."""
     lead = len(ratings.prefix(net, -1, -1))
     skipped: list[str] = []
     counts = {"games": 0, "moves": 0}
@@ -246,7 +255,7 @@ def analyse(
         stream = stack.enter_context(open_text(source))
         games = read_games(stream, fixed, net.config.block_size, lead, skipped)
         for chunk in batches(games):
-            for game, plies in zip(chunk, score_games(net, chunk, device, batch_tokens),
+            for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
                                    strict=True):  # fmt: skip
                 moves.writerows(move_rows(game, plies))
                 per_game.writerow(game_row(game, plies))
@@ -305,8 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     from chesslm.train import checkpoint
 
     try:
-        counts = analyse(args.games, args.csv, args.pgn, checkpoint=args.checkpoint,
-                         device=args.device, fixed=args.ratings)  # fmt: skip
+        net = load_model(args.checkpoint, args.device)
+        counts = analyse(args.games, args.csv, args.pgn, net=net, fixed=args.ratings)
     except checkpoint.CheckpointError as error:
         parser.exit(1, f"chesslm-analyse: {error}\n")
     print(
