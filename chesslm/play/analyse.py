@@ -194,19 +194,20 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
     return out
 
 
-def move_rows(game: Game, plies: list[Ply]) -> Iterator[dict[str, object]]:
-    board = game.game.board()
+def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
+    """The CSV rows of a game's moves (the annotated PGN reads its comments off them)."""
+    board, rows = game.game.board(), []
     for i, (move, ply) in enumerate(zip(game.moves, plies, strict=True)):
         row: dict[str, object] = {
             "game": game.number, "ply": i + 1, "side": "white" if board.turn else "black",
-            "move": move.uci(), "san": board.san(move), "p": f"{ply.p:.6g}",
-            "logp": f"{ply.logp:.6f}",
+            "move": move.uci(), "p": f"{ply.p:.6g}", "logp": f"{ply.logp:.6f}",
             "rank": ply.rank, "legal_moves": ply.legal,
         }  # fmt: skip
         for k, (top, p) in enumerate(ply.top, 1):
             row[f"top{k}"], row[f"p{k}"] = board.san(top), f"{p:.6g}"
-        board.push(move)
-        yield row
+        row["san"] = board.san_and_push(move)
+        rows.append(row)
+    return rows
 
 
 def game_row(game: Game, plies: list[Ply]) -> dict[str, object]:
@@ -218,14 +219,12 @@ def game_row(game: Game, plies: list[Ply]) -> dict[str, object]:
             "white_mean_logp": mean[0], "black_mean_logp": mean[1]}  # fmt: skip
 
 
-def annotate(game: Game, plies: list[Ply]) -> str:
-    """The game with each move's figures as its comment (other comments replaced)."""
-    node = game.game
-    for ply in plies:
-        board = node.board()
-        node = node.variations[0]
-        top = ", ".join(f"{board.san(m)} {p:.2f}" for m, p in ply.top)
-        node.comment = f"p={ply.p:.2f} rank={ply.rank} top: {top}"
+def annotate(game: Game, rows: list[dict[str, object]]) -> str:
+    """The game with each move's figures (its CSV row's) as its comment, others replaced."""
+    for node, row in zip(game.game.mainline(), rows, strict=True):
+        top = ", ".join(f"{row[f'top{k}']} {float(row[f'p{k}']):.2f}"
+                        for k in range(1, TOP + 1) if row.get(f"top{k}"))  # fmt: skip
+        node.comment = f"p={float(row['p']):.2f} rank={row['rank']} top: {top}"
     return str(game.game.accept(chess.pgn.StringExporter(headers=True, variations=False)))
 
 
@@ -257,10 +256,11 @@ def analyse(
         for chunk in batches(games):
             for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
                                    strict=True):  # fmt: skip
-                moves.writerows(move_rows(game, plies))
+                rows = move_rows(game, plies)
+                moves.writerows(rows)
                 per_game.writerow(game_row(game, plies))
                 if "pgn" in text:
-                    text["pgn"].write(annotate(game, plies) + "\n\n")
+                    text["pgn"].write(annotate(game, rows) + "\n\n")
                 counts["games"] += 1
                 counts["moves"] += len(plies)
             while skipped:
