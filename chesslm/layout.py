@@ -70,6 +70,14 @@ class RunDir:
         return self._("train/identity.json")
 
     @property
+    def events(self) -> str:
+        return self._("train/events.jsonl")
+
+    @property
+    def telemetry(self) -> str:
+        return self._("train/gpu-telemetry.jsonl")
+
+    @property
     def segments(self) -> str:
         return self._("segments")
 

@@ -11,5 +11,6 @@ with logs.step("compare", snakemake.log[0]):  # noqa: F821
     c = Comparison.from_dict(json.loads(snakemake.params.settings))  # noqa: F821
     runs = json.loads(snakemake.params.runs)  # noqa: F821
     # the runs' score folders, in the comparison's order (the rule's input)
-    scores = {run: Path(p).parent for run, p in zip(c.runs, snakemake.input.scores, strict=True)}  # noqa: F821
+    inputs = snakemake.input.scores  # noqa: F821
+    scores = {run: Path(p).parent for run, p in zip(c.runs, inputs, strict=True)}
     build.compare(c, scores, runs, Path(snakemake.output.record).parent)  # noqa: F821
