@@ -8,11 +8,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import textwrap
 import typing
-from pathlib import Path
 
 import pytest
 import torch
@@ -289,7 +289,7 @@ def test_parsing_the_workflow_imports_no_torch_pandas_matplotlib_or_pgn_reader(t
     script.write_text(PARSE.format(heavy=repr(set(HEAVY))))
     cmd = [sys.executable, str(script), "--snakefile", str(ROOT / "Snakefile")]
     cmd += ["--directory", str(workdir), "-n", "results/demo/results.json"]
-    env = {"PYTHONPATH": str(ROOT), "PATH": str(Path(sys.executable).parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, env=env, timeout=600)
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "This was a dry-run" in output, output[-4000:]
