@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from chesslm.compare.build import FIGURES
+from chesslm.compare.outputs import FIGURES
 from chesslm.play.matching import elo_band
 from tests.browser import Browser, chromium, file_url
 from tests.helpers import ROOT, snakemake

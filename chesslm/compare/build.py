@@ -1,7 +1,7 @@
 """Rule compare: the runs' position tables (rule score) on one dataset's validation split,
 aligned, restricted to the comparison's protocol (and, with ``shape: allie``, sampled to equal
 positions per band), summarised with paired bootstrap intervals, written as
-``comparison.json``, ``comparison.csv`` and the figures of ``FIGURES``."""
+``comparison.json``, ``comparison.csv`` and the figures of ``chesslm.compare.outputs.FIGURES``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,6 @@ from chesslm.compare import anchors, plots, positions, stats
 from chesslm.compare.settings import Comparison
 from chesslm.figures import save_svg
 from chesslm.play import protocols
-
-FIGURES = ("runs", "paired", "curve", "bands")  # {name}.svg next to comparison.json
-OUTPUTS = ("comparison.json", "comparison.csv", *(f"{f}.svg" for f in FIGURES))
 
 
 def run_records(runs: dict[str, dict[str, Any]], scores: dict[str, Path]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from chesslm import files
+from chesslm.layout import RunDir
 from chesslm.play import evaluate, matching, protocols
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def score(
     evaluate.check_validation_only(cache_dir)
     started = time.monotonic()
     host = evaluate.use_threads(threads)
-    net, model = evaluate.load_model(run_dir / "train" / "best.pt", torch.device(device))
+    net, model = evaluate.load_model(Path(RunDir(run_dir).best), torch.device(device))
     state = out_dir / "state" / f"{model['checkpoint_sha256'][:16]}-{games or 'all'}"
     for old in (out_dir / "state").glob("*"):
         if old != state:  # another checkpoint's chunks

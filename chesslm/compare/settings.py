@@ -3,7 +3,7 @@ express: every run named is a run, the dataset a dataset, the baseline one of th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 SHAPES = ("none", "allie")
@@ -22,6 +22,12 @@ class Comparison:
     shape: str = "none"
     positions_per_band: int | None = None
     seed: int = 2026
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(
+                f"comparisons.{self.name}.shape: {self.shape!r} is not one of {SHAPES}"
+            )
 
     @classmethod
     def from_config(
@@ -49,17 +55,9 @@ class Comparison:
             raise ValueError(f"{key}.shape is {shape!r}, not one of {', '.join(SHAPES)}")
         if raw.get("positions_per_band") is not None and shape != "allie":
             raise ValueError(f"{key}.positions_per_band needs shape: allie")
-        return cls(
-            name=name,
-            runs=tuple(raw["runs"]),
-            dataset=raw["dataset"],
-            protocol=raw.get("protocol", "maia2"),
-            baseline=baseline,
-            bootstrap=int(raw.get("bootstrap", 2000)),
-            shape=shape,
-            positions_per_band=raw.get("positions_per_band"),
-            seed=int(raw.get("seed", 2026)),
-        )
+        # absent keys take the defaults above (the schema's, tests/test_config.py)
+        given = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
+        return cls(**{**given, "name": name, "runs": tuple(raw["runs"]), "baseline": baseline})
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Comparison:

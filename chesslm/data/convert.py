@@ -26,15 +26,13 @@ import numpy as np
 
 from chesslm.data import census, filters, split, tokens, train_cap
 from chesslm.data.integrity import fingerprint
-from chesslm.data.settings import Settings
+from chesslm.data.settings import CONVERTER_VERSION, Settings
 from chesslm.data.shards import Duplicates, ShardWriter
 from chesslm.data.workers import ConvertError, chunk_results
 from chesslm.files import sha256_file, write_json_atomic
 
 LOGGER = logging.getLogger(__name__)
 
-# v3: the rated column follows RatingDiff (arenas), bot marks the Lichess computer, census
-CONVERTER_VERSION = "chesslm-convert-v3"
 FORMAT = "chesslm-dataset-v1"
 SKIP_REASONS = (
     "variant",

@@ -8,6 +8,10 @@ from typing import Any
 
 from chesslm.data.filters import Filters
 
+# v3: the rated column follows RatingDiff (arenas), bot marks the Lichess computer, census.
+# Here, not in ``convert``, so the workflow's staleness check reads it without the PGN reader.
+CONVERTER_VERSION = "chesslm-convert-v3"
+
 
 class SettingsError(ValueError):
     """A dataset setting is out of range (the message names the key)."""

@@ -48,7 +48,7 @@ from typing import Any
 
 import chess
 
-from chesslm import files
+from chesslm import files, layout
 from chesslm.play import anchors as anchor_players
 from chesslm.play import elo
 from chesslm.play.anchors import AnchorSpec, Player
@@ -298,7 +298,7 @@ def settings_from_config(record: dict[str, Any], name: str) -> LadderSettings:
 def ladder_path(name: str, settings: LadderSettings, identity: dict[str, str]) -> str:
     """Where ladder ``name`` is stored: a new path for new settings or a new engine build, so
     that a workflow rebuilds it by its path alone."""
-    return f"results/ladders/{name}-{ladder_key(settings, identity)[:KEY_CHARS]}/ladder.json"
+    return layout.ladder_file(name, ladder_key(settings, identity)[:KEY_CHARS])
 
 
 def reproducibility(settings: LadderSettings) -> dict[str, Any]:

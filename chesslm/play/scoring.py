@@ -36,6 +36,7 @@ from chesslm.data.cache import move_code
 from chesslm.train import model as gpt
 
 NEG_INF = float("-inf")
+ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)
 
 
 @dataclass
@@ -386,7 +387,7 @@ def mask_for(batch: Batch, attention: str):  # noqa: ANN201
         return block_mask(batch.prefix, batch.extra)
     if attention == "dense":
         return dense_mask(batch.prefix, batch.extra)
-    raise ValueError(f"attention must be 'dense' or 'flex', not {attention!r}")
+    raise ValueError(f"attention must be one of {ATTENTION}, not {attention!r}")
 
 
 @torch.no_grad()

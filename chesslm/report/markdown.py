@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from chesslm.files import sha256_file
+from chesslm.layout import RunDir
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
 from chesslm.report.play_section import markdown_section
@@ -109,7 +110,7 @@ def efficiency_line(segments: pd.DataFrame, train: pd.DataFrame) -> str:
 def play_section(run_dir: Path) -> list[str]:
     """The play evaluation's section (``play_section.markdown_section``) when the run has
     ``play/``; nothing when it has not."""
-    play_dir = run_dir / "play"
+    play_dir = Path(RunDir(run_dir).play)
     if not play_dir.is_dir():
         return []
     return [markdown_section(play_dir).rstrip("\n"), ""]
@@ -118,10 +119,10 @@ def play_section(run_dir: Path) -> list[str]:
 def handover_section(run_dir: Path) -> list[str]:
     """How to play the run's best.pt (the exact ``chesslm-uci`` command) and where its export
     is, or the command that writes it; nothing before best.pt exists."""
-    best = run_dir / "train" / "best.pt"
+    best = Path(RunDir(run_dir).best)
     if not best.is_file():
         return []
-    export = run_dir / "export"
+    export = Path(RunDir(run_dir).export)
     if (export / "model.safetensors").is_file():
         layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
         where = f"`{export}/` ({layout})"
@@ -160,7 +161,7 @@ def files_section(run_dir: Path, paths: dict[str, Path]) -> list[str]:
     (``play/state/`` is play's work in progress, not a result)."""
     out = ["## Files", "", "Beside this summary:", ""]
     out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
-    played = sorted(p for p in (run_dir / "play").glob("*") if p.suffix in PLAY_FILES)
+    played = sorted(p for p in Path(RunDir(run_dir).play).glob("*") if p.suffix in PLAY_FILES)
     if played:
         out += ["The play evaluation's, in the run's `play/`:", ""]
         out += [f"- `play/{p.name}`" for p in played] + [""]

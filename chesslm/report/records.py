@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chesslm.layout import RunDir
+
 
 @dataclass
 class RunRecords:
@@ -105,20 +107,21 @@ def load_run(run_dir: Path | str, *, receipt_path: Path | str | None = None) -> 
     """Read every record of a run; absent files are noted, never fatal."""
     run_dir = Path(run_dir)
     rec = RunRecords(run_dir=run_dir)
-    train = run_dir / "train"
-    rec.events = read_jsonl(train / "events.jsonl", rec.notes)
+    layout = RunDir(run_dir)
+    rec.events = read_jsonl(Path(layout.events), rec.notes)
     telemetry_notes: list[str] = []
-    rec.telemetry = read_jsonl(train / "gpu-telemetry.jsonl", telemetry_notes)
+    rec.telemetry = read_jsonl(Path(layout.telemetry), telemetry_notes)
     rec.notes += [n for n in telemetry_notes if not n.endswith(("not found", "no records"))]
-    for path in sorted((run_dir / "segments").glob("*.json"), key=lambda p: (len(p.stem), p.stem)):
+    segments = Path(layout.segments).glob("*.json")
+    for path in sorted(segments, key=lambda p: (len(p.stem), p.stem)):
         if not path.stem.isdigit():
             rec.notes.append(f"segments/{path.name}: not named after a segment number, ignored")
         elif (status := read_json(path, rec.notes, shown=f"segments/{path.name}")) is not None:
             rec.segments.append({**status, "segment": status.get("segment", int(path.stem))})
-    rec.identity = read_json(train / "identity.json", rec.notes, shown="train/identity.json")
-    rec.probe = read_json(run_dir / "probe-results.json", rec.notes)
+    rec.identity = read_json(Path(layout.identity), rec.notes, shown="train/identity.json")
+    rec.probe = read_json(Path(layout.probe), rec.notes)
     results_notes: list[str] = []
-    for path in (run_dir / "results.json", train / "results.json"):  # the trainer writes train/
+    for path in map(Path, (layout.results, layout.train_results)):  # the trainer's: train/
         rec.results = rec.results or read_json(path, results_notes)
     rec.notes += [n for n in results_notes if not n.endswith("not found")]  # partial: expected
     if not rec.segments and rec.results and isinstance(rec.results.get("segments"), list):

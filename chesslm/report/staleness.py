@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chesslm.data.convert import CONVERTER_VERSION
-from chesslm.data.settings import Settings
+from chesslm import layout
+from chesslm.data.settings import CONVERTER_VERSION, Settings
 from chesslm.files import lookup
 
 # runs.NAME keys the identity records under another name (dotted: one level down)
@@ -79,7 +79,7 @@ def run_changes(
     (``chesslm.data.settings.Settings.as_dict()``).
     Empty when the run has not recorded its identity yet (it has not trained).
     """
-    identity = _read(Path(run_dir) / "train" / "identity.json")
+    identity = _read(Path(layout.RunDir(run_dir).identity))
     if identity is None:
         return []
     changes = []
@@ -90,8 +90,8 @@ def run_changes(
         then = lookup(identity, recorded)
         if not _same(then, now):
             changes.append(f"runs.{run}.{key}: trained with {then!r}, config now {now!r}")
-    dataset_dir = Path(dataset_dir)
-    manifest = _read(dataset_dir / "manifest.json")
+    files = layout.DatasetDir(dataset_dir)
+    manifest = _read(Path(files.manifest))
     converted_by = (manifest or {}).get("converter_version")
     if converted_by is not None and converted_by != CONVERTER_VERSION:
         # a converter version changes what the files mean (e.g. v3's rated column)
@@ -106,7 +106,7 @@ def run_changes(
                 f"datasets.{dataset}.{key}: the dataset was built (and the run trained) with "
                 f"{then!r}, config now {now!r}"
             )
-    receipt = _read(dataset_dir / "integrity-receipt.json")
+    receipt = _read(Path(files.receipt))
     trained_on = identity.get("dataset_fingerprint")
     if receipt is not None and trained_on and receipt.get("dataset_fingerprint") != trained_on:
         changes.append(

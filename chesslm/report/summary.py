@@ -36,6 +36,7 @@ import pandas as pd
 from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
+from chesslm.layout import RunDir
 from chesslm.report import markdown, plots
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.records import RunRecords, RunState, load_run
@@ -333,7 +334,7 @@ def summarise(
     run's records do not hold), so that summary.md says how many segments it may still take.
     """
     rec = load_run(run_dir, receipt_path=receipt)
-    out = Path(out_dir) if out_dir else rec.run_dir / "report"
+    out = Path(out_dir or RunDir(rec.run_dir).report)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / filename for name, filename in OUTPUT_FILES.items()}
     stages = by_stage(rec)

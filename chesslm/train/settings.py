@@ -26,11 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chesslm.play.settings import PlaySettings
+
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # a field with this metadata enters the checkpoint identity: changing it refuses a resume
 IDENTITY = {"identity": True}
 # a field with this metadata is not the segment's business: it has no segment flag
 NOT_A_FLAG = {"flag": False}
+DEVICES = ("cpu", "cuda")  # cpu: gloo, cuda: NCCL (the schema's runs.NAME.device)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +64,7 @@ class RunSettings:
     # the players' ratings as input tokens before each game (chesslm/data/conditioning.py)
     conditioning: str = field(default="none", metadata=IDENTITY)
     # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
-    play: dict = field(default_factory=dict, metadata=NOT_A_FLAG)
+    play: PlaySettings = field(default_factory=PlaySettings, metadata=NOT_A_FLAG)
 
     @classmethod
     def from_config(cls, run: dict[str, Any], *, name: str = "run") -> RunSettings:
@@ -70,8 +73,17 @@ class RunSettings:
         :raises ValueError: naming ``runs.{name}.<key>`` if a value breaks the schema or a
             cross-key rule.
         """
-        check(run, name=name)
-        return cls(**run)
+        error = schema_error(run_schema(), run, where=("runs", name))
+        if error:
+            raise ValueError(error)
+        return cls.from_checked(run, name=name)
+
+    @classmethod
+    def from_checked(cls, run: dict[str, Any], *, name: str = "run") -> RunSettings:
+        """A run's settings from a ``runs.{name}`` entry the schema has already checked (the
+        workflow's one check, ``chesslm.config``): the cross-key rules only."""
+        check_rules(run, name=name)
+        return cls(**{**run, "play": PlaySettings.from_dict(run.get("play", {}))})
 
     def to_args(self) -> list[str]:
         """The segment's flags for these settings; None (the schema's null) is left out."""
@@ -176,6 +188,12 @@ def check(run: dict[str, Any], *, name: str = "run") -> None:
     error = schema_error(run_schema(), run, where=("runs", name))
     if error:
         raise ValueError(error)
+    check_rules(run, name=name)
+
+
+def check_rules(run: dict[str, Any], *, name: str = "run") -> None:
+    """:raises ValueError: naming ``runs.{name}.<key>`` for a cross-key rule the schema cannot
+    express."""
     warmup, horizon = run.get("warmup_steps"), run.get("schedule_steps")
     if warmup is not None and horizon is not None and warmup >= horizon:
         raise ValueError(

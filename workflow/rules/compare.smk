@@ -6,29 +6,28 @@
 #   validation position: the run's best.pt scored by play's scorer) and scores.json.
 # rule compare: the score tables of comparisons.NAME's runs on its dataset + each run's
 #   results.json and dataset manifest -> results/compare/{name}/: comparison.json, .csv and the
-#   figures of chesslm.compare.build.FIGURES, each a report() item (category Comparisons).
-
-from chesslm.compare.build import FIGURES as COMPARE_FIGURES
+#   figures of chesslm.compare.outputs.FIGURES, each a report() item (category Comparisons).
 
 
 rule score:
     input:
-        results="results/{run}/results.json",
-        cache=get_score_cache,
+        results=RUN.results,
+        cache=DATASET.cache_meta,
     output:
-        positions="results/{run}/scores/{dataset}/positions.npz",
-        record="results/{run}/scores/{dataset}/scores.json",
+        positions=RUN.scores_file("{dataset}", "positions.npz"),
+        record=RUN.scores_file("{dataset}", "scores.json"),
     log:
         "logs/{run}/score/{dataset}.log",
     # torch in the job uses exactly these threads (runs.NAME.play.threads)
-    threads: get_play_threads
+    threads: of_run(lambda s: s.play.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,
     params:
         device=get_play_device,
-        batch_tokens=get_score_batch_tokens,
-        games=get_score_games,
+        batch_tokens=of_run(lambda s: s.play.match.batch_tokens),
+        # the run's move-matching bound (play.match.games) bounds its scores too (None: all)
+        games=of_run(lambda s: s.play.match.games),
     script:
         "../scripts/score.py"
 
@@ -41,7 +40,7 @@ rule compare:
     output:
         **{
             figure: report(
-                f"results/compare/{{name}}/{figure}.svg",
+                compare_file("{name}", f"{figure}.svg"),
                 caption=f"../report/compare-{figure}.rst",
                 category="Comparisons",
                 subcategory="{name}",
@@ -50,14 +49,14 @@ rule compare:
             for figure in COMPARE_FIGURES
         },
         record=report(
-            "results/compare/{name}/comparison.json",
+            compare_file("{name}", "comparison.json"),
             caption="../report/compare-json.rst",
             category="Comparisons",
             subcategory="{name}",
             labels={"comparison": "{name}", "item": "record"},
         ),
         table=report(
-            "results/compare/{name}/comparison.csv",
+            compare_file("{name}", "comparison.csv"),
             caption="../report/compare-table.rst",
             category="Comparisons",
             subcategory="{name}",

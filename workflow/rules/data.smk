@@ -4,12 +4,12 @@
 
 rule convert:
     input:
-        pgn=get_pgn_inputs,
+        pgn=of_dataset(lambda d: list(d.pgn)),
     output:
-        manifest="results/datasets/{dataset}/manifest.json",
-        train=directory("results/datasets/{dataset}/train"),
-        validation=directory("results/datasets/{dataset}/validation"),
-        held_out=directory("results/datasets/{dataset}/test"),
+        manifest=DATASET.manifest,
+        train=directory(DATASET.split("train")),
+        validation=directory(DATASET.split("validation")),
+        held_out=directory(DATASET.split("test")),
     log:
         "logs/datasets/{dataset}/convert.log",
     threads: DATA_THREADS
@@ -17,19 +17,19 @@ rule convert:
         mem_mb=4000,
         runtime=get_data_runtime,
     params:
-        settings=get_dataset_settings,
+        settings=of_dataset(lambda d: d.settings),
     script:
         "../scripts/convert.py"
 
 
 rule verify:
     input:
-        manifest="results/datasets/{dataset}/manifest.json",
-        train="results/datasets/{dataset}/train",
-        validation="results/datasets/{dataset}/validation",
-        held_out="results/datasets/{dataset}/test",
+        manifest=DATASET.manifest,
+        train=DATASET.split("train"),
+        validation=DATASET.split("validation"),
+        held_out=DATASET.split("test"),
     output:
-        receipt="results/datasets/{dataset}/integrity-receipt.json",
+        receipt=DATASET.receipt,
     log:
         "logs/datasets/{dataset}/verify.log",
     threads: 1
@@ -42,14 +42,14 @@ rule verify:
 
 rule token_cache:
     input:
-        receipt="results/datasets/{dataset}/integrity-receipt.json",
-        manifest="results/datasets/{dataset}/manifest.json",
-        train="results/datasets/{dataset}/train",
-        validation="results/datasets/{dataset}/validation",
+        receipt=DATASET.receipt,
+        manifest=DATASET.manifest,
+        train=DATASET.split("train"),
+        validation=DATASET.split("validation"),
     output:
-        meta="results/datasets/{dataset}/token-cache/cache.json",
+        meta=DATASET.cache_meta,
         arrays=multiext(
-            "results/datasets/{dataset}/token-cache/",
+            f"{DATASET.cache}/",
             "train.tokens.npy",
             "train.offsets.npy",
             "train.ids.npy",
@@ -73,6 +73,6 @@ rule token_cache:
         mem_mb=4000,
         runtime=get_data_runtime,
     params:
-        legality_games=get_legality_games,
+        legality_games=of_dataset(lambda d: d.legality_games),
     script:
         "../scripts/token_cache.py"

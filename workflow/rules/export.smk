@@ -13,18 +13,19 @@ localrules:
 
 rule export:
     input:
-        results="results/{run}/results.json",
-        manifest=get_run_manifest,
+        results=RUN.results,
+        manifest=lambda wildcards: run_dataset(wildcards.run).manifest,
         receipt=get_run_receipt,
         play=get_run_play_outputs,
     output:
-        weights="results/{run}/export/model.safetensors",
-        config="results/{run}/export/config.json",
-        tokenizer="results/{run}/export/chess-tokenizer.json",
-        card="results/{run}/export/README.md",
+        weights=RUN.export_file("model.safetensors"),
+        config=RUN.export_file("config.json"),
+        tokenizer=RUN.export_file("chess-tokenizer.json"),
+        card=RUN.export_file("README.md"),
     log:
         "logs/{run}/export.log",
     params:
-        checkpoint=get_best_checkpoint,
+        # written by the run's segments, which results.json follows
+        checkpoint=RUN.best,
     script:
         "../scripts/export.py"

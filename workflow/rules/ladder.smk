@@ -9,13 +9,13 @@
 
 rule ladder:
     output:
-        "results/ladders/{ladder}-{key}/ladder.json",
+        ladder_file("{ladder}", "{key}"),
     log:
         "logs/ladders/{ladder}-{key}.log",
     wildcard_constraints:
         key=r"[0-9a-f]{12}",
     # pairs played at a time (each engine anchor is a process of its own)
-    threads: get_ladder_threads
+    threads: lambda wildcards: SETTINGS.ladders[wildcards.ladder].threads
     resources:
         mem_mb=2000,
     params:

@@ -9,26 +9,24 @@
 #   are report() items). Bounded by play.*.seconds; work in progress stays in
 #   results/{run}/play/state/, so `--forcerun play` after a budget stop resumes it.
 
-from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
-
 
 rule play:
     input:
-        results="results/{run}/results.json",
+        results=RUN.results,
         caches=get_play_cache_files,
         ladder=get_play_ladder,
     output:
         **{
             out.name: (
                 report(
-                    f"results/{{run}}/play/{out.file}",
+                    RUN.play_file(out.file),
                     caption=f"../report/{out.caption}",
                     category="Play",
                     subcategory="{run}",
                     labels={"run": "{run}", "item": out.label},
                 )
                 if out.in_report
-                else f"results/{{run}}/play/{out.file}"
+                else RUN.play_file(out.file)
             )
             for out in PLAY_OUTPUTS
         },
@@ -37,7 +35,7 @@ rule play:
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
     # torch in the job uses exactly these threads (runs.NAME.play.threads, default 1)
-    threads: get_play_threads
+    threads: of_run(lambda s: s.play.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,

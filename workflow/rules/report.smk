@@ -22,13 +22,13 @@ localrules:
 
 rule summarise:
     input:
-        results="results/{run}/results.json",
+        results=RUN.results,
         receipt=get_run_receipt,
         play=get_run_play_outputs,
     output:
         **{
             item.name: report(
-                f"results/{{run}}/report/{item.file}",
+                RUN.report_file(item.file),
                 caption=f"../report/{item.caption}",
                 category=item.category,
                 subcategory="{run}",
@@ -42,6 +42,6 @@ rule summarise:
         run=r"[A-Za-z0-9_-]+",
     params:
         changes=get_run_changes,
-        max_segments=get_max_segments,
+        max_segments=of_run(lambda s: s.max_segments),
     script:
         "../scripts/summarise.py"

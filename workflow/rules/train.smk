@@ -28,15 +28,15 @@ checkpoint probe:
         cache=get_run_cache,
         receipt=get_run_receipt,
     output:
-        "results/{run}/probe-results.json",
+        RUN.probe,
     log:
         "logs/{run}/probe.log",
-    threads: get_segment_threads
+    threads: of_run(launch.threads)
     resources:
-        gpu=get_segment_gpus,
-        cpus_per_gpu=get_segment_cpus_per_gpu,
-        mem_mb=get_segment_mem_mb,
-        runtime=get_segment_runtime,
+        gpu=of_run(launch.gpus),
+        cpus_per_gpu=of_run(launch.cpus_per_gpu),
+        mem_mb=of_run(launch.mem_mb),
+        runtime=of_run(launch.runtime_minutes),
     params:
         logged=LOGGED,
         torchrun=get_launcher,
@@ -50,21 +50,21 @@ checkpoint train_segment:
     input:
         previous=get_previous_segment,
     output:
-        status="results/{run}/segments/{n}.json",
+        status=RUN.segment("{n}"),
     log:
         "logs/{run}/train_segment/{n}.log",
-    threads: get_segment_threads
+    threads: of_run(launch.threads)
     resources:
-        gpu=get_segment_gpus,
-        cpus_per_gpu=get_segment_cpus_per_gpu,
-        mem_mb=get_segment_mem_mb,
-        runtime=get_segment_runtime,
+        gpu=of_run(launch.gpus),
+        cpus_per_gpu=of_run(launch.cpus_per_gpu),
+        mem_mb=of_run(launch.mem_mb),
+        runtime=of_run(launch.runtime_minutes),
     params:
         logged=LOGGED,
         torchrun=get_launcher,
         args=get_trainer_args,
         previous=get_previous_status_flag,
-        probe="results/{run}/probe-results.json",
+        probe=RUN.probe,
     shell:
         "{params.logged} {log:q} env {params.torchrun} -m chesslm.train.segment train {params.args}"
         " --segment={wildcards.n} {params.previous} --probe-results={params.probe:q}"
@@ -79,10 +79,10 @@ rule results:
     input:
         statuses=get_segment_statuses,
     output:
-        "results/{run}/results.json",
+        RUN.results,
     log:
         "logs/{run}/results.log",
     params:
-        train_results="results/{run}/train/results.json",
+        train_results=RUN.train_results,
     script:
         "../scripts/results.py"

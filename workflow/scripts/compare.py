@@ -10,5 +10,7 @@ from chesslm.compare.settings import Comparison
 with logs.step("compare", snakemake.log[0]):  # noqa: F821
     c = Comparison.from_dict(json.loads(snakemake.params.settings))  # noqa: F821
     runs = json.loads(snakemake.params.runs)  # noqa: F821
-    scores = {run: Path(f"results/{run}/scores/{c.dataset}") for run in c.runs}
+    # the runs' score folders, in the comparison's order (the rule's input)
+    inputs = snakemake.input.scores  # noqa: F821
+    scores = {run: Path(p).parent for run, p in zip(c.runs, inputs, strict=True)}
     build.compare(c, scores, runs, Path(snakemake.output.record).parent)  # noqa: F821

@@ -9,7 +9,7 @@ from chesslm.compare import scores
 with logs.step("score", snakemake.log[0]):  # noqa: F821
     w = snakemake.wildcards  # noqa: F821
     scores.score(
-        Path(f"results/{w.run}"),
+        Path(snakemake.input.results).parent,  # the run's folder  # noqa: F821
         w.run,
         w.dataset,
         Path(snakemake.input.cache).parent,  # noqa: F821

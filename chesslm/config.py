@@ -1,0 +1,283 @@
+"""The one front door for settings: ``load`` takes the merged config (every ``--configfile``),
+checks it once against workflow/schemas/config.schema.yaml and the cross-key rules a schema
+cannot express, fills in the schema's defaults, and returns typed settings (``Config``): the
+datasets, the runs (``RunSettings``, with their ``PlaySettings``), the ladders and the
+comparisons. Each refusal is a ``ConfigError`` of one line naming the key (the workflow prints
+it and stops before any job).
+
+It imports no torch, pandas, matplotlib nor PGN reader: the workflow loads it at every parse,
+``-n`` included (tests/test_config.py checks). The tables the rules name outputs by are
+re-exported here, so a rule file needs this module alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from chesslm import layout
+from chesslm.compare.outputs import FIGURES as COMPARE_FIGURES
+from chesslm.compare.settings import Comparison
+from chesslm.data import settings as data_settings
+from chesslm.data.metadata import COLUMNS as META_COLUMNS
+from chesslm.model.presets import config_for
+from chesslm.play import ladder as play_ladder
+from chesslm.play.anchors import find_engine
+from chesslm.play.outputs import FILES as PLAY_FILES
+from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
+from chesslm.play.outputs import PARTS as PLAY_PARTS
+from chesslm.play.outputs import RECORDS as PLAY_RECORDS
+from chesslm.report.items import ITEMS as REPORT_ITEMS
+from chesslm.train import prefix
+from chesslm.train.settings import SCHEMA, RunSettings, legality_request_error, schema_error
+
+__all__ = [  # the tables the rules read, besides this module's own
+    "COMPARE_FIGURES", "META_COLUMNS", "PLAY_FILES", "PLAY_OUTPUTS", "PLAY_PARTS",
+    "PLAY_RECORDS", "REPORT_ITEMS", "SCHEMA", "Config", "ConfigError", "load",
+]  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """The config is refused: the message is one line naming the key."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """``datasets.NAME``: its inputs, its conversion settings and the token cache's bound."""
+
+    name: str
+    pgn: tuple[str, ...]
+    legality_games: int
+    settings: data_settings.Settings
+
+    @property
+    def dir(self) -> layout.DatasetDir:
+        return layout.DatasetDir.of(self.name)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """``ladders.NAME``: the ladder's settings, its engine's name and rule ladder's threads."""
+
+    name: str
+    engine: str
+    threads: int
+    settings: play_ladder.LadderSettings
+
+
+@dataclass(frozen=True)
+class Config:
+    """The checked config, every default filled in."""
+
+    datasets: dict[str, Dataset]
+    runs: dict[str, RunSettings]
+    ladders: dict[str, Ladder]
+    comparisons: dict[str, Comparison]
+
+    def play_datasets(self, run: str) -> list[str]:
+        """The datasets whose validation split run ``run``'s play reads (default: its own)."""
+        return list(self.runs[run].play.datasets) or [self.runs[run].dataset]
+
+    def play_device(self, run: str) -> str:
+        return self.runs[run].play.device or self.runs[run].device
+
+    def ladder_file(self, name: str) -> str:
+        """The ladder's file: its path holds the key of its settings and engine build, so a new
+        build or a changed setting asks for a new ladder. Looks the engine up (once per
+        process; python-chess bounds the UCI handshake by 10 s): call it from an input
+        function, not at parse time. :raises ConfigError: no such engine."""
+        ladder = self.ladders[name]
+        identity = _engine(ladder.engine, f"ladders.{name}.engine")[1]
+        return play_ladder.ladder_path(name, ladder.settings, identity)
+
+    def ladder_engine(self, name: str) -> str:
+        """The engine executable of ladder ``name`` (:raises ConfigError: not found)."""
+        return _engine(self.ladders[name].engine, f"ladders.{name}.engine")[0]
+
+
+@functools.cache
+def _engine(name: str, key: str) -> tuple[str, dict[str, str]]:
+    """The engine's path and build (sha256, UCI id name): once per process."""
+    try:
+        path = find_engine(name, key)
+    except FileNotFoundError as error:
+        raise ConfigError(f"config: {error}") from None
+    return path, play_ladder.engine_identity(path)
+
+
+def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
+    """Check ``config`` (the merged config) once and fill in the schema's defaults, in place,
+    as snakemake's ``validate`` would; the typed settings.
+
+    :raises ConfigError: one line naming the first bad key.
+    """
+    import yaml
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    error = schema_error(schema, config)
+    if error:
+        raise ConfigError(f"config: {error}")
+    fill_defaults(schema, config)
+    try:
+        data_settings.check_config(config["datasets"])
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    datasets = {name: _dataset(name, raw) for name, raw in config["datasets"].items()}
+    runs = _runs(config.get("runs", {}), datasets)
+    for run, settings in runs.items():
+        _check_context(run, settings, datasets[settings.dataset])
+    for run, settings in runs.items():
+        _check_play(run, settings, datasets, list(config["ladders"]))
+    for run, settings in runs.items():
+        _check_legality_request(run, settings, datasets[settings.dataset])
+    ladders = {name: _ladder(name, raw) for name, raw in config["ladders"].items()}
+    comparisons = {
+        name: _comparison(name, raw, runs, datasets)
+        for name, raw in config.get("comparisons", {}).items()
+    }
+    return Config(datasets=datasets, runs=runs, ladders=ladders, comparisons=comparisons)
+
+
+def fill_defaults(schema: dict[str, Any], value: Any) -> None:
+    """Every ``default`` of ``schema`` that ``value`` (already checked) lacks, filled in place,
+    down through objects, their named entries and arrays' items."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        for key, sub in properties.items():
+            if "default" in sub and key not in value:
+                value[key] = copy.deepcopy(sub["default"])
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            sub = properties.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                fill_defaults(sub, item)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for item in value:
+            fill_defaults(schema["items"], item)
+
+
+def _dataset(name: str, raw: dict[str, Any]) -> Dataset:
+    return Dataset(
+        name=name,
+        pgn=tuple(raw["pgn"]),
+        legality_games=raw["legality_games"],
+        settings=data_settings.Settings.from_config(raw, f"datasets.{name}"),
+    )
+
+
+def _known(names: Any) -> str:
+    return ", ".join(sorted(names))
+
+
+def _runs(raw: dict[str, Any], datasets: dict[str, Dataset]) -> dict[str, RunSettings]:
+    runs = {}
+    for run, settings in raw.items():
+        if settings["dataset"] not in datasets:
+            raise ConfigError(
+                f"config: runs.{run}.dataset is {settings['dataset']!r}, "
+                f"which is not a dataset (known: {_known(datasets)})"
+            )
+        try:
+            runs[run] = RunSettings.from_checked(settings, name=run)
+        except ValueError as error:
+            raise ConfigError(f"config: {error}") from None
+    return runs
+
+
+def _ladder(name: str, raw: dict[str, Any]) -> Ladder:
+    try:
+        settings = play_ladder.settings_from_config(raw, name)
+    except ValueError as error:
+        raise ConfigError(f"config: {error}") from None
+    return Ladder(name=name, engine=raw["engine"], threads=raw["threads"], settings=settings)
+
+
+def _check_context(run: str, settings: RunSettings, dataset: Dataset) -> None:
+    """A dataset's context (its longest game) within the model context of every run that
+    trains on it: the cache would hold games the model cannot read."""
+    context = dataset.settings.context
+    model_context = config_for(settings.model).block_size
+    if context > model_context:
+        raise ConfigError(
+            f"config: datasets.{dataset.name}.context is {context}, more than the"
+            f" model context of runs.{run} (model {settings.model}: {model_context} tokens)"
+        )
+    # the rating prefix makes every game longer: its longest game's inputs, exactly
+    error = prefix.context_error(
+        settings.conditioning,
+        context=context,
+        model_context=model_context,
+        key=f"runs.{run}.conditioning",
+    )
+    if error:
+        raise ConfigError(f"config: {error} (datasets.{dataset.name}.context)")
+
+
+def _check_play(
+    run: str, settings: RunSettings, datasets: dict[str, Dataset], ladders: list[str]
+) -> None:
+    """The datasets a run's play reads and the ladder its model plays exist."""
+    for name in settings.play.datasets:
+        if name not in datasets:
+            raise ConfigError(
+                f"config: runs.{run}.play.datasets names {name!r}, which is not a dataset"
+                f" (known: {_known(datasets)})"
+            )
+    ladder = settings.play.elo.ladder
+    if ladder not in ladders:
+        raise ConfigError(
+            f"config: runs.{run}.play.elo.ladder is {ladder!r}, which is not a ladder"
+            f" (known: {_known(ladders) or 'none'})"
+        )
+
+
+def _check_legality_request(run: str, settings: RunSettings, dataset: Dataset) -> None:
+    """A run's legality_eval_games within its dataset's legality_games, and within what its
+    token cache holds when the cache exists for the same legality_games."""
+    asked, bound = settings.legality_eval_games, dataset.legality_games
+    if asked is None:
+        return
+    if asked > bound:
+        raise ConfigError(
+            f"config: runs.{run}.legality_eval_games is {asked}, more than"
+            f" datasets.{dataset.name}.legality_games ({bound}), the validation games"
+            " the token cache gives legality tables"
+        )
+    path = Path(dataset.dir.cache_meta)
+    if not path.exists():
+        return  # the segment checks it when it starts
+    info = json.loads(path.read_text())
+    held = info.get("legality_games", {})
+    if held.get("bound") != bound:
+        return  # built for another legality_games: it may be rebuilt before the run
+    error = legality_request_error(
+        asked,
+        available=held["games"],
+        validation_games=info["splits"]["validation"]["games"],
+        key=f"runs.{run}.legality_eval_games",
+        cache=path.parent,
+    )
+    if error:
+        raise ConfigError(f"config: {error}")
+
+
+def _comparison(
+    name: str, raw: dict[str, Any], runs: dict[str, RunSettings], datasets: dict[str, Dataset]
+) -> Comparison:
+    try:
+        comparison = Comparison.from_config(name, raw, runs=sorted(runs), datasets=sorted(datasets))
+    except ValueError as error:
+        raise ConfigError(f"config: {error}") from None
+    # rule score scores that many games of each run: a comparison is on the same positions
+    bounds = {run: runs[run].play.match.games for run in comparison.runs}
+    if len(set(bounds.values())) > 1:
+        listed = ", ".join(f"{run}: {games}" for run, games in bounds.items())
+        raise ConfigError(
+            f"config: comparisons.{name}.runs score different numbers of validation games"
+            f" (runs.NAME.play.match.games: {listed}); a comparison is on the same positions"
+        )
+    return comparison
