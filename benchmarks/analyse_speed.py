@@ -26,8 +26,8 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from chesslm.model import gpt  # noqa: E402
 from chesslm.play import analyse, scoring  # noqa: E402
-from chesslm.train import model as gpt  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 

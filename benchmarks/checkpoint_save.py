@@ -21,26 +21,28 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from chesslm.train import checkpoint, model, optim  # noqa: E402
+from chesslm.model import checkpoint, gpt  # noqa: E402
+from chesslm.train import checkpoint as train_checkpoint  # noqa: E402
+from chesslm.train import optim  # noqa: E402
 from chesslm.train.saver import Saver  # noqa: E402
 from chesslm.train.state import TrainState  # noqa: E402
 
 
 def build(preset: str, device: torch.device) -> dict:
     torch.manual_seed(0)
-    net = model.build(preset).to(device)
+    net = gpt.build(preset).to(device)
     opt = optim.optimizer(net, 3e-4, device=device)
     sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
     for p in net.parameters():
         p.grad = torch.randn_like(p)
     opt.step()
     sched.step()
-    return checkpoint.payload(
+    return train_checkpoint.payload(
         model=net,
         optimizer=opt,
         scheduler=sched,
         state=TrainState(step=1),
-        rng_by_rank=[checkpoint.rng_state(device)],
+        rng_by_rank=[train_checkpoint.rng_state(device)],
         identity={"model": preset},
         lineage={"segment": 0, "parent_sha256": None},
     )

@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
+from chesslm.model import gpt  # noqa: E402
 from chesslm.play import outputs, scoring  # noqa: E402
-from chesslm.train import model as gpt  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 

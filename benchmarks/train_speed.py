@@ -56,12 +56,12 @@ import torch.nn.functional as F  # noqa: E402
 
 from chesslm.data import tokens  # noqa: E402
 from chesslm.data.cache import N_MOVE_CODES, table_starts  # noqa: E402
+from chesslm.model import gpt  # noqa: E402
 from chesslm.train import (  # noqa: E402
     batching,
     compilation,
     cuda_graphs,
     distributed,
-    model,
     trainer,
     validation,
 )
@@ -171,7 +171,7 @@ def matmul_peak(device: torch.device) -> float | None:
     return 2 * n**3 * reps / (time.perf_counter() - t)
 
 
-def model_flops(cfg: model.GPTConfig, game_lengths: list[int]) -> float:
+def model_flops(cfg: gpt.GPTConfig, game_lengths: list[int]) -> float:
     """Useful training FLOPs (forward + backward) of games of these token counts: 6 x matmul
     parameters per target plus causal attention 6 * layers * width * n^2 per game."""
     matmul_params = cfg.n_layer * 12 * cfg.n_embd**2 + cfg.vocab_size * cfg.n_embd
@@ -226,7 +226,7 @@ def reference_update(t: Any, games: Any, group: list[list[int]], micro: int) -> 
         last = k == len(local) - 1
         nosync = getattr(t.ddp, "no_sync", None)
         with contextlib.nullcontext() if last or nosync is None else nosync():
-            with model.autocast(ctx.device):
+            with gpt.autocast(ctx.device):
                 logits = t.ddp(x, mask=mask)
             loss = F.cross_entropy(
                 logits.float().view(-1, logits.size(-1)),
@@ -442,7 +442,7 @@ def time_validation(a: argparse.Namespace, t: Any, data: Any) -> dict[str, Any]:
             x, _ = batching.collate(
                 games[first : first + per_batch], device, pad_multiple=t.pad_multiple, max_len=1024
             )
-            with model.autocast(device):
+            with gpt.autocast(device):
                 t.inference(x)
         t.net.train()
 
@@ -530,7 +530,7 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
         if a.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = True  # FP32 leftovers (not under autocast)
         peak = matmul_peak(ctx.device)
-        data = open_data(a, model.config_for(a.model).block_size)
+        data = open_data(a, gpt.config_for(a.model).block_size)
         results = []
         for path in a.paths.split(","):
             if path in GPU_ONLY and a.device != "cuda":
@@ -635,7 +635,7 @@ def startup_child(a: argparse.Namespace) -> None:
     if ctx.device.type == "cuda":
         torch.zeros(1, device=ctx.device)  # the CUDA context exists from here
     marks["device_ready"] = time.time()
-    data = open_data(a, model.config_for(a.model).block_size)
+    data = open_data(a, gpt.config_for(a.model).block_size)
     marks["data_open"] = time.time()
     t = trainer_for(a, ctx, data, "graphs" if a.device == "cuda" else "compiled")
     marks["model_built"] = time.time()

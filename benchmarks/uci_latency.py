@@ -27,7 +27,8 @@ import chess
 import chess.engine
 import torch
 
-from chesslm.play import uci, weights
+from chesslm.model import weights
+from chesslm.play import uci
 from chesslm.play.anchors import find_engine
 
 

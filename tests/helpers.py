@@ -14,7 +14,9 @@ import chess.pgn
 import torch
 import zstandard
 
-from chesslm.train import checkpoint, model, optim
+from chesslm.model import checkpoint, gpt
+from chesslm.train import checkpoint as train_checkpoint
+from chesslm.train import optim
 from chesslm.train.state import TrainState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +63,7 @@ def small_payload(*, stepped: bool = False) -> dict:
     """A checkpoint payload of the tiny model (tied embedding and head); ``stepped``: after
     one AdamW update on random gradients, so the optimizer has state to save too."""
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     opt = optim.optimizer(net, 1e-3, device=torch.device("cpu"))
     sched = optim.scheduler(opt, warmup_steps=1, schedule_steps=10)
     if stepped:
@@ -69,12 +71,12 @@ def small_payload(*, stepped: bool = False) -> dict:
             p.grad = torch.randn_like(p)
         opt.step()
         sched.step()
-    return checkpoint.payload(
+    return train_checkpoint.payload(
         model=net,
         optimizer=opt,
         scheduler=sched,
         state=TrainState(next_group=3, step=3),
-        rng_by_rank=[checkpoint.rng_state(torch.device("cpu"))],
+        rng_by_rank=[train_checkpoint.rng_state(torch.device("cpu"))],
         identity={"lr": 1e-3, "max_updates": None, "epochs": 2},
         lineage={"segment": 0, "parent_sha256": None},
     )
@@ -124,7 +126,7 @@ def model_checkpoint(
     parameter (so LayerNorm gains and biases are not their trivial 1 and 0); ``conditioning``:
     the identity's input layout (``elo``: rating-conditioned), absent when None."""
     torch.manual_seed(seed)
-    net = model.build(preset)
+    net = gpt.build(preset)
     with torch.no_grad():
         for p in net.parameters():
             p.add_(spread * torch.randn_like(p))

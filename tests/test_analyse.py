@@ -57,7 +57,8 @@ def test_every_move_of_every_standard_game_is_scored_and_the_rest_named(analysed
 
 
 def test_played_move_probabilities_are_the_plain_loops(analysed: dict) -> None:
-    from chesslm.play import scoring, weights
+    from chesslm.model import weights
+    from chesslm.play import scoring
 
     net = weights.load_model(str(analysed["ckpt"]), "cpu")
     stream = io.StringIO(analysed["games"].read_text())

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from chesslm.data import tokens
-from chesslm.train import batching, model
+from chesslm.model import gpt
+from chesslm.train import batching
 
 LENGTHS = [5 + (7 * i) % 23 for i in range(37)]
 
@@ -79,7 +80,7 @@ def games_fixture() -> list[np.ndarray]:
 def reference_grad(games: list[np.ndarray]) -> dict[str, torch.Tensor]:
     """Mean token cross-entropy over all games in one pass."""
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     x, y = batching.collate(games, "cpu")
     F.cross_entropy(net(x).view(-1, 128), y.view(-1), ignore_index=-100).backward()
     return {n: p.grad.clone() for n, p in net.named_parameters()}
@@ -88,7 +89,7 @@ def reference_grad(games: list[np.ndarray]) -> dict[str, torch.Tensor]:
 def test_accumulated_loss_is_normalised_by_all_valid_targets() -> None:
     games = games_fixture()
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     group = [[0, 1], [2, 3], [4]]
     values = batching.backward_group(net, games, group, micro=2, rank=0, world=1, device="cpu")
     assert values["valid_targets"] == sum(len(g) - 1 for g in games)
@@ -100,7 +101,7 @@ def test_accumulated_loss_is_normalised_by_all_valid_targets() -> None:
 def _worker(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     ddp = DDP(net)
     games = games_fixture()
     # micro=2, world=2: batch [0,1,2,3] then the partial [4] where rank 1 has no games

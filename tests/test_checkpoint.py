@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm.train import checkpoint, model
+from chesslm.files import sha256_file
+from chesslm.model import checkpoint, gpt
+from chesslm.train import checkpoint as train_checkpoint
 from chesslm.train.settings import RunSettings
 from tests import helpers
+from tests.helpers import ROOT
 
 
 def small_payload() -> dict:
@@ -22,7 +25,7 @@ def test_save_is_atomic_and_round_trips(tmp_path: Path) -> None:
     assert not (tmp_path / "last.pt.tmp").exists() and len(digest) == 64
     loaded = checkpoint.load(path)
     assert loaded["cursor"]["step"] == 3
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     net.load_state_dict(loaded["model"])
 
 
@@ -92,36 +95,93 @@ def test_a_pickled_callable_is_refused_and_never_executed(tmp_path: Path, monkey
 
 
 def test_rng_state_restores_exactly() -> None:
-    state = checkpoint.rng_state(torch.device("cpu"))
+    state = train_checkpoint.rng_state(torch.device("cpu"))
     a = torch.rand(3)
-    checkpoint.restore_rng(state, torch.device("cpu"))
+    train_checkpoint.restore_rng(state, torch.device("cpu"))
     assert torch.equal(torch.rand(3), a)
 
 
 def test_identity_mismatch_names_what_changed() -> None:
     saved = {"lr": 3e-4, "world_size": 2, "model": {"preset": "tiny", "n_layer": 2}, "seed": 1}
     now = {"lr": 1e-3, "world_size": 2, "model": {"preset": "tiny", "n_layer": 4}, "seed": 1}
-    assert checkpoint.identity_differences(saved, now) == ["lr", "model.n_layer"]
+    assert train_checkpoint.identity_differences(saved, now) == ["lr", "model.n_layer"]
     with pytest.raises(ValueError, match=r"changed: lr, model\.n_layer"):
-        checkpoint.check_identity(saved, now)
-    checkpoint.check_identity(saved, dict(saved))
+        train_checkpoint.check_identity(saved, now)
+    train_checkpoint.check_identity(saved, dict(saved))
 
 
 def test_a_code_edit_refuses_resume_naming_the_module_and_what_to_do() -> None:
-    saved = {"training_code": {"segment.py": "a" * 64, "trainer.py": "b" * 64}, "lr": 1e-3}
-    now = {"training_code": {"segment.py": "c" * 64, "trainer.py": "b" * 64}, "lr": 1e-3}
+    gpt_py, segment, trainer = "chesslm/model/gpt.py", "chesslm/train/segment.py", "trainer.py"
+    saved = {"training_code": {gpt_py: "a" * 64, segment: "b" * 64, trainer: "c" * 64}}
+    now = {"training_code": {gpt_py: "d" * 64, segment: "e" * 64, trainer: "c" * 64}}
     with pytest.raises(checkpoint.CheckpointError) as caught:
-        checkpoint.check_identity(saved, now, run_dir="results/demo")
+        train_checkpoint.check_identity(saved, now, run_dir="results/demo")
     message = str(caught.value)
-    assert "changed: training_code.segment.py" in message
-    assert "chesslm/train/segment.py" in message and "trainer.py" not in message
+    assert (
+        "changed: training_code.chesslm/model/gpt.py, training_code.chesslm/train/segment.py"
+        in message
+    )
+    assert "checkpoint (chesslm/model/gpt.py, chesslm/train/segment.py); a run" in message
+    assert "trainer.py" not in message
     assert "restore that code" in message and "new run name" in message
     assert "remove results/demo" in message
 
 
+def _identity(model_config: dict) -> dict:
+    return train_checkpoint.identity(
+        RunSettings(dataset="d", lr=1e-3, seed=3, schedule_steps=9, warmup_steps=2),
+        model_config=model_config,
+        parameters=10,
+        dataset_fingerprint="f",
+        receipt_sha256=None,
+        world_size=2,
+    )
+
+
+def test_the_training_code_is_the_explicit_list_by_real_paths() -> None:
+    """Every entry of TRAINING_CODE names files, each hashed under its path from the repository
+    root: the model floor and the data modules that build the batches too."""
+    hashed = _identity({"n_layer": 2})["training_code"]
+    assert list(hashed) == [p.relative_to(ROOT).as_posix() for p in train_checkpoint.code_files()]
+    for pattern in train_checkpoint.TRAINING_CODE:
+        assert any(Path(name).match(pattern) for name in hashed), pattern
+    assert {"chesslm/train/segment.py", "chesslm/train/checkpoint.py", "chesslm/model/gpt.py",
+            "chesslm/model/checkpoint.py", "chesslm/model/presets.py", "chesslm/data/cache.py",
+            "chesslm/data/conditioning.py"} <= set(hashed)  # fmt: skip
+    assert hashed["chesslm/model/gpt.py"] == sha256_file(ROOT / "chesslm/model/gpt.py")
+
+
+def test_an_entry_that_names_no_file_is_an_error(monkeypatch) -> None:
+    monkeypatch.setattr(
+        train_checkpoint, "TRAINING_CODE", ("chesslm/train/*.py", "chesslm/gone.py")
+    )
+    with pytest.raises(FileNotFoundError, match="TRAINING_CODE entry 'chesslm/gone.py' matches no"):
+        train_checkpoint.code_hashes()
+
+
+def test_a_run_started_before_the_model_floor_refuses_to_resume() -> None:
+    """An identity written before chesslm/model/ (code hashed by file name under chesslm/train/,
+    no conditioning in the model's config) differs from today's: the usual refusal, naming the
+    training code and what to do."""
+    now = _identity(gpt.build("tiny").config.to_dict())
+    before = {**now, "model": {k: v for k, v in now["model"].items() if k != "conditioning"}}
+    before["training_code"] = {
+        Path(name).name: digest for name, digest in now["training_code"].items()
+        if name.startswith("chesslm/train/")
+    }  # fmt: skip
+    before["training_code"]["model.py"] = "f" * 64
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        train_checkpoint.check_identity(before, now, run_dir="results/demo")
+    message = str(caught.value)
+    assert "model.conditioning: checkpoint None != now 'none'" in message
+    assert "training_code.model.py" in message and "training_code.chesslm/model/gpt.py" in message
+    assert "The training code changed since this run's last checkpoint (" in message
+    assert "chesslm/model/gpt.py" in message and "restore that code" in message
+
+
 def test_identity_takes_the_settings_identity_fields() -> None:
     settings = RunSettings(dataset="d", lr=1e-3, seed=3, schedule_steps=9, warmup_steps=2)
-    record = checkpoint.identity(
+    record = train_checkpoint.identity(
         settings,
         model_config={"n_layer": 2},
         parameters=10,
@@ -132,10 +192,10 @@ def test_identity_takes_the_settings_identity_fields() -> None:
     assert {k: record[k] for k in settings.identity()} == settings.identity()
     assert record["model"]["preset"] == "tiny" and record["device"] == "cpu"
     assert "workers" not in record and "max_seconds" not in record  # not identity: may change
-    assert set(record["training_code"]) >= {"settings.py", "state.py", "segment.py"}
+    assert set(record["training_code"]) >= {"chesslm/train/settings.py", "chesslm/model/gpt.py"}
 
 
 def test_best_needs_an_improvement_above_the_threshold() -> None:
-    assert checkpoint.improved(1.0, float("inf"))
-    assert not checkpoint.improved(0.99995, 1.0)
-    assert checkpoint.improved(0.9998, 1.0)
+    assert train_checkpoint.improved(1.0, float("inf"))
+    assert not train_checkpoint.improved(0.99995, 1.0)
+    assert train_checkpoint.improved(0.9998, 1.0)

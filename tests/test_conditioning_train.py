@@ -15,8 +15,9 @@ import torch.nn.functional as F
 
 from chesslm.data import conditioning, tokens
 from chesslm.data.cache import TokenCache
+from chesslm.model import checkpoint, gpt
 from chesslm.model.presets import BASELINE_PARAMETERS
-from chesslm.train import batching, checkpoint, model, validation
+from chesslm.train import batching, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes, context_error, longest_game
 from chesslm.train.settings import RunSettings
@@ -62,7 +63,7 @@ def test_the_training_loss_counts_move_targets_only(rated_cache: Path) -> None:
     prefixes = Prefixes.of_cache(cache, "train", "elo")
     games = cache.train
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     group = [[0, 1], [2, 3]]
     values = batching.backward_group(
         net, games, group, micro=2, rank=0, world=1, device="cpu", prefixes=prefixes
@@ -94,7 +95,7 @@ def test_no_target_of_a_conditioned_batch_is_a_reserved_id(rated_cache: Path) ->
 def test_the_baseline_keeps_its_parameter_count_with_conditioning_on() -> None:
     settings = RunSettings(dataset="d", model="baseline", conditioning="elo")
     with torch.device("meta"):  # no memory, and the tied head stays tied (``.to`` unties it)
-        net = model.build(settings.model, device="meta")
+        net = gpt.build(settings.model, device="meta")
     assert net.num_parameters() == BASELINE_PARAMETERS == 85_940_736
     # every prefix id is an embedding row the model already has
     assert conditioning.BLACK_FIRST + conditioning.BINS - 1 < net.config.vocab_size
@@ -105,7 +106,7 @@ def test_conditioned_validation_counts_the_moves_of_the_unconditioned_one(
 ) -> None:
     cache = TokenCache(rated_cache)
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     cpu = torch.device("cpu")
     plain = validation.evaluate(net, validation.ValidationSet(cache, cpu, legality_games=None))
     data = validation.ValidationSet(cache, cpu, legality_games=None, conditioning="elo")

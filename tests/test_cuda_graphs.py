@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from chesslm.train import batching, cuda_graphs, model, optim
+from chesslm.model import gpt
+from chesslm.train import batching, cuda_graphs, optim
 
 from .test_batching import (
     assert_single_pass_gradient,
@@ -36,7 +37,7 @@ def graphed(
 def test_flat_gradients_accumulate_and_match_the_single_pass_gradient() -> None:
     games = games_fixture()
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     g = graphed(net)
     group = [[0, 1], [2, 3], [4]]  # the last microbatch has one game: a padding row is added
     for _ in range(2):  # the second update starts from zeroed gradients
@@ -53,7 +54,7 @@ def test_flat_gradients_accumulate_and_match_the_single_pass_gradient() -> None:
 
 def test_flat_clip_equals_clip_grad_norm() -> None:
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     g = graphed(net)
     g.grads.buffer.normal_()
     twin = copy.deepcopy(net)
@@ -70,7 +71,7 @@ def test_packed_rows_through_static_buffers_match_the_single_pass_gradient() -> 
     of the one shape for every microbatch (a stale mask would let games see each other)."""
     games = games_fixture()
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     g = graphed(net, row_tokens=32)
     group = [[[0, 1], [2]], [[3, 4]]]  # two microbatches of 2 rows; the second has one row
     for _ in range(2):
@@ -99,8 +100,8 @@ def _worker(rank: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     torch.manual_seed(rank)  # different replicas: the path must broadcast rank 0's weights
     if rank == 1:
-        model.build("tiny")  # consume the RNG differently too
-    net = model.build("tiny")
+        gpt.build("tiny")  # consume the RNG differently too
+    net = gpt.build("tiny")
     g = graphed(net)
     # micro=2, world=2: batch [0,1,2,3] then the partial [4] where rank 1 has no games
     stats = g.backward_group(games_fixture(), [[0, 1, 2, 3], [4]], micro=2, rank=rank)
@@ -122,7 +123,7 @@ def test_buckets_tile_the_flat_buffer_from_its_end() -> None:
     their backward first), each at least the bucket size except the last, which holds the
     embeddings and the tied head."""
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     g = graphed(net)
     cap = 64 * 1024
     b = cuda_graphs.Buckets(g.grads, cap)
@@ -143,7 +144,7 @@ def test_shape_of_a_part_is_the_shape_it_collates_to(row_tokens: int | None) -> 
     host from the game lengths: they must be the shapes ``collate`` makes (an empty part is
     a rank with no game: rows of padding)."""
     games = games_fixture()  # 5, 14, 8, 23 and 11 tokens: lengths padded to 8 differ
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     g = cuda_graphs.MicrobatchGraphs(
         net, device=torch.device("cpu"), pad_multiple=8, max_len=1024, row_tokens=row_tokens
     )
@@ -176,7 +177,7 @@ def _update_with(rank: int, overlap: bool) -> dict[str, Any]:
     """One update (three microbatches; in the last one rank 1 has no game, a padding row),
     then a step of AdamW; small buckets (the tiny model's 0.7 MB in about 13)."""
     torch.manual_seed(rank)  # different replicas: rank 0's weights are broadcast
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     # Hooks registered before the buckets' run before theirs: for each parameter, how many
     # buckets had been launched when its gradient of the last microbatch was final.
     launched_at: dict[int, int] = {}
@@ -283,7 +284,7 @@ def test_captured_graphs_equal_the_default_path_on_a_gpu(compiled: bool, packed:
     grads = {}
     for graphs in (False, True):
         torch.manual_seed(0)
-        net = model.build("small", device="cuda")
+        net = gpt.build("small", device="cuda")
         if compiled:
             net.compile(dynamic=not packed)
         g = graphed(net, "cuda", row_tokens) if graphs else None
@@ -338,7 +339,7 @@ def _nccl_worker(rank: int, init: str, out: str, compiled: bool) -> None:
     result = {}
     for overlap in (False, True):
         torch.manual_seed(0)
-        net = model.build("small", device=device)
+        net = gpt.build("small", device=device)
         if compiled:  # as the trainer compiles for several GPUs
             compilation.compile_model(net, static_shapes=False, scope="blocks")
         g = cuda_graphs.MicrobatchGraphs(

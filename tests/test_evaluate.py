@@ -11,7 +11,8 @@ import torch.nn.functional as F
 
 from chesslm.data.cache import TokenCache
 from chesslm.data.tokens import BOS, EOS, State, decode_move
-from chesslm.train import batching, model, validation
+from chesslm.model import gpt
+from chesslm.train import batching, validation
 from chesslm.train.deadline import Deadline
 
 
@@ -83,7 +84,7 @@ def reference(
 def trained_a_little(cache: TokenCache) -> torch.nn.Module:
     """A tiny model nudged towards the data, so argmax triples are sometimes legal."""
     torch.manual_seed(1)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
     games = [cache.train[i] for i in range(len(cache.train))]
     for _ in range(25):
@@ -169,4 +170,4 @@ def test_more_legality_games_than_a_whole_split_with_tables_is_an_error_too(
 def test_deadline_cut_validation_returns_none(tiny_cache: Path) -> None:
     cache = TokenCache(tiny_cache)
     data = validation.ValidationSet(cache, torch.device("cpu"), legality_games=None)
-    assert validation.evaluate(model.build("tiny"), data, deadline=Deadline(0.0)) is None
+    assert validation.evaluate(gpt.build("tiny"), data, deadline=Deadline(0.0)) is None

@@ -16,7 +16,7 @@ import torch
 from chesslm import files
 from chesslm.data import tokens
 from chesslm.export import gpt2, vocabulary
-from chesslm.train import model as gpt
+from chesslm.model import gpt
 from tests.conftest import sample_games
 from tests.helpers import ROOT, model_checkpoint, snakemake
 
@@ -64,7 +64,7 @@ def max_difference(net: gpt.GPT, hf: torch.nn.Module, x: torch.Tensor) -> float:
 def noisy_net(tmp_path_factory: pytest.TempPathFactory) -> gpt.GPT:
     """The tiny preset with every weight (LayerNorm gains and biases too) perturbed, loaded
     from a checkpoint written by the project's saver."""
-    from chesslm.play.weights import load_model
+    from chesslm.model.weights import load_model
 
     path = model_checkpoint(tmp_path_factory.mktemp("export") / "best.pt", spread=0.3)
     return load_model(str(path), "cpu")
@@ -145,7 +145,7 @@ def exported(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.slow
 def test_rule_export_writes_a_folder_transformers_loads_with_equal_logits(exported: Path) -> None:
-    from chesslm.play.weights import load_model
+    from chesslm.model.weights import load_model
 
     folder = exported / "results/mini/export"
     assert {p.name for p in folder.iterdir()} == {
@@ -210,7 +210,7 @@ def test_a_conditioned_export_reads_the_cards_prefix_with_the_checkpoints_logits
     and GPT2LMHeadModel's logits on prefix + game are the checkpoint's; the prefix matters."""
     from chesslm.data import conditioning
     from chesslm.export import folder
-    from chesslm.play.weights import load_model
+    from chesslm.model.weights import load_model
 
     ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.3, conditioning="elo")
     records = {}

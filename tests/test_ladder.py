@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
+from chesslm.model import gpt
 from chesslm.play import anchors, elo, ladder
 from chesslm.play.anchors import AnchorSpec
-from chesslm.train import model as gpt
 
 ENGINE = "/usr/games/stockfish"
 

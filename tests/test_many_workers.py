@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm.train import checkpoint
+from chesslm.model import checkpoint
 
 from .conftest import ROOT, run_segment, segment_args
 from .helpers import snakemake

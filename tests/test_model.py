@@ -2,20 +2,20 @@ from __future__ import annotations
 
 import torch
 
-from chesslm.model import presets
-from chesslm.train import model, optim
+from chesslm.model import gpt, presets
+from chesslm.train import optim
 
 
 def test_baseline_has_exactly_the_gpt2_small_parameter_count() -> None:
     with torch.device("meta"):  # no memory, no init cost
-        net = model.GPT(presets.PRESETS["baseline"])
+        net = gpt.GPT(presets.PRESETS["baseline"])
     assert net.num_parameters() == presets.BASELINE_PARAMETERS == 85_940_736
     assert net.lm_head.weight is net.transformer.wte.weight
 
 
 def test_tiny_forward_is_causal_and_fp32() -> None:
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     assert all(p.dtype == torch.float32 for p in net.parameters())
     x = torch.tensor([[69, 12, 28, 64, 6, 21, 64]])
     full = net(x)
@@ -28,14 +28,14 @@ def test_tiny_forward_is_causal_and_fp32() -> None:
 
 def test_right_padding_does_not_change_valid_logits() -> None:
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     x = torch.tensor([[69, 12, 28, 64]])
     padded = torch.tensor([[69, 12, 28, 64, 71, 71]])
     torch.testing.assert_close(net(padded)[:, :4], net(x), rtol=1e-6, atol=1e-6)
 
 
 def test_weight_decay_only_on_matrices() -> None:
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     decay, no_decay = net.param_groups(0.1)
     assert all(p.dim() >= 2 for p in decay["params"]) and decay["weight_decay"] == 0.1
     assert all(p.dim() < 2 for p in no_decay["params"]) and no_decay["weight_decay"] == 0.0

@@ -26,6 +26,7 @@ import zstandard
 
 from chesslm.data import conditioning, metadata, tokens
 from chesslm.export import card
+from chesslm.model import checkpoint, gpt
 from chesslm.play import (
     anchors,
     elo,
@@ -42,8 +43,6 @@ from chesslm.play import (
 from chesslm.play.anchors import AnchorSpec
 from chesslm.play.progress import Progress
 from chesslm.report.play_section import markdown_section
-from chesslm.train import checkpoint
-from chesslm.train import model as gpt
 from tests.conftest import SAMPLE, make_cache
 
 MAX_PLIES = 24
@@ -278,7 +277,7 @@ def test_a_conditioned_player_moves_behind_its_ratings_from_the_side_it_moves(no
     import copy
 
     net = copy.deepcopy(noisy)
-    net.conditioning = "elo"
+    net.config = dataclasses.replace(net.config, conditioning="elo")  # the same weights
     board = chess.Board()
     board.push_uci("e2e4")
     assert games.mover_prefix(net, board, 2000, 1000) == conditioning.prefix(1000, 2000)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm.train import checkpoint
+from chesslm.model import checkpoint
 from tests.helpers import ROOT, alive, descendants, snakemake
 
 pytestmark = [

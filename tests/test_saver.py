@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from chesslm.files import DiskFullError, sha256_file
-from chesslm.train import checkpoint
+from chesslm.model import checkpoint
 from chesslm.train.saver import Saver, Snapshot
 from tests import helpers
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from chesslm.files import sha256_file
-from chesslm.train import checkpoint
+from chesslm.model import checkpoint
 from chesslm.train.segment import ERROR_PREFIX
 from chesslm.train.state import WALL_PARTS, TrainState
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from chesslm.train import batching, compilation, model
+from chesslm.model import gpt
+from chesslm.train import batching, compilation
 
 from .conftest import ROOT, run_segment
 from .test_batching import games_fixture, reference_grad
@@ -21,7 +22,7 @@ from .test_batching import games_fixture, reference_grad
 def seed_reference(games: list[np.ndarray]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The seed's protocol: eager, exact lengths, attention with a padding (key) mask."""
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     x, y = batching.collate(games, "cpu")
     T = y.size(1)
     keys = y.ne(batching.IGNORE) | (torch.arange(T) == 0)
@@ -35,7 +36,7 @@ def test_default_path_matches_the_seed_padding_mask_reference() -> None:
     games = games_fixture()
     ref_loss, ref_grads = seed_reference(games)
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     values = batching.backward_group(
         net, games, [[0, 1, 2], [3, 4]], micro=3, rank=0, world=1, device="cpu", pad_multiple=64
     )
@@ -50,7 +51,7 @@ def test_tensor_stats_need_no_host_sync_and_equal_the_dict() -> None:
     out = {}
     for as_tensor in (False, True):
         torch.manual_seed(0)
-        net = model.build("tiny")
+        net = gpt.build("tiny")
         out[as_tensor] = batching.backward_group(
             net,
             games,
@@ -106,7 +107,7 @@ def test_document_mask_lets_no_game_see_another() -> None:
 def test_a_packed_row_gives_each_game_its_loss_alone() -> None:
     games = games_fixture()
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     x, y, pos, doc = batching.collate_packed(games, [[0, 1, 2], [3, 4]], "cpu", row_tokens=32)
     assert pos[0, :4].tolist() == [0, 1, 2, 3] and pos[0, 4:8].tolist() == [0] + list(range(1, 4))
     with torch.no_grad():
@@ -125,7 +126,7 @@ def test_a_packed_row_gives_each_game_its_loss_alone() -> None:
 def test_packed_update_gradient_equals_the_single_pass_gradient() -> None:
     games = games_fixture()
     torch.manual_seed(0)
-    net = model.build("tiny")
+    net = gpt.build("tiny")
     values = batching.backward_group(
         net,
         games,
@@ -254,7 +255,7 @@ def test_the_probes_warm_up_compiles_the_graph_validation_uses(tiny_cache, tmp_p
     cache, cpu = TokenCache(tiny_cache), torch.device("cpu")
 
     def compiled() -> tuple[torch.nn.Module, validation.Forward]:
-        net = model.build("tiny")
+        net = gpt.build("tiny")
         compilation.compile_model(net, static_shapes=False)
         return net, compilation.compile_inference(net)
 

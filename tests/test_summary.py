@@ -594,7 +594,10 @@ def test_receipt_hashes_and_training_code_are_explained(tmp_path):
     identity = json.loads(identity_path.read_text())
     receipt = tmp_path / "results" / "datasets" / "sample" / "integrity-receipt.json"
     identity["integrity_receipt_sha256"] = hashlib.sha256(receipt.read_bytes()).hexdigest()
-    identity["training_code"] = {"model.py": "a" * 64, "trainer.py": "b" * 64}
+    identity["training_code"] = {
+        "chesslm/model/gpt.py": "a" * 64,
+        "chesslm/train/trainer.py": "b" * 64,
+    }
     identity_path.write_text(json.dumps(identity))
     text = summary.summarise(run_dir)["summary"].read_text()
     assert "(sha256 of the receipt's own fields, written by verify), seal valid: True" in text
@@ -603,8 +606,8 @@ def test_receipt_hashes_and_training_code_are_explained(tmp_path):
         "same now: True" in text
     )
     assert "| training_code | 2 files, listed below |" in text
-    assert f"| `model.py` | `{'a' * 64}` |" in text
-    assert '{"model.py"' not in text  # no JSON cell
+    assert f"| `chesslm/model/gpt.py` | `{'a' * 64}` |" in text
+    assert '{"chesslm/model/gpt.py"' not in text  # no JSON cell
     assert "| model | n_layer=12 |" in text
 
 

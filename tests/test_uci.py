@@ -74,7 +74,8 @@ def test_whole_games_against_stockfish_under_every_kind_of_go(ckpt: Path) -> Non
 
 @pytest.mark.slow
 def test_argmax_is_the_oracles_best_move_and_a_seed_repeats_a_sample(ckpt: Path) -> None:
-    from chesslm.play import scoring, weights
+    from chesslm.model import weights
+    from chesslm.play import scoring
 
     net = weights.load_model(str(ckpt), "cpu")
     board = chess.Board()
@@ -248,7 +249,8 @@ def test_the_reports_play_command_runs_and_names_the_export(
 
 def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
     """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
-    from chesslm.play import uci, weights
+    from chesslm.model import weights
+    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -262,7 +264,8 @@ def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> No
 def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
     ckpt: Path, value: str
 ) -> None:
-    from chesslm.play import uci, weights
+    from chesslm.model import weights
+    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -314,7 +317,8 @@ def test_the_rating_options_change_a_conditioned_models_distribution(elo_ckpt: P
 def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_options(
     ckpt: Path,
 ) -> None:
-    from chesslm.play import uci, weights
+    from chesslm.model import weights
+    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -362,7 +366,8 @@ def test_lichess_bots_default_options_ponder_and_clocks_play_whole_games(ckpt: P
 
 
 def test_every_option_lichess_bot_sends_is_declared_and_said_ignored(ckpt: Path) -> None:
-    from chesslm.play import uci, weights
+    from chesslm.model import weights
+    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -390,7 +395,8 @@ def test_uci_opponent_sets_a_conditioned_models_opponent_rating(elo_ckpt: Path) 
 
 
 def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> None:
-    from chesslm.play import uci, weights
+    from chesslm.model import weights
+    from chesslm.play import uci
 
     board = chess.Board()
     for text in ("d2d4", "g8f6"):

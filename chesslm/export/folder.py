@@ -12,9 +12,9 @@ from pathlib import Path
 from chesslm import files
 from chesslm.data import conditioning
 from chesslm.export import card, gpt2, vocabulary
+from chesslm.model import checkpoint
+from chesslm.model.weights import model_of
 from chesslm.play import records
-from chesslm.play.weights import model_of
-from chesslm.train import checkpoint
 
 FILES = {
     "weights": "model.safetensors",

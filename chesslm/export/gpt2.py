@@ -1,4 +1,4 @@
-"""This project's GPT (``chesslm.train.model``) as Hugging Face's GPT-2: its ``config.json``
+"""This project's GPT (``chesslm.model.gpt``) as Hugging Face's GPT-2: its ``config.json``
 and its weights under ``GPT2LMHeadModel``'s names.
 
 The architectures are the same: learned positions, pre-LayerNorm blocks (eps 1e-5), fused
@@ -22,7 +22,7 @@ import safetensors.torch
 import torch
 
 from chesslm.data import tokens
-from chesslm.train.model import GPTConfig
+from chesslm.model.presets import GPTConfig
 
 PROJECTIONS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # Linear here, Conv1D there
 NORMS = ("ln_1", "ln_2")

@@ -1,5 +1,5 @@
 """The model presets (``runs.*.model``): each one's size and context, without torch, so the
-workflow can check a config against them at parse time (``model`` builds the network)."""
+workflow can check a config against them at parse time (``gpt`` builds the network)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ class GPTConfig:
     n_head: int = 12
     n_embd: int = 768
     bias: bool = True  # GPT-2 has biases in Linears and LayerNorms
+    # the input layout it reads (chesslm.data.conditioning.LAYOUTS): "elo" puts two rating
+    # tokens before BOS; the network is the same, what feeds it builds other inputs
+    conditioning: str = "none"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -37,8 +37,8 @@ import zstandard
 
 from chesslm import files
 from chesslm.data import tokens
+from chesslm.model.weights import load_model
 from chesslm.play import ratings, scoring
-from chesslm.play.weights import load_model
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.games.is_file():
         parser.exit(1, f"chesslm-analyse: {args.games}: no such file\n")
-    from chesslm.train import checkpoint
+    from chesslm.model import checkpoint
 
     try:
         net = load_model(args.checkpoint, args.device)

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
+from chesslm.model import checkpoint, gpt, weights
 from chesslm.play import (
     anchors,
     counterfactual,
@@ -46,11 +47,8 @@ from chesslm.play import (
     plots,
     protocols,
     ratings,
-    weights,
 )
 from chesslm.play.progress import EVERY_SECONDS, Progress
-from chesslm.train import checkpoint
-from chesslm.train import model as gpt
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +70,7 @@ def load_model(path: Path, device: torch.device) -> tuple[gpt.GPT, dict[str, Any
         "preset": payload["identity"]["model"]["preset"],
         "step": payload["cursor"]["step"],
         "best_nll": payload["metrics"].get("best_nll"),
-        "conditioning": net.conditioning,
+        "conditioning": ratings.layout(net),
     }
     return net, info
 

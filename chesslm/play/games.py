@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 from chesslm.data import tokens
+from chesslm.model import gpt
 from chesslm.play import ratings, scoring
 from chesslm.play.progress import Progress
-from chesslm.train import model as gpt
 
 logger = logging.getLogger(__name__)
 

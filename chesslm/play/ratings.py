@@ -2,8 +2,9 @@
 
 A model trained with ``conditioning: elo`` reads every game as two rating tokens, then BOS
 and the moves (``chesslm.data.conditioning``); one trained without reads BOS and the moves.
-``weights.model_of`` records the layout on the model (``net.conditioning``), so the scoring,
-the games, the UCI engine and the evaluation ask here instead of each guessing.
+The layout is the model's config's (``net.config.conditioning``, from the checkpoint's identity:
+``chesslm.model.weights``), so the scoring, the games, the UCI engine and the evaluation ask
+here instead of each guessing.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ DEFAULT = 1500  # a rating where none is given (the UCI options' default, play.r
 
 
 def layout(net: Any) -> str:
-    """The model's input layout: ``none`` for a model built without a checkpoint's identity."""
-    return getattr(net, "conditioning", "none")
+    """The model's input layout (``GPTConfig.conditioning``: ``none`` unless built with one)."""
+    return net.config.conditioning
 
 
 def conditioned(net: Any) -> bool:

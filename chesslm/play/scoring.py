@@ -33,7 +33,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.data.cache import move_code
-from chesslm.train import model as gpt
+from chesslm.model import gpt
 
 NEG_INF = float("-inf")
 ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)

@@ -51,10 +51,9 @@ import chess
 import torch
 
 from chesslm.data import tokens
+from chesslm.model import checkpoint, gpt
+from chesslm.model.weights import load_model
 from chesslm.play import ratings, scoring
-from chesslm.play.weights import load_model
-from chesslm.train import checkpoint
-from chesslm.train import model as gpt
 
 NAME = "chesslm"
 AUTHOR = "the chesslm authors"

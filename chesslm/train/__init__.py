@@ -1,13 +1,14 @@
 """Training stages: the probe and bounded segments (rules probe, train_segment, results).
 
-``model`` the transformer (its sizes: ``chesslm.model.presets``), ``batching`` the batch plan and
+The model and the checkpoint file are ``chesslm.model``'s. ``batching`` the batch plan and
 microbatches, ``loss`` the training loss, ``optim`` AdamW, its schedule and the gradient clip,
 ``compilation`` torch.compile, ``cuda_graphs`` captured updates, ``distributed`` process
-groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality, ``checkpoint`` the
-format and the resume identity, ``deadline`` time budgets, ``settings`` a run's settings
-(``RunSettings``), ``state`` its cursor and metrics (``TrainState``), ``prefix`` the rating
-prefix of its batches, ``launch`` how its ranks start and end, ``resume`` the run's lock and
-the fresh-or-resume decision, ``saver`` checkpoint saves in the background, ``probe`` the GPU
-probe, ``segment`` the segment loop and its CLI, ``progress`` its console lines, ``status``
+groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality, ``checkpoint`` a
+training checkpoint's contents and the resume identity (``TRAINING_CODE``: the files it
+hashes), ``deadline`` time budgets, ``settings`` a run's settings (``RunSettings``), ``state``
+its cursor and metrics (``TrainState``), ``prefix`` the rating prefix of its batches, ``launch``
+how its ranks start and end, ``resume`` the run's lock and the fresh-or-resume decision,
+``saver`` checkpoint saves in the background, ``probe`` the GPU probe, ``segment`` the segment
+loop and its CLI, ``progress`` its console lines, ``status``
 status files and results.
 """

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from chesslm.train import model
+from chesslm.model import gpt
 
 IGNORE = -100  # cross_entropy's ignore_index: padding and dummy targets
 
@@ -22,7 +22,7 @@ def loss_sum(
     **forward: Any,
 ) -> torch.Tensor:
     """Summed token cross-entropy (FP32) of one microbatch; padding targets are ignored."""
-    with model.autocast(device, cache=autocast_cache):
+    with gpt.autocast(device, cache=autocast_cache):
         logits = net(x, **forward)
     return F.cross_entropy(
         logits.float().view(-1, logits.size(-1)),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import torch
 
-from chesslm.train.model import GPT
+from chesslm.model.gpt import GPT
 
 BETAS = (0.9, 0.95)
 WEIGHT_DECAY = 0.1

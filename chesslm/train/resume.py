@@ -21,7 +21,8 @@ from typing import Any
 
 from chesslm import files
 from chesslm.files import read_json, sha256_file
-from chesslm.train import checkpoint, distributed
+from chesslm.model import checkpoint
+from chesslm.train import distributed
 from chesslm.train.deadline import Deadline
 
 logger = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from chesslm import files
-from chesslm.train import checkpoint
+from chesslm.model import checkpoint
 
 logger = logging.getLogger(__name__)
 

@@ -18,13 +18,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from chesslm.data.cache import TokenCache
 from chesslm.files import sha256_file
+from chesslm.model import gpt
 from chesslm.train import (
     batching,
     checkpoint,
     compilation,
     cuda_graphs,
     distributed,
-    model,
     optim,
     prefix,
 )
@@ -119,7 +119,7 @@ class Trainer:
         self.prefixes = prefix.Prefixes.of_cache(cache, "train", s.conditioning)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
-        self.net = model.build(s.model, device=ctx.device)
+        self.net = gpt.build(s.model, device=ctx.device, conditioning=s.conditioning)
         check_prefix_fits(self, run_dir)
         self.parameters = self.net.num_parameters()
         self.compiled = compilation.resolve(s.compile, s.device)

@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from chesslm.data import tokens
 from chesslm.data.cache import N_MOVE_CODES, TokenCache
 from chesslm.data.tokens import PHASES
-from chesslm.train import batching, model
+from chesslm.model import gpt
+from chesslm.train import batching
 from chesslm.train.deadline import Deadline
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes
@@ -241,7 +242,7 @@ def _forward(
         max_len=getattr(getattr(net, "config", None), "block_size", None),
         prefixes=prefixes if P else None,
     )
-    with model.autocast(device):
+    with gpt.autocast(device):
         logits = forward(x)
     if P:  # position t of what is left is target t of the game, as without a prefix
         return logits[:, P:].float().contiguous(), y[:, P:].contiguous()

@@ -33,7 +33,7 @@ if os.environ.get("CHESSLM_FAULT"):
     if _kind == "killsave":
         import threading
 
-        import chesslm.train.checkpoint as _checkpoint
+        import chesslm.model.checkpoint as _checkpoint
 
         _Writer = _checkpoint._HashingWriter
         _saves = [0]

@@ -12,6 +12,10 @@ padded, so every real target only ever attends to real tokens before it and need
 
 Packed rows also pass ``pos=`` (B, T) position ids that restart at every game.
 
+``GPTConfig.conditioning`` is the input layout the model was trained with (``none`` or ``elo``:
+two rating tokens before BOS); the network is the same, so what feeds it reads the layout from
+``net.config`` (``chesslm.play.ratings``) and builds the same inputs.
+
 >>> model = GPT(config_for("tiny"))
 >>> model(torch.tensor([[69, 12, 28, 64]])).shape
 torch.Size([1, 4, 128])
@@ -20,6 +24,7 @@ torch.Size([1, 4, 128])
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 from typing import Any, Union
@@ -28,6 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from chesslm.data import conditioning as input_layouts
 from chesslm.model.presets import BASELINE_PARAMETERS, GPTConfig, config_for
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
@@ -123,6 +129,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
+        input_layouts.check(config.conditioning, "GPTConfig.conditioning")
         self.config = config
         self.transformer = nn.ModuleDict(
             dict(
@@ -176,9 +183,11 @@ class GPT(nn.Module):
         ]
 
 
-def build(preset: str, *, device: torch.device | str = "cpu") -> GPT:
-    """The model of a preset, initialised from torch's current RNG, FP32, on ``device``."""
-    model = GPT(config_for(preset)).to(device)
+def build(preset: str, *, device: torch.device | str = "cpu", conditioning: str = "none") -> GPT:
+    """The model of a preset reading inputs of ``conditioning``'s layout, initialised from
+    torch's current RNG, FP32, on ``device``."""
+    config = dataclasses.replace(config_for(preset), conditioning=conditioning)
+    model = GPT(config).to(device)
     if preset == "baseline" and model.num_parameters() != BASELINE_PARAMETERS:
         raise ValueError(f"baseline parameter mismatch: {model.num_parameters()}")
     if any(p.dtype != torch.float32 for p in model.parameters()):
