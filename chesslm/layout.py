@@ -23,20 +23,25 @@ LOGS = "logs"
 
 
 @dataclass(frozen=True)
-class RunDir:
-    """``results/{run}``: what training, play, scoring, the report and the export write."""
+class _Folder:
+    """A folder of results, by its path (a pattern such as ``results/{run}`` for the rules)."""
 
     path: str
+    PARENT = RESULTS  # where ``of(name)`` puts the folder of that name
 
     def __init__(self, path: str | Path) -> None:
         object.__setattr__(self, "path", str(path))
 
     @classmethod
-    def of(cls, run: str) -> RunDir:
-        return cls(f"{RESULTS}/{run}")
+    def of(cls, name: str):  # noqa: ANN206 - the subclass
+        return cls(f"{cls.PARENT}/{name}")
 
     def _(self, relative: str) -> str:
         return f"{self.path}/{relative}"
+
+
+class RunDir(_Folder):
+    """``results/{run}``: what training, play, scoring, the report and the export write."""
 
     # training (rules probe, train_segment, results)
     @property
@@ -84,14 +89,21 @@ class RunDir:
     def segment(self, n: int | str) -> str:
         return self._(f"segments/{n}.json")
 
-    # play, scores, report, export
-    @property
-    def play(self) -> str:
-        return self._("play")
+    # play, scores, report, export: a folder each, and its files by name
+    play = property(lambda self: self._("play"))
+    report = property(lambda self: self._("report"))
+    export = property(lambda self: self._("export"))
 
     def play_file(self, file: str) -> str:
         """A file of ``chesslm.play.outputs`` under ``play/``."""
         return self._(f"play/{file}")
+
+    def report_file(self, file: str) -> str:
+        """A file of ``chesslm.report.items`` under ``report/``."""
+        return self._(f"report/{file}")
+
+    def export_file(self, file: str) -> str:
+        return self._(f"export/{file}")
 
     def scores(self, dataset: str) -> str:
         """Rule score's folder: the run's best.pt on ``dataset``'s validation positions."""
@@ -100,37 +112,11 @@ class RunDir:
     def scores_file(self, dataset: str, file: str) -> str:
         return self._(f"scores/{dataset}/{file}")
 
-    @property
-    def report(self) -> str:
-        return self._("report")
 
-    def report_file(self, file: str) -> str:
-        """A file of ``chesslm.report.items`` under ``report/``."""
-        return self._(f"report/{file}")
-
-    @property
-    def export(self) -> str:
-        return self._("export")
-
-    def export_file(self, file: str) -> str:
-        return self._(f"export/{file}")
-
-
-@dataclass(frozen=True)
-class DatasetDir:
+class DatasetDir(_Folder):
     """``results/datasets/{dataset}``: the converted dataset, its receipt and token cache."""
 
-    path: str
-
-    def __init__(self, path: str | Path) -> None:
-        object.__setattr__(self, "path", str(path))
-
-    @classmethod
-    def of(cls, dataset: str) -> DatasetDir:
-        return cls(f"{RESULTS}/datasets/{dataset}")
-
-    def _(self, relative: str) -> str:
-        return f"{self.path}/{relative}"
+    PARENT = f"{RESULTS}/datasets"
 
     @property
     def manifest(self) -> str:

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import save_svg
+from chesslm.layout import RunDir
 from chesslm.model import checkpoint, gpt, weights
 from chesslm.play import (
     anchors,
@@ -170,7 +171,7 @@ def run(
     if settings["elo"]["games_per_anchor"] > 0 and how.ladder is None:
         raise ValueError("play.elo.games_per_anchor > 0 needs the ladder file (--ladder)")
     job = _job(run_dir, settings, caches, how)
-    out = {name: run_dir / "play" / file for name, file in outputs.FILES.items()}
+    out = {name: Path(RunDir(run_dir).play_file(file)) for name, file in outputs.FILES.items()}
     for name in outputs.PARTS:
         _write(PARTS[name](job), outputs.of_part(name), out)
     return out
@@ -181,12 +182,12 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
     host = {"device": how.device, **use_threads(how.threads)}
     dev = torch.device(how.device)
     torch.manual_seed(settings["seed"])
-    ckpt = how.checkpoint_path or run_dir / "train" / "best.pt"
+    ckpt = how.checkpoint_path or RunDir(run_dir).best
     net, model_info = load_model(ckpt, dev)
     if settings["match"]["compile"]:
         for block in net.transformer.h:  # dynamic: every batch has its own (rows, length)
             block.compile(dynamic=True)
-    play_dir = run_dir / "play"
+    play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)
     identity = {
         "checkpoint_sha256": model_info["checkpoint_sha256"],
