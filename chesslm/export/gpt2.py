@@ -99,3 +99,16 @@ def weights_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) ->
     """``model.safetensors`` of ``tensors`` (safetensors' own writer; contiguous CPU copies)."""
     cpu = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
     return safetensors.torch.save(cpu, metadata=metadata)
+
+
+def from_hf_state_dict(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``hf_state_dict``'s inverse: GPT-2's names and layout back to ``GPT.state_dict()``'s
+    (projections transposed back, the head tied to the embedding again); a model read this way
+    has biases (GPT-2's, zero where the preset had none: the same computation)."""
+    out = {}
+    for name, t in tensors.items():
+        projection = name.endswith(tuple(f"{p}.weight" for p in PROJECTIONS))
+        out[name] = t.t().contiguous() if projection else t
+    if "transformer.wte.weight" in out:
+        out[TIED] = out["transformer.wte.weight"]
+    return out

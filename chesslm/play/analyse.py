@@ -37,7 +37,7 @@ import zstandard
 
 from chesslm import files
 from chesslm.data import tokens
-from chesslm.model.weights import load_model
+from chesslm.export.load import model_at
 from chesslm.play import ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
@@ -302,7 +302,8 @@ class _atomic_text:  # noqa: N801 - used as a context manager, like open()
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chesslm-analyse", description=__doc__.split("\n\n")[0])
     parser.add_argument("games", type=Path, help="a PGN file (.pgn or .pgn.zst)")
-    parser.add_argument("--checkpoint", required=True, help="a chesslm .pt (e.g. train/best.pt)")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a chesslm .pt (e.g. train/best.pt) or an export folder")  # fmt: skip
     parser.add_argument("--csv", required=True, type=Path, help="the per-move CSV to write")
     parser.add_argument("--pgn", type=Path, help="also write the games with a comment per move")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -314,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     from chesslm.model import checkpoint
 
     try:
-        net = load_model(args.checkpoint, args.device)
+        net = model_at(args.checkpoint, args.device)
         counts = analyse(args.games, args.csv, args.pgn, net=net, fixed=args.ratings)
     except checkpoint.CheckpointError as error:
         parser.exit(1, f"chesslm-analyse: {error}\n")

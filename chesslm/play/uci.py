@@ -51,8 +51,8 @@ import chess
 import torch
 
 from chesslm.data import tokens
+from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
-from chesslm.model.weights import load_model
 from chesslm.play import ratings, scoring
 
 NAME = "chesslm"
@@ -431,7 +431,8 @@ def send_line(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chesslm-uci", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="a chesslm .pt (e.g. train/best.pt)")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a chesslm .pt (e.g. train/best.pt) or an export folder")  # fmt: skip
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -439,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     torch.set_num_threads(1)  # the Threads option raises it
     try:
-        net = load_model(args.checkpoint, args.device)
+        net = model_at(args.checkpoint, args.device)
     except checkpoint.CheckpointError as error:
         print(f"chesslm-uci: {error}", file=sys.stderr)
         return 1

@@ -1,0 +1,76 @@
+"""An export folder read back as this project's model, so that what a person downloaded plays
+and analyses as the run's ``best.pt`` does: ``chesslm-uci --checkpoint DIR`` and
+``chesslm-analyse --checkpoint DIR`` (``model_at`` takes either).
+
+The network comes from ``config.json`` (GPT-2's sizes), its weights from ``model.safetensors``
+(``gpt2.from_hf_state_dict``) and its input layout (rating prefix or none) from
+``chess-tokenizer.json``; every weight must fit, strictly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import safetensors.torch
+import torch
+
+from chesslm import files
+from chesslm.data import tokens
+from chesslm.export import gpt2, vocabulary
+from chesslm.export.folder import FILES
+from chesslm.model import gpt, weights
+from chesslm.model.checkpoint import CheckpointError
+from chesslm.model.presets import GPTConfig
+
+NEEDED = ("weights", "config", "tokenizer")  # FILES keys: the card is for people
+
+
+def model_at(path: Path | str, device: str | torch.device) -> gpt.GPT:
+    """The model of a checkpoint file or of an export folder, in eval mode on ``device``.
+
+    :raises CheckpointError: in one line naming the file, if it cannot be read as either."""
+    if Path(path).is_dir():
+        return load_export(Path(path), device)
+    return weights.load_model(path, device)
+
+
+def export_config(folder: Path) -> GPTConfig:
+    """The network of an export folder, from its ``config.json`` and ``chess-tokenizer.json``."""
+    missing = [FILES[key] for key in NEEDED if not (folder / FILES[key]).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"{folder}: not an export folder (no {', '.join(missing)}): rule export writes"
+            f" {', '.join(FILES[key] for key in NEEDED)}; or give a .pt checkpoint file"
+        )
+    try:
+        hf = files.read_json(folder / FILES["config"])
+        vocab = files.read_json(folder / FILES["tokenizer"])
+    except files.UnreadableFileError as error:
+        raise CheckpointError(str(error)) from None
+    if (vocab.get("format"), vocab.get("version")) != (vocabulary.FORMAT, tokens.VERSION):
+        raise CheckpointError(
+            f"{folder / FILES['tokenizer']}: format {vocab.get('format')!r} version"
+            f" {vocab.get('version')!r}; this code reads {vocabulary.FORMAT} {tokens.VERSION}"
+        )
+    try:
+        return GPTConfig(block_size=int(hf["n_positions"]), vocab_size=int(hf["vocab_size"]),
+                         n_layer=int(hf["n_layer"]), n_head=int(hf["n_head"]),
+                         n_embd=int(hf["n_embd"]), bias=True,
+                         conditioning=str(vocab.get("conditioning", "none")))  # fmt: skip
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"{folder / FILES['config']}: {type(error).__name__}: {error}"
+        ) from None
+
+
+def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
+    config = export_config(folder)
+    path = folder / FILES["weights"]
+    try:
+        tensors = safetensors.torch.load_file(path)
+        net = gpt.GPT(config)
+        net.load_state_dict(gpt2.from_hf_state_dict(tensors))
+    except Exception as error:  # noqa: BLE001 - safetensors' and torch's errors, one line
+        first = (str(error).strip().splitlines() or [""])[0]
+        raise CheckpointError(f"{path}: not this export's weights ({first})") from None
+    return net.to(device).eval()
