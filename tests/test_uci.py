@@ -414,3 +414,42 @@ def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> N
     best = sorted(zip(logp.tolist(), codes, strict=True), reverse=True)[:3]
     assert moves == [scoring.decode_code(code) for _, code in best]
     assert probs == pytest.approx([math.exp(lp) for lp, _ in best], abs=1e-4)
+
+
+def _payload_of(ckpt: Path, change: str) -> dict:
+    """``ckpt``'s payload, broken as ``change`` says."""
+    import torch
+
+    from chesslm.model import checkpoint
+
+    payload = checkpoint.load(ckpt)
+    if change == "model is a string":
+        payload["model"] = "weights"
+    elif change == "NaN weights":
+        payload["model"] = {
+            k: torch.full_like(v, float("nan")) for k, v in payload["model"].items()
+        }
+    elif change == "another preset":
+        payload["identity"]["model"]["preset"] = "small"
+    return payload
+
+
+@pytest.mark.parametrize("change", ["model is a string", "NaN weights", "another preset"])
+def test_a_checkpoint_it_cannot_trust_is_refused_in_one_line(
+    ckpt: Path, tmp_path: Path, change: str
+) -> None:
+    from chesslm.model import checkpoint
+
+    path = tmp_path / "best.pt"
+    checkpoint.save(path, _payload_of(ckpt, change))
+    done = raw(path, "uci\nquit\n")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert len(lines) == 1 and str(path) in lines[0], done.stderr
+    reason = {"model is a string": "not a table", "NaN weights": "NaN", "another preset": "missing"}
+    assert reason[change] in lines[0] and "Error(s)" not in lines[0], lines[0]
+
+
+def test_a_device_file_is_refused_at_once() -> None:
+    done = raw(Path("/dev/zero"), "uci\nquit\n", timeout=60)
+    assert done.returncode == 1 and "/dev/zero: not a checkpoint file" in done.stderr

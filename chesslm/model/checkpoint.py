@@ -101,29 +101,36 @@ def digest(path: Path | str) -> str:
     return header[len(HEADER_PREFIX) : -1].decode(errors="replace")
 
 
+def _check_header(path: Path | str, header: bytes) -> None:
+    """Refuse a file without this project's digest header before reading its body."""
+    if header.startswith(HEADER_PREFIX) and header.endswith(b"\n"):
+        return
+    if header.startswith(b"PK\x03\x04"):
+        raise CheckpointError(
+            f"{path}: a bare torch.save file without the chesslm digest header (written by an"
+            " older chesslm or by another program), so it cannot be verified; refused"
+        )
+    raise CheckpointError(
+        f"{path}: corrupt checkpoint: its digest header is damaged or missing; " + DAMAGED_ADVICE
+    )
+
+
 def verify(path: Path | str) -> None:
     """Check a checkpoint's body against the digest in its header, unpickling nothing.
 
     :raises CheckpointError: naming the file, if it is missing, torn, damaged or has no header.
     """
+    if Path(path).exists() and not Path(path).is_file():  # a device or a pipe has no end
+        raise CheckpointError(f"{path}: not a checkpoint file (not a regular file)")
     try:
         with open(path, "rb") as fh:
             header = fh.read(HEADER_SIZE)
+            _check_header(path, header)
             digest = hashlib.sha256()
             while chunk := fh.read(1 << 20):
                 digest.update(chunk)
     except OSError as error:
         raise CheckpointError(f"{path}: not a readable checkpoint ({error.strerror})") from None
-    if not header.startswith(HEADER_PREFIX) or not header.endswith(b"\n"):
-        if header.startswith(b"PK\x03\x04"):
-            raise CheckpointError(
-                f"{path}: a bare torch.save file without the chesslm digest header (written by an"
-                " older chesslm or by another program), so it cannot be verified; refused"
-            )
-        raise CheckpointError(
-            f"{path}: corrupt checkpoint: its digest header is damaged or missing; "
-            + DAMAGED_ADVICE
-        )
     written = header[len(HEADER_PREFIX) : -1]
     if digest.hexdigest().encode() != written:
         raise CheckpointError(

@@ -32,12 +32,33 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
     try:
         net = gpt.build(preset, device=device, conditioning=layout)
-        net.load_state_dict(payload["model"])
-    except (ValueError, RuntimeError) as error:
-        first = str(error).strip().splitlines()[0]
-        message = f"{path}: weights unfit for preset {preset!r}: {first}"
-        raise checkpoint.CheckpointError(message) from None
+    except ValueError as error:
+        raise checkpoint.CheckpointError(f"{path}: {error}") from None
+    misfit = _misfit(net.state_dict(), payload["model"])
+    if misfit:
+        raise checkpoint.CheckpointError(f"{path}: weights unfit for preset {preset!r}: {misfit}")
+    net.load_state_dict(payload["model"])
+    bad = [name for name, p in net.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise checkpoint.CheckpointError(
+            f"{path}: {len(bad)} of the model's weight tensors hold NaN or infinite values"
+            f" (first: {bad[0]}): nothing it would play or score could be trusted"
+        )
     return net.eval()
+
+
+def _misfit(expected: dict[str, torch.Tensor], given: Any) -> str | None:
+    """Why ``given`` is not a state dict of the model that has ``expected``, in one line
+    (torch's own error lists every key over many lines), or None."""
+    if not isinstance(given, dict) or not all(isinstance(t, torch.Tensor) for t in given.values()):
+        return f"its model is a {type(given).__name__}, not a table of weight tensors"
+    missing = [k for k in expected if k not in given]
+    extra = [k for k in given if k not in expected]
+    shaped = [k for k in expected if k in given and given[k].shape != expected[k].shape]
+    parts = [f"{len(keys)} {what} (first: {keys[0]})"
+             for keys, what in ((missing, "missing"), (extra, "unexpected"),
+                                (shaped, "of another shape")) if keys]  # fmt: skip
+    return ", ".join(parts) or None
 
 
 def load_model(path: Path | str, device: str | torch.device) -> gpt.GPT:
