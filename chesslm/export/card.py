@@ -19,8 +19,14 @@ from chesslm.play import records
 
 LICENCE = (
     "The training games come from the Lichess open database (https://database.lichess.org),"
-    " released under CC0 1.0 (public domain dedication). This card sets no licence for the"
-    " weights: that is the publisher's choice."
+    " released under CC0 1.0 (public domain dedication). The card offers the weights under"
+    " CC0 1.0 as well (its `license` line); a publisher who chooses another licence changes"
+    " that line."
+)
+# the Hugging Face card metadata: what the Hub lists and how it runs the model
+FRONT_MATTER = (
+    "library_name: transformers\npipeline_tag: text-generation\nlicense: cc0-1.0\n"
+    "datasets: [Lichess/standard-chess-games]\ntags: [chess, gpt2, chesslm]\n"
 )
 TRAINING_KEYS = (
     "world_size",
@@ -73,7 +79,7 @@ def _value(value: Any, none: str = "not recorded") -> str:
 def header(facts: Facts) -> str:
     model, ckpt = facts.identity.get("model", {}), facts.checkpoint
     return (
-        "---\nlibrary_name: transformers\ntags: [chess, gpt2, chesslm]\n---\n\n"
+        f"---\n{FRONT_MATTER}---\n\n"
         f"# chesslm run `{facts.run}`: a chess-move GPT-2\n\n"
         f"A GPT-2 (preset `{model.get('preset')}`: {model.get('n_layer')} layers,"
         f" {model.get('n_head')} heads, width {model.get('n_embd')}, context"
@@ -92,73 +98,99 @@ def layout(facts: Facts) -> str:
     return conditioning.of_identity(facts.identity)
 
 
+# runs unchanged from any folder, with only torch, transformers, safetensors and chess
+# (tests/test_export.py executes it where chesslm cannot be imported)
+USE_CODE = """\
+import json, os
+import chess, torch
+from transformers import GPT2LMHeadModel
+
+MODEL_DIR = "."  # this folder: where model.safetensors, config.json, chess-tokenizer.json are
+model = GPT2LMHeadModel.from_pretrained(MODEL_DIR).eval()
+vocab = json.load(open(os.path.join(MODEL_DIR, "chess-tokenizer.json")))
+
+def rating_id(side, elo):  # a rating-conditioned model's prefix id; elo None: unknown
+    bins = vocab["ratings"]["bins"]  # bins[0]: unknown; then by upper bound ("below")
+    if elo is None or elo < 0:
+        return bins[0][side]
+    return next(b[side] for b in bins[1:] if b["below"] is None or elo < b["below"])
+
+def move_ids(move):  # a move's (source, destination, promotion) ids
+    promotion = chess.piece_symbol(move.promotion) if move.promotion else "none"
+    return (vocab["squares"][chess.square_name(move.from_square)],
+            vocab["squares"][chess.square_name(move.to_square)], vocab["promotion"][promotion])
+
+@torch.no_grad()
+def next_logp(rows, allowed):  # per row: log-probability of each allowed next id
+    logits = model(torch.tensor(rows)).logits[:, -1]
+    out = []
+    for z, ids in zip(logits, allowed):
+        ids = sorted(ids)
+        out.append(dict(zip(ids, torch.log_softmax(z[ids], -1).tolist())))
+    return out
+
+def move_probabilities(moves, white_elo=None, black_elo=None):
+    \"\"\"UCI moves played from the standard start -> every legal move's probability.\"\"\"
+    board, ids = chess.Board(), []
+    if vocab["conditioning"] != "none":
+        ids = [rating_id("white", white_elo), rating_id("black", black_elo)]
+    ids.append(vocab["special"]["BOS"])
+    for text in moves:
+        move = chess.Move.from_uci(text)
+        ids += move_ids(move)
+        board.push(move)
+    legal = {move.uci(): move_ids(move) for move in board.legal_moves}
+    # source, then destination, then promotion: each renormalised over the legal ids
+    src = next_logp([ids], [{s for s, _, _ in legal.values()}])[0]
+    sources = sorted(src)
+    dst = next_logp([ids + [s] for s in sources],
+                    [{d for s2, d, _ in legal.values() if s2 == s} for s in sources])
+    dst = dict(zip(sources, dst))
+    out = {}
+    for uci, (s, d, p) in legal.items():
+        promotions = {p2 for s2, d2, p2 in legal.values() if (s2, d2) == (s, d)}
+        pro = next_logp([ids + [s, d]], [promotions])[0][p] if len(promotions) > 1 else 0.0
+        out[uci] = float(torch.tensor(src[s] + dst[s][d] + pro).exp())
+    return out
+
+print(max(move_probabilities(["e2e4", "e7e5"]).items(), key=lambda kv: kv[1]))
+"""
+
+
 def use(facts: Facts) -> str:
-    if conditioning.PREFIX_LENGTH[layout(facts)]:
-        return use_conditioned(facts)
+    note = use_conditioned(facts) if conditioning.PREFIX_LENGTH[layout(facts)] else ""
     return f"""## Use
 
-```python
-import json, torch
-from transformers import GPT2LMHeadModel
-model = GPT2LMHeadModel.from_pretrained("export").eval()   # this folder
-vocab = json.load(open("export/chess-tokenizer.json"))
-def encode(moves):  # UCI moves from the standard start
-    ids = [vocab["special"]["BOS"]]
-    for m in moves:
-        ids += [vocab["squares"][m[:2]], vocab["squares"][m[2:4]],
-                vocab["promotion"][m[4:] or "none"]]
-    return ids
-logits = model(torch.tensor([encode(["e2e4", "e7e5"])])).logits  # next: a source square
-```
+Requirements: `pip install torch transformers safetensors chess`. Set `MODEL_DIR` to this
+folder (`"."` when run inside it); `move_probabilities(moves)` takes the UCI moves played from
+the standard start and gives every legal move's probability (they sum to 1), as chesslm's play
+evaluation scores them: source, destination and promotion, each renormalised over the legal
+ids.{note}
 
-To pick a move, renormalise over the legal tokens at each step (source, then destination,
-then promotion), as chesslm's play evaluation does. To play it, chesslm's UCI engine runs the
-run's checkpoint: `chesslm-uci --checkpoint results/{facts.run}/train/best.pt`.
+```python
+{USE_CODE}```
+
+To play it, chesslm's UCI engine runs this folder or the run's checkpoint:
+`chesslm-uci --checkpoint PATH/TO/THIS/FOLDER` (or `results/{facts.run}/train/best.pt`).
 """
 
 
 def use_conditioned(facts: Facts) -> str:
     w, b = 1500, 1650
-    prefix = conditioning.prefix(w, b)
-    return f"""## Use
+    top = conditioning.LOW + conditioning.WIDTH * (conditioning.BINS - 3)
+    return f"""
 
 This model is **rating-conditioned** (`conditioning: {layout(facts)}`, layout
 `{conditioning.LAYOUT_VERSION[layout(facts)]}`): every game it reads starts with two rating
-ids, White's then Black's, before BOS. Each side has {conditioning.BINS} ids (`ratings.bins` of
-`chess-tokenizer.json`): "unknown" (no numeric Elo), below {conditioning.LOW}, one per
-{conditioning.WIDTH} Elo from {conditioning.LOW} to {
-        conditioning.LOW + conditioning.WIDTH * (conditioning.BINS - 3) - 1
-    }, and {conditioning.LOW + conditioning.WIDTH * (conditioning.BINS - 3)}
-or more; White's ids are {conditioning.WHITE_FIRST}-{conditioning.BLACK_FIRST - 1}, Black's
-{conditioning.BLACK_FIRST}-{tokens.VOCAB_SIZE - 1}. They are inputs only: the model never predicts
-them. Example: White {w}, Black {b} gives the prefix `{prefix}`, then BOS ({tokens.BOS}) and the
-moves.
-
-```python
-import json, torch
-from transformers import GPT2LMHeadModel
-model = GPT2LMHeadModel.from_pretrained("export").eval()   # this folder
-vocab = json.load(open("export/chess-tokenizer.json"))
-def rating_id(side, elo):  # side: "white" or "black"; elo: an int, or None when unknown
-    bins = vocab["ratings"]["bins"]  # bins[0]: unknown; then by upper bound ("below")
-    if elo is None or elo < 0:
-        return bins[0][side]
-    return next(b[side] for b in bins[1:] if b["below"] is None or elo < b["below"])
-def encode(moves, white_elo, black_elo):  # UCI moves from the standard start
-    ids = [rating_id("white", white_elo), rating_id("black", black_elo)]
-    ids += [vocab["special"]["BOS"]]
-    for m in moves:
-        ids += [vocab["squares"][m[:2]], vocab["squares"][m[2:4]],
-                vocab["promotion"][m[4:] or "none"]]
-    return ids
-logits = model(torch.tensor([encode(["e2e4", "e7e5"], {w}, {b})])).logits  # next: a source
-```
-
-To pick a move, renormalise over the legal tokens at each step (source, then destination,
-then promotion), as chesslm's play evaluation does. To play it, chesslm's UCI engine runs the
-run's checkpoint, with options `SelfElo`, `OppoElo` and `Elo` (both):
-`chesslm-uci --checkpoint results/{facts.run}/train/best.pt`.
-"""
+ids, White's then Black's, before BOS; pass `white_elo` and `black_elo` (None: unknown). Each
+side has {conditioning.BINS} ids (`ratings.bins` of `chess-tokenizer.json`): "unknown" (no
+numeric Elo), below {conditioning.LOW}, one per {conditioning.WIDTH} Elo from
+{conditioning.LOW} to {top - 1}, and {top} or more; White's ids are
+{conditioning.WHITE_FIRST}-{conditioning.BLACK_FIRST - 1}, Black's
+{conditioning.BLACK_FIRST}-{tokens.VOCAB_SIZE - 1}. They are inputs only: the model never
+predicts them. Example: White {w}, Black {b} gives the prefix
+`{conditioning.prefix(w, b)}`, then BOS ({tokens.BOS}) and the moves. chesslm's UCI engine
+takes them as options `SelfElo`, `OppoElo` and `Elo` (both)."""
 
 
 def tokenizer(facts: Facts) -> str:
