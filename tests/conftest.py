@@ -1,4 +1,6 @@
-"""Shared fixtures: tiny token caches made from the embedded Lichess sample."""
+"""Shared fixtures: tiny token caches made from the embedded Lichess sample, the staged run
+(one real snakemake run of tests/train-workflow.yaml per session, every stage), one Chromium;
+and the xdist groups (pyproject.toml runs the tests on two workers, --dist loadgroup)."""
 
 from __future__ import annotations
 
@@ -103,8 +105,8 @@ def make_cache(
 class StagedRun:
     """tests/train-workflow.yaml staged once per test session by real snakemake (dataset and
     run ``mini``: the first 300 sample games, two gloo workers, two segments of 3 updates):
-    data -> probe -> segment 0 -> segment 1 -> results -> ladder + play -> summary, export and
-    the HTML report. Tests that change a tree take a copy (``copy_tree``)."""
+    data -> probe -> segment 0 -> segment 1 -> results -> ladder + play -> summary -> the HTML
+    report -> export. Tests that change a tree take a copy (``copy_tree``)."""
 
     root: Path
 
@@ -124,6 +126,11 @@ class StagedRun:
         return self.root / "unbroken-last.pt"
 
     @property
+    def unexported_summary(self) -> Path:
+        """summary.md as rule summarise wrote it before the export existed."""
+        return self.root / "summary-unexported.md"
+
+    @property
     def report(self) -> Path:
         """``snakemake results/mini/report/summary.md --report``: the run's HTML report."""
         return self.workdir / "browser-report.html"
@@ -139,13 +146,9 @@ STAGES = {
     "probe": ("results/mini/probe-results.json", "--cores", "2"),  # segment 0 does not ask it
     "segment-0": ("results/mini/segments/0.json", "--cores", "2"),
     "results": ("results/mini/results.json", "--cores", "2"),
-    "play": (
-        "results/mini/report/summary.md",
-        "results/mini/export/model.safetensors",
-        "--cores",
-        "2",
-    ),  # fmt: skip
+    "play": ("results/mini/report/summary.md", "--cores", "2"),  # ladder, play, summarise
     "report": ("results/mini/report/summary.md", "--report", "browser-report.html"),
+    "export": ("results/mini/export/model.safetensors", "--cores", "2"),
 }
 
 
@@ -183,6 +186,8 @@ def _stage(staged: StagedRun) -> None:
             copy_tree(workdir, staged.after_segment_0)
         if stage == "results":
             shutil.copy(workdir / "results/mini/train/last.pt", staged.last_pt)
+        if stage == "play":
+            shutil.copy(workdir / "results/mini/report/summary.md", staged.unexported_summary)
 
 
 @pytest.fixture(scope="session")
