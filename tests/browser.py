@@ -31,7 +31,8 @@ def chromium() -> str | None:
 
 
 class Browser:
-    """One headless Chromium with one page; ``evaluate`` runs JavaScript in it."""
+    """One headless Chromium with one page at a time (``open``); ``evaluate`` runs JavaScript
+    in it. tests/conftest.py's ``browser`` fixture launches one for a whole session."""
 
     def __init__(self, executable: str) -> None:
         self._profile = tempfile.TemporaryDirectory(prefix="chesslm-chromium-")
@@ -56,6 +57,7 @@ class Browser:
         self._buffer = b""
         self._next_id = 0
         self.session: str | None = None
+        self.target: str | None = None
 
     def send(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict:
         self._next_id += 1
@@ -80,7 +82,9 @@ class Browser:
     def open(self, url: str, *, viewport: tuple[int, int] | None = None) -> None:
         """A new page at ``url``, laid out from the start at ``viewport`` (width, height in CSS
         pixels) if given: the size is set on a blank page, before ``url`` loads."""
-        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        if self.target is not None:  # one page at a time: the last one's scripts stop
+            self.send("Target.closeTarget", {"targetId": self.target})
+        target = self.target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         attached = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})
         self.session = attached["sessionId"]
         if viewport:

@@ -1,13 +1,19 @@
-"""Shared fixtures: tiny token caches made from the embedded Lichess sample."""
+"""Shared fixtures: tiny token caches made from the embedded Lichess sample, the staged run
+(one real snakemake run of tests/train-workflow.yaml per session, every stage), one Chromium;
+and the xdist groups (pyproject.toml runs the tests on two workers, --dist loadgroup)."""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import chess.pgn
 import numpy as np
@@ -16,23 +22,49 @@ import zstandard
 
 from chesslm.data import cache, gamearrays, metadata, tokens
 
+if TYPE_CHECKING:
+    from tests.browser import Browser
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
 
 
+# tests that use these fixtures share one pytest-xdist worker (--dist loadgroup): the staged
+# run's folder is changed in place by its tests in turn; the Slurm tests share one cluster run
+GROUPS = {"trained_workflow": "staged", "cluster_run": "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test file is an xdist group of its own (its module fixtures built once), but for
+    the groups of GROUPS and marks a test sets itself."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        names = getattr(item, "fixturenames", ())
+        group = next((g for f, g in GROUPS.items() if f in names), item.nodeid.split("::")[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+_SAMPLE_MOVES: list[tuple[chess.Move, ...]] = []  # the longest prefix parsed so far
+
+
 def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
-    """The first ``n`` sample games with at least one move, cut to ``max_plies`` plies."""
-    out = []
-    with open(SAMPLE, "rb") as fh:
-        text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8")
-        while len(out) < n:
-            game = chess.pgn.read_game(text)
-            if game is None:
-                break
-            moves = list(game.mainline_moves())[:max_plies]
-            if moves:
-                out.append(np.array(tokens.encode_moves(moves), dtype=np.uint8))
-    return out
+    """The first ``n`` sample games with at least one move, cut to ``max_plies`` plies (the
+    sample is parsed once for the longest ``n`` asked for so far)."""
+    if len(_SAMPLE_MOVES) < n:
+        _SAMPLE_MOVES[:] = []
+        with open(SAMPLE, "rb") as fh:
+            text = io.TextIOWrapper(
+                zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8"
+            )
+            while len(_SAMPLE_MOVES) < n and (game := chess.pgn.read_game(text)) is not None:
+                if moves := tuple(game.mainline_moves()):
+                    _SAMPLE_MOVES.append(moves)
+    return [
+        np.array(tokens.encode_moves(moves[:max_plies]), dtype=np.uint8)
+        for moves in _SAMPLE_MOVES[:n]
+    ]
 
 
 def make_cache(
@@ -69,26 +101,131 @@ def make_cache(
     return out
 
 
-@pytest.fixture(scope="session")
-def trained_workflow(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real snakemake run of tests/train-workflow.yaml (dataset and run ``mini``: the first
-    300 sample games, two gloo workers, two segments of 3 updates) to results.json, shared by
-    tests/test_train_workflow.py, tests/test_report_browser.py and tests/test_docs.py."""
+@dataclass(frozen=True)
+class StagedRun:
+    """tests/train-workflow.yaml staged once per test session by real snakemake (dataset and
+    run ``mini``: the first 300 sample games, two gloo workers, two segments of 3 updates):
+    data -> probe -> segment 0 -> segment 1 -> results -> ladder + play -> summary -> the HTML
+    report -> export. Tests that change a tree take a copy (``copy_tree``)."""
+
+    root: Path
+
+    @property
+    def workdir(self) -> Path:
+        """The whole run, every stage done."""
+        return self.root / "wf"
+
+    @property
+    def after_segment_0(self) -> Path:
+        """A copy taken when data, probe and segment 0 (of 2) were done."""
+        return self.root / "after-segment-0"
+
+    @property
+    def last_pt(self) -> Path:
+        """The finished run's train/last.pt as the chain left it (the unbroken run)."""
+        return self.root / "unbroken-last.pt"
+
+    @property
+    def unexported_summary(self) -> Path:
+        """summary.md as rule summarise wrote it before the export existed."""
+        return self.root / "summary-unexported.md"
+
+    @property
+    def report(self) -> Path:
+        """``snakemake results/mini/report/summary.md --report``: the run's HTML report."""
+        return self.workdir / "browser-report.html"
+
+    def console(self, stage: str) -> str:
+        """What snakemake printed in ``stage`` (one of STAGES)."""
+        return (self.root / "console" / f"{stage}.txt").read_text()
+
+
+STAGED_ARGS = ("--configfile", "train-workflow.yaml")
+# stage -> its snakemake arguments, in order; "segment-0" is kept as after_segment_0
+STAGES = {
+    "probe": ("results/mini/probe-results.json", "--cores", "2"),  # segment 0 does not ask it
+    "segment-0": ("results/mini/segments/0.json", "--cores", "2"),
+    "results": ("results/mini/results.json", "--cores", "2"),
+    "play": ("results/mini/report/summary.md", "--cores", "2"),  # ladder, play, summarise
+    "report": ("results/mini/report/summary.md", "--report", "browser-report.html"),
+    "export": ("results/mini/export/model.safetensors", "--cores", "2"),
+}
+
+
+def copy_tree(source: Path, destination: Path) -> Path:
+    """A workflow directory copied for a test that changes it (snakemake's locks left out)."""
+    shutil.copytree(source, destination, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    return destination
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temporary folder, the same for every pytest-xdist worker."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _stage(staged: StagedRun) -> None:
     from tests.helpers import first_games_pgn, snakemake
 
-    target, args = "results/mini/results.json", ("--configfile", "train-workflow.yaml")
-    workdir = tmp_path_factory.mktemp("train-wf")
-    (workdir / "config").mkdir()
+    workdir = staged.workdir
+    (workdir / "config").mkdir(parents=True)
     shutil.copy(ROOT / "config" / "config.yaml", workdir / "config" / "config.yaml")
     (workdir / "resources").symlink_to(ROOT / "resources")
     (workdir / "mini.pgn").write_text(first_games_pgn(300))
     shutil.copy(ROOT / "tests" / "train-workflow.yaml", workdir / "train-workflow.yaml")
-    plan = snakemake(workdir, target, *args, "-n")
+    plan = snakemake(workdir, "results/mini/results.json", *STAGED_ARGS, "-n")
     # the segments are planned once the probe (a checkpoint) has run: workflow/rules/train.smk
     for rule in ("token_cache", "probe", "results"):
         assert rule in plan.stdout, plan.stdout
-    snakemake(workdir, target, *args, "--cores", "2")
-    return workdir
+    (staged.root / "console").mkdir()
+    for stage, args in STAGES.items():
+        done = snakemake(workdir, *args, *STAGED_ARGS)
+        (staged.root / "console" / f"{stage}.txt").write_text(done.stdout + done.stderr)
+        if stage == "segment-0":
+            assert not (workdir / "results/mini/segments/1.json").exists()
+            copy_tree(workdir, staged.after_segment_0)
+        if stage == "results":
+            shutil.copy(workdir / "results/mini/train/last.pt", staged.last_pt)
+        if stage == "play":
+            shutil.copy(workdir / "results/mini/report/summary.md", staged.unexported_summary)
+
+
+@pytest.fixture(scope="session")
+def staged_run(tmp_path_factory: pytest.TempPathFactory) -> StagedRun:
+    """The staged run, built by the first worker that asks for it (a file lock), once."""
+    staged = StagedRun(shared_root(tmp_path_factory) / "staged-run")
+    staged.root.mkdir(exist_ok=True)
+    failed, done = staged.root / "failed.txt", staged.root / "done"
+    with open(staged.root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the staged run failed in another worker: {failed.read_text()[-4000:]}")
+        if not done.exists():
+            try:
+                _stage(staged)
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            done.write_text("")
+    return staged
+
+
+@pytest.fixture(scope="session")
+def trained_workflow(staged_run: StagedRun) -> Path:
+    """The staged run's folder, used in place by the tests of one xdist group ("staged",
+    pytest_collection_modifyitems) one after another; tests elsewhere copy or only read."""
+    return staged_run.workdir
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the session (an xdist worker's); each test opens its page."""
+    from tests.browser import Browser, chromium
+
+    executable = chromium()
+    assert executable, "the report tests need a real browser: apt-get install -y chromium"
+    with Browser(executable) as launched:
+        yield launched
 
 
 @pytest.fixture(scope="session")

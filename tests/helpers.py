@@ -3,6 +3,7 @@ oracle), and real snakemake runs in a scratch directory."""
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import shutil
@@ -28,13 +29,14 @@ def sample_text() -> str:
         return zstandard.ZstdDecompressor().stream_reader(fh).read().decode("utf-8")
 
 
-def all_sample_games() -> list[chess.pgn.Game]:
+@functools.cache  # ~40 s of python-chess: its tests share one xdist group ("sample")
+def all_sample_games() -> tuple[chess.pgn.Game, ...]:
     """Every game of the embedded sample, parsed by python-chess."""
     handle = io.StringIO(sample_text())
     games = []
     while (game := chess.pgn.read_game(handle)) is not None:
         games.append(game)
-    return games
+    return tuple(games)
 
 
 def first_games_pgn(n: int) -> str:

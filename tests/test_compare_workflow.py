@@ -15,7 +15,7 @@ import yaml
 
 from chesslm.compare.outputs import FIGURES
 from chesslm.play.matching import elo_band
-from tests.browser import Browser, chromium, file_url
+from tests.browser import Browser, file_url
 from tests.helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.slow
@@ -91,24 +91,21 @@ def test_an_unknown_run_stops_the_plan_in_one_line(compared: Path) -> None:
     assert "mini, mini-b" in last  # the config's runs, config/config.yaml's among them
 
 
-def test_the_report_shows_the_comparison_figures_with_captions(compared: Path) -> None:
+def test_the_report_shows_the_comparison_figures_with_captions(
+    compared: Path, browser: Browser
+) -> None:
     out = compared / "compare-report.html"
     snakemake(compared, TARGETS[0], *ARGS, "--report", str(out))
-    executable = chromium()
-    assert executable, "the report test needs a real browser: apt-get install -y chromium"
-    with Browser(executable) as browser:
-        browser.open(file_url(out))
-        assert browser.wait_for("typeof results !== 'undefined'")
-        assert "Comparisons" in json.loads(
-            browser.evaluate("JSON.stringify(Object.keys(categories))")
+    browser.open(file_url(out))
+    assert browser.wait_for("typeof results !== 'undefined'")
+    assert "Comparisons" in json.loads(browser.evaluate("JSON.stringify(Object.keys(categories))"))
+    for figure in FIGURES:
+        path = f"results/compare/mini-cmp/{figure}.svg"
+        # the figure's info pane, as a click on it opens: its caption as rendered text
+        browser.evaluate(f"app.showResultInfo({json.dumps(path)})")
+        first = CAPTION_WORDS[figure]
+        assert browser.wait_for(f"document.body.innerText.includes({json.dumps(first)})"), (
+            f"{path}: its caption ({first!r}...) is not on the page"
         )
-        for figure in FIGURES:
-            path = f"results/compare/mini-cmp/{figure}.svg"
-            # the figure's info pane, as a click on it opens: its caption as rendered text
-            browser.evaluate(f"app.showResultInfo({json.dumps(path)})")
-            first = CAPTION_WORDS[figure]
-            assert browser.wait_for(f"document.body.innerText.includes({json.dumps(first)})"), (
-                f"{path}: its caption ({first!r}...) is not on the page"
-            )
-            size = browser.show_report_image(path)
-            assert size, f"{path} was not drawn"
+        size = browser.show_report_image(path)
+        assert size, f"{path} was not drawn"

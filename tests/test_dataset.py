@@ -80,6 +80,7 @@ def game(site: str, moves: str, extra: str = "") -> str:
     )
 
 
+@pytest.mark.xdist_group("sample")  # all_sample_games parsed once
 def test_sample_agrees_with_python_chess_on_every_game(tmp_path):
     sample_games = all_sample_games()
     manifest = convert.convert([SAMPLE], tmp_path / "ds", SETTINGS, workers=2)

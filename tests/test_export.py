@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import chess
@@ -18,7 +17,7 @@ from chesslm.data import tokens
 from chesslm.export import gpt2, vocabulary
 from chesslm.model import gpt
 from tests.conftest import sample_games
-from tests.helpers import ROOT, model_checkpoint, snakemake
+from tests.helpers import ROOT, model_checkpoint
 
 transformers = pytest.importorskip(
     "transformers", reason="loading an export needs the [hf] extra: pip install -e '.[hf]'"
@@ -135,12 +134,9 @@ TARGET = "results/mini/export/model.safetensors"
 
 
 @pytest.fixture(scope="module")
-def exported(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the trained run, exported by real snakemake."""
-    work = tmp_path_factory.mktemp("export-wf") / "wf"
-    shutil.copytree(trained_workflow, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
-    snakemake(work, TARGET, "--configfile", "train-workflow.yaml", "--cores", "2")
-    return work
+def exported(trained_workflow: Path) -> Path:
+    """The trained run, exported by real snakemake (TARGET: tests/conftest.py's STAGES)."""
+    return trained_workflow
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Kills and README's recovery through real snakemake, two gloo ranks: snakemake killed alone
 (SIGKILL, not its group) mid-segment, a kill at the probe's moment, and `--forcerun probe` on an
 unfinished run. Each must end at the terminal status with the weights and optimizer state of
-the unbroken run (tests/conftest.py's ``trained_workflow``), bit for bit."""
+the unbroken run (tests/conftest.py's ``staged_run``), bit for bit."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from chesslm.model import checkpoint
+from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
 
 pytestmark = [
@@ -30,22 +31,19 @@ STOP_S = 3.0  # a trainer whose snakemake is gone stops within this (and writes 
 
 
 @pytest.fixture(scope="module")
-def after_segment_0(trained_workflow: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def after_segment_0(staged_run: StagedRun) -> Path:
     """The mini run stopped after segment 0 of 2: data, probe and segment 0 done."""
-    work = tmp_path_factory.mktemp("recovery") / "work"
-    shutil.copytree(trained_workflow, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
-    shutil.rmtree(work / RUN)
-    shutil.rmtree(work / "logs/mini")
-    snakemake(work, str(RUN / "probe-results.json"), *ARGS, "--cores", "2")
-    snakemake(work, str(RUN / "segments/0.json"), *ARGS, "--cores", "2")
-    assert not (work / RUN / "segments/1.json").exists()
-    return work
+    return staged_run.after_segment_0
+
+
+@pytest.fixture(scope="module")
+def unbroken(staged_run: StagedRun) -> Path:
+    """The unbroken run's train/last.pt (the chain of tests/conftest.py's staged run)."""
+    return staged_run.last_pt
 
 
 def copy_of(template: Path, tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    shutil.copytree(template, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
-    return work
+    return copy_tree(template, tmp_path / "work")
 
 
 def start_snakemake(work: Path, *args: str) -> subprocess.Popen:
@@ -76,7 +74,7 @@ def recover(work: Path) -> subprocess.CompletedProcess[str]:
 
 
 def assert_equals_the_unbroken_run(work: Path, unbroken: Path) -> None:
-    mine, theirs = (checkpoint.load(d / RUN / "train/last.pt") for d in (work, unbroken))
+    mine, theirs = checkpoint.load(work / RUN / "train/last.pt"), checkpoint.load(unbroken)
     assert mine["cursor"]["step"] == theirs["cursor"]["step"] == 6
     for key in ("model", "optimizer"):
         a, b = flat(mine[key]), flat(theirs[key])
@@ -126,7 +124,7 @@ def flat(tree: object, prefix: str = "") -> dict[str, object]:
 
 @pytest.mark.parametrize("delay", [0.0, 1.0, 2.5, 4.0, 6.0])
 def test_snakemake_killed_alone_mid_segment_then_unlock_and_rerun_at_once(
-    after_segment_0: Path, trained_workflow: Path, tmp_path: Path, delay: float
+    after_segment_0: Path, unbroken: Path, tmp_path: Path, delay: float
 ) -> None:
     """SIGKILL to snakemake's pid only, ``delay`` s into segment 1's job: its shell, torchrun
     and workers must stop by themselves (they watch snakemake), and the rerun at once must
@@ -151,28 +149,28 @@ def test_snakemake_killed_alone_mid_segment_then_unlock_and_rerun_at_once(
     assert (work / TARGET).exists()
     assert not [pid for pid in tree if alive(pid)], "a process of the killed run remains"
     assert not working_in(work), "a process still runs in the run's folder"
-    assert_equals_the_unbroken_run(work, trained_workflow)
+    assert_equals_the_unbroken_run(work, unbroken)
 
 
 def test_a_kill_at_the_probes_moment_then_readmes_recovery_trains_to_the_end(
-    trained_workflow: Path, tmp_path: Path
+    after_segment_0: Path, unbroken: Path, tmp_path: Path
 ) -> None:
     """The group killed as the probe writes its output; `--unlock` and the same command with
     `--rerun-incomplete` must train to the terminal status in one invocation, not stop at
     "done" after the probe."""
-    work = copy_of(trained_workflow, tmp_path)
-    shutil.rmtree(work / RUN)
+    work = copy_of(after_segment_0, tmp_path)
+    shutil.rmtree(work / RUN)  # the data stays
     main = start_snakemake(work)
     wait_for(work / RUN / "probe-results.json", main)
     os.killpg(main.pid, signal.SIGKILL)
     main.wait()
     recover(work)
     assert (work / TARGET).exists() and (work / RUN / "segments/1.json").exists()
-    assert_equals_the_unbroken_run(work, trained_workflow)
+    assert_equals_the_unbroken_run(work, unbroken)
 
 
 def test_forcerun_probe_on_an_unfinished_run_goes_on_training(
-    after_segment_0: Path, trained_workflow: Path, tmp_path: Path
+    after_segment_0: Path, unbroken: Path, tmp_path: Path
 ) -> None:
     work = copy_of(after_segment_0, tmp_path)
     plan = snakemake(work, TARGET, *ARGS, "--forcerun", "probe", "-n")
@@ -181,4 +179,4 @@ def test_forcerun_probe_on_an_unfinished_run_goes_on_training(
     snakemake(work, TARGET, *ARGS, "--cores", "2", "--forcerun", "probe")
     assert (work / RUN / "segments/0.json").read_text() == before  # not restarted
     assert (work / TARGET).exists()
-    assert_equals_the_unbroken_run(work, trained_workflow)
+    assert_equals_the_unbroken_run(work, unbroken)

@@ -10,58 +10,55 @@ import pytest
 import yaml
 
 from chesslm.report import items
-from tests.browser import Browser, chromium, file_url
-from tests.helpers import snakemake
+from tests.browser import Browser, file_url
+from tests.conftest import StagedRun
 
 pytestmark = pytest.mark.slow
 SUMMARY = "results/mini/report/summary.md"
 ARGS = ("--configfile", "train-workflow.yaml")
 
 
-def check_report(report: Path, run_dir: Path) -> None:
+def check_report(browser: Browser, report: Path, run_dir: Path) -> None:
     """Open ``report`` in Chromium: the summary on the first page, every figure drawn."""
     summary_lines = (run_dir / "report" / "summary.md").read_text().splitlines()
-    executable = chromium()
-    assert executable, "the report test needs a real browser: apt-get install -y chromium"
-    with Browser(executable) as browser:
-        browser.open(file_url(report))
-        text = browser.wait_for(
-            "document.body && document.body.innerText.includes('test_evaluated: false')"
-            " && document.body.innerText"
+    browser.open(file_url(report))
+    text = browser.wait_for(
+        "document.body && document.body.innerText.includes('test_evaluated: false')"
+        " && document.body.innerText"
+    )
+    assert text, "the report's first page never showed the summary"
+    assert f"Run {run_dir.name}" in text and "Complete." in text
+    headings = (
+        "Outcome",
+        "Identity",
+        "Time",
+        "Throughput",
+        "Memory",
+        "Data",
+        "Play evaluation",
+    )
+    for heading in headings:
+        assert heading in text, heading
+    best = next(line for line in summary_lines if line.startswith("- best step"))
+    assert best[2:] in text
+    check_summary_lines(summary_lines, run_dir)
+    assert browser.evaluate("document.querySelectorAll('.chesslm-summary table').length") > 1
+    check_about(browser)
+    figures = json.loads(
+        browser.evaluate(
+            "JSON.stringify(Object.keys(results).filter(p => p.endsWith('.svg')).sort())"
         )
-        assert text, "the report's first page never showed the summary"
-        assert f"Run {run_dir.name}" in text and "Complete." in text
-        headings = (
-            "Outcome",
-            "Identity",
-            "Time",
-            "Throughput",
-            "Memory",
-            "Data",
-            "Play evaluation",
-        )
-        for heading in headings:
-            assert heading in text, heading
-        best = next(line for line in summary_lines if line.startswith("- best step"))
-        assert best[2:] in text
-        check_summary_lines(summary_lines, run_dir)
-        assert browser.evaluate("document.querySelectorAll('.chesslm-summary table').length") > 1
-        check_about(browser)
-        figures = json.loads(
-            browser.evaluate(
-                "JSON.stringify(Object.keys(results).filter(p => p.endsWith('.svg')).sort())"
-            )
-        )
-        plots = [item.file for item in items.ITEMS if item.file.endswith(".svg")]
-        expected = sorted(
-            [f"results/{run_dir.name}/report/{file}" for file in plots]
-            + [f"results/{run_dir.name}/play/{p.name}" for p in (run_dir / "play").glob("*.svg")]
-        )
-        assert len(expected) > len(plots)  # the play figures are in the report too
-        assert figures == expected
-        for path in figures:
-            size = browser.show_report_image(path)
-            assert size, f"{path} was not drawn"
+    )
+    plots = [item.file for item in items.ITEMS if item.file.endswith(".svg")]
+    expected = sorted(
+        [f"results/{run_dir.name}/report/{file}" for file in plots]
+        + [f"results/{run_dir.name}/play/{p.name}" for p in (run_dir / "play").glob("*.svg")]
+    )
+    assert len(expected) > len(plots)  # the play figures are in the report too
+    assert figures == expected
+    for path in figures:
+        size = browser.show_report_image(path)
+        assert size, f"{path} was not drawn"
 
 
 def check_summary_lines(lines: list[str], run_dir: Path) -> None:
@@ -89,18 +86,15 @@ def check_about(browser: Browser) -> None:
 
 
 @pytest.fixture(scope="module")
-def report(trained_workflow: Path) -> Path:
-    """The HTML report of the trained run ``mini``, its summary built first."""
-    snakemake(trained_workflow, SUMMARY, *ARGS, "--cores", "1")
-    out = trained_workflow / "browser-report.html"
-    snakemake(trained_workflow, SUMMARY, *ARGS, "--report", str(out))
-    return out
+def report(trained_workflow: Path, staged_run: StagedRun) -> Path:
+    """The HTML report of the trained run ``mini`` (``snakemake SUMMARY --report``)."""
+    return staged_run.report
 
 
 def test_report_opens_with_the_summary_and_every_figure(
-    report: Path, trained_workflow: Path
+    browser: Browser, report: Path, trained_workflow: Path
 ) -> None:
-    check_report(report, trained_workflow / "results" / "mini")
+    check_report(browser, report, trained_workflow / "results" / "mini")
 
 
 # The first page in viewport coordinates: the summary's title, its tables, the extent of all
@@ -158,14 +152,15 @@ def check_first_page(layout: dict, size: tuple[int, int], when: str) -> None:
 
 
 @pytest.mark.parametrize("size", [(1400, 900), (1920, 1080), (1400, 2000)], ids=str)
-def test_first_page_opens_at_the_summary_title(report: Path, size: tuple[int, int]) -> None:
+def test_first_page_opens_at_the_summary_title(
+    browser: Browser, report: Path, size: tuple[int, int]
+) -> None:
     """What a person sees: snakemake centres its home pane vertically, so a summary taller
     than the window once began above its top, out of reach, with the graph over its tables."""
-    with Browser(chromium()) as browser:
-        browser.open(file_url(report), viewport=size)
-        assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
-        browser.wait_until_stable(LAID_OUT)
-        shot = browser.screenshot(report.with_name(f"first-page-{size[0]}x{size[1]}.png"))
-        for when, scroll_up in (("after load", False), ("scrolled to the top", True)):
-            layout = browser.evaluate(LAYOUT.replace("SCROLL_UP", str(scroll_up).lower()))
-            check_first_page(layout, size, f"{size} {when} (see {shot})")
+    browser.open(file_url(report), viewport=size)
+    assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
+    browser.wait_until_stable(LAID_OUT)
+    shot = browser.screenshot(report.with_name(f"first-page-{size[0]}x{size[1]}.png"))
+    for when, scroll_up in (("after load", False), ("scrolled to the top", True)):
+        layout = browser.evaluate(LAYOUT.replace("SCROLL_UP", str(scroll_up).lower()))
+        check_first_page(layout, size, f"{size} {when} (see {shot})")

@@ -211,13 +211,23 @@ def one_error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0].removeprefix(ERROR_PREFIX).strip()
 
 
+def refused_in_process(cache: Path, run_dir: Path, n: int, capsys, *extra: str) -> str:
+    """Segment ``n`` refused in this process, one rank (the refusal is rank 0's, before any
+    update; test_identity_mismatch_on_resume_names_the_key is the torchrun case): its line."""
+    from chesslm.train import segment as segment_module
+
+    args = [*segment_args(cache, run_dir, n), *HYPER, "--segment-updates=2", "--workers=1"]
+    assert segment_module.main([*args, *extra]) == 1
+    err = capsys.readouterr().err.strip()  # one line, no traceback
+    assert err.startswith(ERROR_PREFIX) and "\n" not in err, err
+    return err.removeprefix(ERROR_PREFIX).strip()
+
+
 def test_more_legality_games_than_the_cache_holds_stop_the_segment_naming_the_key(
-    tiny_cache: Path, tmp_path: Path
+    tiny_cache: Path, tmp_path: Path, capsys
 ) -> None:
     """The tiny cache has tables for all its 6 validation games: 7 is an error, not 6."""
-    result = segment(tiny_cache, tmp_path / "run", 0, "--legality-eval-games=7")
-    assert result.returncode != 0
-    line = one_error_line(result)
+    line = refused_in_process(tiny_cache, tmp_path / "run", 0, capsys, "--legality-eval-games=7")
     assert line.startswith("runs.run.legality_eval_games is 7, but the token cache"), line
     assert "for 6 of 6 validation games: lower it to at most 6" in line, line
     assert not (tmp_path / "run/segments/0.json").exists()
@@ -238,18 +248,21 @@ def test_non_finite_gradient_fails_and_leaves_last_pt_untouched(
     assert not list((run_dir / "train").glob("failure-rank*.json"))
 
 
-def test_tampered_last_pt_is_refused(tiny_cache: Path, first_segment: Path, tmp_path: Path) -> None:
+def test_tampered_last_pt_is_refused(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path, capsys
+) -> None:
     run_dir = copy_run(first_segment, tmp_path)
     shutil.copyfile(run_dir / "train/best.pt", run_dir / "train/last.pt")  # valid file, wrong one
     s = status(run_dir, 0)
     s["last_pt_sha256"] = "0" * 64
     (run_dir / "segments/0.json").write_text(json.dumps(s))
-    result = segment(tiny_cache, run_dir, 1)
-    assert result.returncode != 0 and "does not match the previous status" in one_error_line(result)
+    line = refused_in_process(tiny_cache, run_dir, 1, capsys)
+    assert "does not match the previous status" in line, line
+    assert not (run_dir / "segments/1.json").exists()
 
 
 def test_a_flipped_bit_in_a_mid_segment_last_pt_is_refused_as_corruption(
-    tiny_cache: Path, first_segment: Path, tmp_path: Path
+    tiny_cache: Path, first_segment: Path, tmp_path: Path, capsys
 ) -> None:
     """A last.pt of an earlier, killed attempt of this segment is resumed on its lineage: its
     own digest must still catch one flipped mantissa bit."""
@@ -261,9 +274,9 @@ def test_a_flipped_bit_in_a_mid_segment_last_pt_is_refused_as_corruption(
     data = bytearray(last.read_bytes())
     data[-30_000] ^= 0x01  # inside the tensor data: low mantissa bit of a weight
     last.write_bytes(data)
-    result = segment(tiny_cache, run_dir, 1)
-    assert result.returncode != 0
-    assert one_error_line(result).startswith(f"{last}: corrupt checkpoint")
+    assert refused_in_process(tiny_cache, run_dir, 1, capsys).startswith(
+        f"{last}: corrupt checkpoint"
+    )
     assert not (run_dir / "segments/1.json").exists()
 
 

@@ -29,6 +29,7 @@ def allowed(state: State) -> set[int]:
     return {i for i, ok in enumerate(state.mask(legal=True)) if ok}
 
 
+@pytest.mark.xdist_group("sample")  # all_sample_games parsed once
 def test_every_sample_game_round_trips_and_masks_match_python_chess():
     sample_games = all_sample_games()
     assert len(sample_games) == 4754

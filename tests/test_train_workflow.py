@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from chesslm.data.cache import TokenCache
+from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,7 @@ ARGS = ("--configfile", "train-workflow.yaml")
 
 @pytest.fixture(scope="module")
 def trained(trained_workflow: Path) -> Path:
-    return trained_workflow  # tests/conftest.py: shared with the report and docs tests
+    return trained_workflow  # tests/conftest.py: the staged run, changed here in place
 
 
 def test_chain_reaches_a_terminal_status(trained: Path) -> None:
@@ -53,9 +54,10 @@ def test_forcerun_probe_never_restarts_the_segments(trained: Path) -> None:
     assert (trained / "results/mini/segments/0.json").read_text() == before
 
 
-def test_summarise_tables_match_the_events_and_the_report_builds(trained: Path) -> None:
-    summary = "results/mini/report/summary.md"
-    snakemake(trained, summary, *ARGS, "--cores", "1")
+def test_summarise_tables_match_the_events_and_the_report_builds(
+    trained: Path, staged_run: StagedRun
+) -> None:
+    summary = "results/mini/report/summary.md"  # and its --report: tests/conftest.py's STAGES
     records = (trained / "results/mini/train/events.jsonl").read_text().splitlines()
     checks = [e for e in map(json.loads, records) if e["stage"] == "validation"]
     table = pd.read_csv(trained / "results/mini/report/validation.csv")
@@ -74,9 +76,9 @@ def test_summarise_tables_match_the_events_and_the_report_builds(trained: Path) 
     assert re.search(efficiency, text)
     # how to play the run's model: the exact engine command, and the export's command
     assert "`chesslm-uci --checkpoint results/mini/train/best.pt`" in text
-    assert "`snakemake --cores 2 results/mini/export/model.safetensors`" in text
-    snakemake(trained, summary, *ARGS, "--report", "report.html")
-    assert "validation" in (trained / "report.html").read_text()
+    unexported = staged_run.unexported_summary.read_text()  # the staged export came later
+    assert "`snakemake --cores 2 results/mini/export/model.safetensors`" in unexported
+    assert "validation" in staged_run.report.read_text()
     plan = snakemake(trained, summary, *ARGS, "--forcerun", "summarise", "-n")
     assert "summarise" in plan.stdout
     assert "train_segment" not in plan.stdout
@@ -102,8 +104,7 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     """A segment refused because a live trainer holds the run directory says so on snakemake's
     own console and leaves that trainer's log file alone; a damaged token cache is refused with
     the command that rebuilds it, and that command does."""
-    work = tmp_path / "work"
-    shutil.copytree(trained, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    work = copy_tree(trained, tmp_path / "work")
     log = work / "logs/mini/train_segment/1.log"
     earlier = log.read_text()
     (work / "results/mini/segments/1.json").unlink()
@@ -141,17 +142,17 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     TokenCache(cache, verify=True)
 
 
-def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -> None:
+def test_play_evaluates_best_pt_once_and_its_report_items_build(
+    trained: Path, staged_run: StagedRun
+) -> None:
     """Rule play (chesslm/play) on the terminal run: real games against the ladder's anchors
     (rule ladder, built once), a finite Elo with a finite interval, tables, figures."""
     from chesslm.report.play_section import markdown_section
 
     target = "results/mini/play/move-match.json"
-    # the fixture is shared: a summary asked for earlier in the session already played
-    for done in ("results/mini/play", "results/ladders", "logs/ladders"):
-        shutil.rmtree(trained / done, ignore_errors=True)
-    first = snakemake(trained, target, *ARGS, "--cores", "2")
-    assert re.search(r"^ladder\s+1$", first.stdout + first.stderr, re.M), first.stderr[-3000:]
+    first = staged_run.console("play")  # the stage that asked for the summary played
+    for job in ("ladder", "play"):
+        assert re.search(rf"^{job}\s+1$", first, re.M), first[-3000:]
     play = trained / "results/mini/play"
     match = json.loads((play / "move-match.json").read_text())["datasets"]["mini"]
     assert match["complete"] and match["games_evaluated"] == 8 and match["positions"] > 0
@@ -172,8 +173,8 @@ def test_play_evaluates_best_pt_once_and_its_report_items_build(trained: Path) -
     assert "### Elo against Stockfish" in markdown_section(play)
     again = snakemake(trained, target, *ARGS, "--cores", "1")
     assert "Nothing to be done" in again.stdout + again.stderr
-    snakemake(trained, target, *ARGS, "--report", "play.html")
-    assert "score against the ladder" in (trained / "play.html").read_text()
+    # the summary's report holds play's items (tests/test_report_browser.py draws them)
+    assert "score against the ladder" in staged_run.report.read_text()
 
 
 def test_a_second_runs_play_reuses_the_ladder_and_a_changed_setting_makes_a_new_one(
