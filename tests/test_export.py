@@ -4,11 +4,18 @@ encodes them as chesslm does; the rule writes the folder and its model card on a
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import chess
+import chess.engine
+import chess.pgn
 import pytest
 import torch
 
@@ -17,7 +24,7 @@ from chesslm.data import tokens
 from chesslm.export import gpt2, vocabulary
 from chesslm.model import gpt
 from tests.conftest import sample_games
-from tests.helpers import ROOT, model_checkpoint
+from tests.helpers import ROOT, first_games_pgn, model_checkpoint, sample_text
 
 transformers = pytest.importorskip(
     "transformers", reason="loading an export needs the [hf] extra: pip install -e '.[hf]'"
@@ -166,20 +173,108 @@ def test_the_model_card_names_the_data_the_training_and_the_play(exported: Path)
     assert f"| `lr` | `{json.dumps(identity['lr'])}` |" in card
     assert f"| `seed` | `{identity['seed']}` |" in card
     assert elo["protocol"] in card and "Move-matching on validation games" in card
-    assert "chesslm-uci --checkpoint results/mini/train/best.pt" in card
+    assert "chesslm-uci --checkpoint PATH/TO/THIS/FOLDER" in card
+    assert "results/mini/train/best.pt" in card
+    front = card.split("---\n")[1]
+    for line in ("pipeline_tag: text-generation", "license: cc0-1.0", "datasets: [Lichess/"):
+        assert line in front, front
+    assert "pip install torch transformers safetensors chess" in card
+
+
+def sample_positions() -> dict[str, list[str]]:
+    """UCI moves from the start to real sample positions where a promotion is legal and where
+    castling is (the decoder's two special cases), and an opening position."""
+    found: dict[str, list[str]] = {"opening": ["e2e4", "c7c5", "g1f3"]}
+    stream = io.StringIO(sample_text())
+    while len(found) < 3 and (game := chess.pgn.read_game(stream)) is not None:
+        board, moves = game.board(), []
+        for move in game.mainline_moves():
+            legal = list(board.legal_moves)
+            if "promotion" not in found and any(m.promotion for m in legal):
+                found["promotion"] = list(moves)
+            if "castling" not in found and len(moves) > 8 and any(map(board.is_castling, legal)):
+                found["castling"] = list(moves)
+            board.push(move)
+            moves.append(move.uci())
+    return found
+
+
+def card_block(folder: Path) -> str:
+    card = (folder / "README.md").read_text()
+    return re.search(r"```python\n(.*?)```", card, re.S).group(1)
+
+
+def project_probabilities(net: gpt.GPT, moves: list[str], prefix: list[int]) -> dict:
+    import math
+
+    from chesslm.play import scoring, uci
+
+    board = chess.Board()
+    for text in moves:
+        board.push_uci(text)
+    codes, logp = uci.legal_scores(net, board, "cpu", prefix)
+    return {
+        scoring.decode_code(c).uci(): math.exp(v) for c, v in zip(codes, logp.tolist(), strict=True)
+    }
 
 
 @pytest.mark.slow
-def test_the_cards_snippet_runs_on_the_export(exported: Path, monkeypatch) -> None:
-    card = (exported / "results/mini/export/README.md").read_text()
-    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
-    monkeypatch.chdir(exported / "results/mini")  # the snippet names the folder "export"
-    scope: dict = {}
-    exec(snippet, scope)  # noqa: S102 - the card's own code, as a reader would run it
-    e2e4_e7e5 = [tokens.BOS, *tokens.move_tokens(chess.Move.from_uci("e2e4"))]
-    e2e4_e7e5 += tokens.move_tokens(chess.Move.from_uci("e7e5"))
-    assert scope["encode"](["e2e4", "e7e5"]) == e2e4_e7e5
-    assert scope["logits"].shape == (1, 7, tokens.VOCAB_SIZE)
+def test_the_cards_block_runs_unchanged_without_chesslm_and_gives_its_probabilities(
+    exported: Path,
+) -> None:
+    """The card's first Python block, run inside the export folder as it is and from another
+    folder with MODEL_DIR changed, in processes where ``import chesslm`` fails: every legal
+    move's probability equals the project's (<= 1e-5) on real positions, promotion and
+    castling among them."""
+    from chesslm.model.weights import load_model
+
+    folder = exported / "results/mini/export"
+    block, positions = card_block(folder), sample_positions()
+    assert set(positions) == {"opening", "promotion", "castling"}
+    probe = (
+        "import sys, json\nsys.modules['chesslm'] = None  # import chesslm fails\n"
+        + "{block}\nprint(json.dumps({{k: move_probabilities(v)"
+        " for k, v in json.loads(sys.argv[1]).items()}}))\n"
+    )
+    elsewhere = block.replace('MODEL_DIR = "."', f"MODEL_DIR = {str(folder)!r}")
+    assert elsewhere != block
+    net = load_model(str(exported / "results/mini/train/best.pt"), "cpu")
+    for code, cwd in ((block, folder), (elsewhere, exported)):
+        done = subprocess.run([sys.executable, "-c", probe.format(block=code),
+                               json.dumps(positions)], cwd=cwd, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        for name, moves in positions.items():
+            want = project_probabilities(net, moves, [])
+            assert set(got[name]) == set(want), name
+            assert sum(got[name].values()) == pytest.approx(1.0, abs=1e-5)
+            assert max(abs(got[name][m] - want[m]) for m in want) <= 1e-5, name
+
+
+@pytest.mark.slow
+def test_an_export_folder_alone_plays_the_checkpoints_moves(exported: Path, tmp_path: Path) -> None:
+    """chesslm-uci on a copy of the export folder (no checkpoint anywhere near it) gives the
+    same bestmove as on best.pt at every position of a real game; a folder that is not an
+    export is one line naming what is missing."""
+    folder = shutil.copytree(exported / "results/mini/export", tmp_path / "downloaded")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    engine = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint"]
+    game = chess.pgn.read_game(io.StringIO(first_games_pgn(1)))
+    moves = list(game.mainline_moves())[:40]
+    best = {}
+    for source in (folder, exported / "results/mini/train/best.pt"):
+        with chess.engine.SimpleEngine.popen_uci([*engine, str(source)], env=env) as uci:
+            board, best[source] = chess.Board(), []
+            for move in moves:
+                best[source].append(uci.play(board, chess.engine.Limit(nodes=1)).move)
+                board.push(move)
+    assert best[folder] == best[exported / "results/mini/train/best.pt"]
+    (folder / "config.json").unlink()
+    done = subprocess.run([*engine, str(folder)], input="uci\nquit\n", env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert "not an export folder (no config.json)" in done.stderr
 
 
 @pytest.mark.slow
@@ -220,21 +315,25 @@ def test_a_conditioned_export_reads_the_cards_prefix_with_the_checkpoints_logits
     assert vocab["ratings"]["bins"][0]["label"] == "unknown"
     card = paths["card"].read_text()
     assert "rating-conditioned" in card and conditioning.LAYOUT_VERSION["elo"] in card
-    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    block = card_block(tmp_path / "export").replace('MODEL_DIR = "."', "MODEL_DIR = 'export'")
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(snippet, scope)  # noqa: S102 - the card's own code, as a reader would run it
+    exec(block, scope)  # noqa: S102 - the card's own code, as a reader would run it
     for elo in (-1, 0, 799, 800, 1523, 3299, 3300, 4000):
-        assert scope["encode"]([], elo, 1600)[:2] == conditioning.prefix(elo, 1600), elo
-    assert scope["encode"]([], None, 1600)[0] == conditioning.prefix(-1, 1600)[0]
+        ids = [scope["rating_id"]("white", elo), scope["rating_id"]("black", 1600)]
+        assert ids == conditioning.prefix(elo, 1600), elo
+    assert scope["rating_id"]("white", None) == conditioning.prefix(-1, 1600)[0]
     net = load_model(str(ckpt), "cpu")
+    moves = sample_positions()["castling"]
+    for w, b in ((1100, 1900), (2400, None)):
+        got = scope["move_probabilities"](moves, w, b)
+        want = project_probabilities(net, moves, conditioning.prefix(w, -1 if b is None else b))
+        assert max(abs(got[m] - want[m]) for m in want) <= 1e-5, (w, b)
+    assert got != scope["move_probabilities"](moves, 1100, 1900)  # the ratings matter
     hf = hf_model(tmp_path / "export")
     games = [g[:300] for g in real_games(4)]
-    moves = [[tokens.decode_move(tuple(g[i : i + 3])).uci() for i in range(1, len(g) - 2, 3)]
-             for g in games]  # fmt: skip
     pairs = ((1100, 1900), (2400, -1), (1500, 1500), (900, 3000))
-    rows = [scope["encode"](m, w, b) for m, (w, b) in zip(moves, pairs, strict=True)]
-    assert [r[2:] for r in rows] == [g[: len(r) - 2] for g, r in zip(games, rows, strict=True)]
+    rows = [conditioning.prefix(w, b) + g for g, (w, b) in zip(games, pairs, strict=True)]
     x = torch.tensor([r[: min(map(len, rows))] for r in rows])
     assert max_difference(net, hf, x) <= TOLERANCE
     other = x.clone()
