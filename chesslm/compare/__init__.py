@@ -6,5 +6,6 @@ calls), below ``report``.
 ``settings`` a comparison's settings (``Comparison``), ``scores`` rule score (one run's
 ``positions.npz``), ``positions`` those tables loaded and aligned, ``stats`` metrics and paired
 bootstrap differences (and Allie's band shape), ``anchors`` the published figures,
-``plots`` the figures, ``build`` rule compare.
+``plots`` the figures, ``outputs`` the figures' table (torch-free: the rules read it), ``build``
+rule compare.
 """
