@@ -1,12 +1,13 @@
-"""Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of
-every legal move, ``matching`` move-matching tables with bootstrap intervals, ``games`` the
-model's best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their
-round robin (rule ladder), ``elo`` the Elo fits, ``protocols`` which positions move-matching
-counts, ``evaluate`` the parts bounded and resumable, ``progress`` their log lines, ``outputs``
-the table of their files, ``records`` the one reader of each record (the report's and the
-model card's), ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays
-behind, ``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine (``chesslm-uci``), ``analyse`` a PGN scored move by move
-(``chesslm-analyse``); ``settings`` a run's play settings (``PlaySettings``, torch-free).
+"""Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of every
+legal move, ``matching`` move-matching tables with bootstrap intervals, ``games`` the model's
+best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their round robin
+(rule ladder), ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
+``evaluate`` the parts bounded and resumable, ``progress`` their log lines, ``outputs`` the
+table of their files, ``records`` the one reader of each record (the report's and the model
+card's), ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays behind,
+``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine (``chesslm-
+uci``), ``analyse`` a PGN scored move by move (``chesslm-analyse``); ``settings`` a run's play
+settings (``PlaySettings``, torch-free).
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs``, ``records`` and ``settings`` are read without
