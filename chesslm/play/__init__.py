@@ -5,9 +5,9 @@ best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their
 ``evaluate`` the parts bounded and resumable, ``progress`` their log lines, ``outputs`` the
 table of their files, ``records`` the one reader of each record (the report's and the model
 card's), ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays behind,
-``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine (``chesslm-
-uci``), ``analyse`` a PGN scored move by move (``chesslm-analyse``); ``settings`` a run's play
-settings (``PlaySettings``, torch-free).
+``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine
+(``chesslm-uci``), ``analyse`` a PGN scored move by move (``chesslm-analyse``); ``settings`` a
+run's play settings (``PlaySettings``, torch-free).
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs``, ``records`` and ``settings`` are read without
