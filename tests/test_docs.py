@@ -377,8 +377,11 @@ def test_yaml_snippet(block: Block) -> None:
     assert isinstance(value, dict), block.where
     if {"datasets", "runs"} & set(value):
         jsonschema.validate(merged_config(value), SCHEMA)
-    elif set(value) == {"engine"}:
+    elif "engine" in value and set(value) <= {"engine", "challenge"}:
         check_lichess_bot(value["engine"], block.where)
+        # a position the model cannot read is declined: lichess-bot's variant fromPosition
+        variants = (value.get("challenge") or {}).get("variants", ["standard"])
+        assert variants == ["standard"], block.where
     else:  # a Snakemake profile
         assert set(value) <= {"default-resources", "set-resources"}, block.where
         for rule in value.get("set-resources") or {}:
