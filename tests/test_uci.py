@@ -230,7 +230,7 @@ def test_the_reports_play_command_runs_and_names_the_export(
     (tmp_path / run / "train").mkdir(parents=True)
     shutil.copy(ckpt, tmp_path / run / "train" / "best.pt")
     lines = "\n".join(handover_section(run))
-    assert "not written yet: `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
+    assert "written by `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
     command = re.search(r"`(chesslm-uci [^`]*)`", lines).group(1).split()
     done = subprocess.run(
         [*ENGINE, *command[1:]], input="uci\ngo nodes 1\nquit\n", capture_output=True,
