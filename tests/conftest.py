@@ -210,11 +210,14 @@ def staged_run(tmp_path_factory: pytest.TempPathFactory) -> StagedRun:
     return staged
 
 
-@pytest.fixture(scope="session")
-def trained_workflow(staged_run: StagedRun) -> Path:
-    """The staged run's folder, used in place by the tests of one xdist group ("staged",
-    pytest_collection_modifyitems) one after another; tests elsewhere copy or only read."""
-    return staged_run.workdir
+@pytest.fixture
+def trained_workflow(staged_run: StagedRun) -> Iterator[Path]:
+    """The staged run's folder, used in place by one test at a time: a file lock held for the
+    test serialises them across pytest-xdist workers too (their group, "staged", keeps them on
+    one worker as a rule; the lock makes it a guarantee). Tests elsewhere copy or only read."""
+    with open(staged_run.root / "in-place.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield staged_run.workdir
 
 
 @pytest.fixture(scope="session")

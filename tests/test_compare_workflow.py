@@ -30,13 +30,11 @@ CAPTION_WORDS = {
 TARGETS = ("results/compare/mini-cmp/comparison.json", "results/compare/mini-allie/comparison.json")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def compared(trained_workflow: Path) -> Path:
-    """The staged run compared with a second tiny run, once per session (a module fixture is
-    set up again whenever its worker comes back to the module from another one)."""
+    """The staged run compared with a second tiny run (built by the first test; nothing to be
+    done for the others)."""
     shutil.copy(ROOT / "tests" / "compare-workflow.yaml", trained_workflow)
-    # the staged group's tests run snakemake here one after another: a lock left now is stale
-    snakemake(trained_workflow, *TARGETS, *ARGS, "--unlock")
     snakemake(trained_workflow, *TARGETS, *ARGS, "--cores", "2")
     return trained_workflow
 

@@ -140,7 +140,7 @@ def test_the_tokenizer_json_alone_encodes_real_games_as_chesslm(tmp_path: Path) 
 TARGET = "results/mini/export/model.safetensors"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def exported(trained_workflow: Path) -> Path:
     """The trained run, exported by real snakemake (TARGET: tests/conftest.py's STAGES)."""
     return trained_workflow
@@ -264,7 +264,8 @@ def test_an_export_folder_alone_plays_the_checkpoints_moves(exported: Path, tmp_
     moves = list(game.mainline_moves())[:40]
     best = {}
     for source in (folder, exported / "results/mini/train/best.pt"):
-        with chess.engine.SimpleEngine.popen_uci([*engine, str(source)], env=env) as uci:
+        with chess.engine.SimpleEngine.popen_uci([*engine, str(source)], env=env,
+                                                 timeout=120) as uci:  # fmt: skip
             board, best[source] = chess.Board(), []
             for move in moves:
                 best[source].append(uci.play(board, chess.engine.Limit(nodes=1)).move)

@@ -85,7 +85,7 @@ def check_about(browser: Browser) -> None:
     assert not missing, f"About this report omits the categories {sorted(missing)}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def report(trained_workflow: Path, staged_run: StagedRun) -> Path:
     """The HTML report of the trained run ``mini`` (``snakemake SUMMARY --report``)."""
     return staged_run.report

@@ -23,7 +23,7 @@ TARGET = "results/mini/results.json"
 ARGS = ("--configfile", "train-workflow.yaml")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def trained(trained_workflow: Path) -> Path:
     return trained_workflow  # tests/conftest.py: the staged run, changed here in place
 
