@@ -255,14 +255,15 @@ def test_the_model_plays_through_the_same_interface() -> None:
 
 
 def tiny_settings(**change) -> ladder.LadderSettings:
-    """Games cut at 6 plies: every one a draw, so every rating is the fixed one."""
+    """Games cut at 3 plies: every one a draw, so every rating is the fixed one (the earliest
+    mate is at ply 4, the fool's mate, which a random mover met Stockfish into at 6 plies)."""
     specs = (
         AnchorSpec("random", "random"),
         AnchorSpec("sf-n1", "stockfish", nodes=1),
         AnchorSpec("elo1350", "stockfish_elo", nodes=8, elo=1350),
     )
     return dataclasses.replace(
-        ladder.LadderSettings(anchors=specs, games_per_pair=2, max_plies=6, opening_plies=0),
+        ladder.LadderSettings(anchors=specs, games_per_pair=2, max_plies=3, opening_plies=0),
         **change,
     )
 
