@@ -9,6 +9,7 @@ either the old file or the new one, never a torn one. A write that runs out of s
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -16,7 +17,7 @@ import os
 import re
 import resource
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,13 +64,16 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
-    """Call ``write`` on a temporary binary file, then make it ``path`` atomically."""
+@contextlib.contextmanager
+def open_atomic(path: Path | str, mode: str = "wb", **kwargs: Any) -> Iterator[IO[Any]]:
+    """``path`` written through a temporary file beside it, flushed, fsynced and renamed over
+    ``path`` when the block ends without an error (else removed), then the directory fsynced:
+    for a file written as it goes (``write_atomic`` for one written at once)."""
     path = Path(path)
     tmp = tmp_path(path)
     try:
-        with open(tmp, "wb") as fh:
-            write(fh)
+        with open(tmp, mode, **kwargs) as fh:
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -81,6 +85,12 @@ def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
             raise full from error
         raise
     fsync_dir(path.parent)
+
+
+def write_atomic(path: Path | str, write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write`` on a temporary binary file, then make it ``path`` atomically."""
+    with open_atomic(path) as fh:
+        write(fh)
 
 
 def out_of_space(path: Path, error: BaseException, written: int) -> DiskFullError | None:

@@ -21,7 +21,6 @@ import argparse
 import csv
 import io
 import math
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -244,9 +243,10 @@ def analyse(
     skipped: list[str] = []
     counts = {"games": 0, "moves": 0}
     with ExitStack() as stack:
-        text = {name: stack.enter_context(_atomic_text(path))
-                for name, path in (("moves", out_csv), ("games", games_csv(out_csv)),
-                                   ("pgn", out_pgn)) if path is not None}  # fmt: skip
+        outputs = {"moves": out_csv, "games": games_csv(out_csv), "pgn": out_pgn}
+        text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
+                                                            newline=""))
+                for name, path in outputs.items() if path is not None}  # fmt: skip
         moves = csv.DictWriter(text["moves"], MOVE_FIELDS)
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()
@@ -272,31 +272,6 @@ def analyse(
 
 def games_csv(out_csv: Path) -> Path:
     return out_csv.with_name(out_csv.stem + ".games.csv")
-
-
-class _atomic_text:  # noqa: N801 - used as a context manager, like open()
-    """A text file written beside ``path``, fsynced and renamed over it only when the block
-    ends without an error (``files.write_atomic``'s rule, for a file written as it goes)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.tmp = Path(path), files.tmp_path(Path(path))
-
-    def __enter__(self) -> TextIO:
-        self.fh = open(self.tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115
-        return self.fh
-
-    def __exit__(self, kind: object, error: object, tb: object) -> None:
-        try:
-            if kind is None:
-                self.fh.flush()
-                os.fsync(self.fh.fileno())
-        finally:
-            self.fh.close()
-        if kind is not None:
-            self.tmp.unlink(missing_ok=True)
-            return
-        os.replace(self.tmp, self.path)
-        files.fsync_dir(self.path.parent)
 
 
 def main(argv: list[str] | None = None) -> int:
