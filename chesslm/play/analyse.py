@@ -35,7 +35,7 @@ import torch
 import zstandard
 
 from chesslm import files
-from chesslm.data import tokens
+from chesslm.data import metadata, tokens
 from chesslm.export.load import model_at
 from chesslm.play import ratings, scoring
 
@@ -60,15 +60,9 @@ def open_text(path: Path) -> TextIO:
     """A PGN file as text, decompressed on the fly if it ends in ``.zst``."""
     raw = open(path, "rb")  # noqa: SIM115 - handed to the caller's ``with``
     if path.suffix == ".zst":
-        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(raw), "utf-8")
+        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return io.TextIOWrapper(stream, "utf-8")
     return io.TextIOWrapper(raw, "utf-8", errors="replace")
-
-
-def tag_elo(headers: chess.pgn.Headers, key: str) -> int:
-    try:
-        return int(headers.get(key, ""))
-    except ValueError:
-        return -1
 
 
 def fixed_ratings(text: str) -> tuple[int, int] | None:
@@ -122,7 +116,8 @@ def read_games(
         if why is not None:
             skipped.append(f"game {number}: {why}")
             continue
-        elo = fixed or (tag_elo(game.headers, "WhiteElo"), tag_elo(game.headers, "BlackElo"))
+        tags = game.headers
+        elo = fixed or (metadata.elo(tags.get("WhiteElo")), metadata.elo(tags.get("BlackElo")))
         yield Game(number, game, list(game.mainline_moves()), elo)
 
 
