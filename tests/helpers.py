@@ -6,9 +6,7 @@ from __future__ import annotations
 import functools
 import io
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import chess.pgn
@@ -19,6 +17,7 @@ from chesslm.model import checkpoint, gpt
 from chesslm.train import checkpoint as train_checkpoint
 from chesslm.train import optim
 from chesslm.train.state import TrainState
+from tests import forked_snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
@@ -49,10 +48,9 @@ def snakemake(
     workdir: Path, *args: str, check: bool = True, snakefile: Path = ROOT / "Snakefile"
 ) -> subprocess.CompletedProcess[str]:
     """Run real snakemake on the project's workflow with ``workdir`` as working directory."""
-    exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
-    cmd = [exe, "--snakefile", str(snakefile), "--directory", str(workdir), *args]
+    cmd = ["--snakefile", str(snakefile), "--directory", str(workdir), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, cwd=workdir)
+    result = forked_snakemake.run(cmd, cwd=workdir, env=env, timeout=900)
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({result.returncode}):\n"

@@ -1,0 +1,107 @@
+"""Real snakemake command lines, each in a process forked from one that imported snakemake
+once: imports are 2.3 of the 3.3 CPU seconds of a dry run here (the executor plugins'
+registry imports the slurm plugin, and it pandas), and the suite runs snakemake over a
+hundred times. The child is snakemake's own ``main`` with the given arguments, working
+directory, environment and output files: what the ``snakemake`` command runs, minus the
+imports. Tests that signal snakemake's pid start the command itself (tests/test_recovery.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# the forking process: one per test process, started at its first command, ended with it
+SERVER = r"""
+import atexit, json, logging, os, sys, traceback
+import snakemake.cli
+from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+ExecutorPluginRegistry()  # the plugins' imports, done once
+snakemake.cli.get_argument_parser()
+channel = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    request = json.loads(line)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
+                os.dup2(os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC), fd)
+            sys.argv = ["snakemake", *request["args"]]
+            try:
+                snakemake.cli.main(request["args"])
+            except SystemExit as done:  # as the interpreter ends: sys.exit("text") prints it
+                code = done.code if isinstance(done.code, int) else int(done.code is not None)
+                if not isinstance(done.code, int) and done.code is not None:
+                    print(done.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        finally:  # what an interpreter's exit does: snakemake's log listener drains there
+            atexit._run_exitfuncs()
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    channel.write(json.dumps({"pid": pid}) + "\n")
+    channel.flush()
+    _, status = os.waitpid(pid, 0)
+    channel.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+    channel.flush()
+"""
+
+_servers: dict[str | None, subprocess.Popen[str]] = {}  # by PYTHONPATH: sys.path is set at start
+
+
+def _started(env: dict[str, str]) -> subprocess.Popen[str]:
+    key = env.get("PYTHONPATH")
+    server = _servers.get(key)
+    if server is None or server.poll() is not None:
+        server = _servers[key] = subprocess.Popen(
+            [sys.executable, "-c", SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+    return server
+
+
+def _reply(server: subprocess.Popen[str], timeout: float | None) -> dict:
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    line = server.stdout.readline() if ready else ""
+    if not line:
+        raise TimeoutError("the snakemake fork server gave no answer")
+    return json.loads(line)
+
+
+def run(
+    args: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``snakemake *args`` in ``cwd`` with exactly ``env``; its exit status and output."""
+    server = _started(env)
+    assert server.stdin is not None
+    with tempfile.TemporaryDirectory() as scratch:
+        out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
+        request = {"args": args, "cwd": str(cwd), "env": env, "stdout": str(out)}
+        server.stdin.write(json.dumps({**request, "stderr": str(err)}) + "\n")
+        server.stdin.flush()
+        pid = _reply(server, 60)["pid"]
+        try:
+            rc = _reply(server, timeout)["rc"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            _reply(server, 60)
+            raise subprocess.TimeoutExpired(["snakemake", *args], timeout or 0) from None
+        output = (out.read_text(errors="replace"), err.read_text(errors="replace"))
+    return subprocess.CompletedProcess(["snakemake", *args], rc, *output)
