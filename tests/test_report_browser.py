@@ -28,6 +28,7 @@ def check_report(browser: Browser, report: Path, run_dir: Path) -> None:
     )
     assert text, "the report's first page never showed the summary"
     assert f"Run {run_dir.name}" in text and "Complete." in text
+    assert text.index("At a glance") < text.index("Outcome") < text.index("Identity")
     headings = (
         "Outcome",
         "Identity",
@@ -164,3 +165,90 @@ def test_first_page_opens_at_the_summary_title(
     for when, scroll_up in (("after load", False), ("scrolled to the top", True)):
         layout = browser.evaluate(LAYOUT.replace("SCROLL_UP", str(scroll_up).lower()))
         check_first_page(layout, size, f"{size} {when} (see {shot})")
+
+
+# Where a text of the summary's "At a glance" list is drawn: a Range over the text nodes that
+# hold it, its box in viewport coordinates, and whether a person sees it there (styled visible,
+# and the topmost element at its centre is the summary's, not something drawn over it).
+GLANCE_TEXT = """((needle) => {
+  const heading = [...document.querySelectorAll('.chesslm-summary h2')]
+    .find(h => h.textContent === 'At a glance');
+  const list = heading && heading.nextElementSibling;
+  if (!list || list.tagName !== 'UL') return null;
+  const walker = document.createTreeWalker(list, NodeFilter.SHOW_TEXT);
+  const nodes = [];
+  let text = '';
+  while (walker.nextNode()) {
+    nodes.push([walker.currentNode, text.length]);
+    text += walker.currentNode.data;
+  }
+  const at = text.indexOf(needle);
+  if (at < 0) return {found: false, text};
+  const locate = (i, end) => {
+    const [node, start] = nodes.find(([n, s]) => end ? i <= s + n.length : i < s + n.length);
+    return [node, i - start];
+  };
+  const range = document.createRange();
+  range.setStart(...locate(at, false));
+  range.setEnd(...locate(at + needle.length, true));
+  const r = range.getBoundingClientRect();
+  const element = range.startContainer.parentElement;
+  const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+  return {found: true, box: [r.left, r.top, r.right, r.bottom],
+          visible: element.checkVisibility({opacityProperty: true, visibilityProperty: true}),
+          topmost: top !== null && list.contains(top)};
+})"""
+
+
+def glance_figures(play: Path) -> list[str]:
+    """The figures the answers must show, from the records themselves: each dataset's top-1
+    under the headline protocol (the first) with its interval or "(no interval)", the Elo with
+    its interval, and each legality mode's share of illegal proposals."""
+    match = json.loads((play / "move-match.json").read_text())
+    headline = next(iter(match["protocols"]))
+    figures = []
+    for d in match["datasets"].values():
+        (row,) = [r for r in d["table"] if r["protocol"] == headline and r["grouping"] == "overall"]
+        interval = (
+            "(no interval)"
+            if row["few_games"]
+            else f"[{row['top1_low']:.1%}, {row['top1_high']:.1%}]"
+        )
+        figures.append(f"{row['top1']:.1%} {interval}")
+    fit = json.loads((play / "elo.json").read_text())["fit"]
+    finite = fit["bound"] is None  # else the bound, in the fit's own words
+    figures.append(
+        f"{fit['elo']:.0f} (95 % interval {fit['low']:.0f} to {fit['high']:.0f}"
+        if finite
+        else fit["text"]
+    )
+    for mode, r in json.loads((play / "legality.json").read_text())["modes"].items():
+        figures.append(f"{mode} {r['illegal_share']:.1%} of {r['proposals']} proposals illegal")
+    return figures
+
+
+def test_the_answers_are_in_the_first_viewport(
+    browser: Browser, report: Path, staged_run: StagedRun
+) -> None:
+    """At 1400x900, before any scrolling: top-1 with its interval, the Elo with its interval
+    and the legality are drawn inside the window, visible, under nothing else."""
+    size = (1400, 900)
+    figures = glance_figures(staged_run.workdir / "results" / "mini" / "play")
+    browser.open(file_url(report), viewport=size)
+    assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
+    browser.wait_until_stable(LAID_OUT)
+    shot = browser.screenshot(report.with_name("answers-1400x900.png"))
+    assert browser.evaluate("[innerWidth, innerHeight]") == list(size)
+    for figure in figures:
+        drawn = browser.evaluate(f"{GLANCE_TEXT}({json.dumps(figure)})")
+        assert drawn, f"summary.md has no 'At a glance' list (see {shot})"
+        assert drawn["found"], f"{figure!r} not in the answers: {drawn['text']!r}"
+        left, top, right, bottom = drawn["box"]
+        assert right > left and bottom > top, f"{figure!r} is drawn with no area"
+        assert 0 <= top and bottom <= size[1], (
+            f"{figure!r} spans y {top:.0f}..{bottom:.0f} ({shot})"
+        )
+        assert 0 <= left and right <= size[0], (
+            f"{figure!r} spans x {left:.0f}..{right:.0f} ({shot})"
+        )
+        assert drawn["visible"] and drawn["topmost"], f"{figure!r} is hidden or covered ({shot})"

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from chesslm.files import digest_json
+from chesslm.play import records
 from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
@@ -750,3 +751,157 @@ def test_throughput_ignores_a_record_timed_over_no_time(tmp_path):
     figure = plots.throughput_figure(kept, read_csv(paths, "validation"), [], "pilot")
     assert figure.axes[0].get_ylim()[1] < 1e6
     assert "1 record(s) over a near-zero interval left out" in paths["throughput_plot"].read_text()
+
+
+# --- the answers summary.md opens with ---------------------------------------------------
+
+
+def match_row(protocol: str, top1: float, *, games: int = 40, few: bool = False) -> dict:
+    """An overall row of move-match.json's table (``matching.tables``' shape)."""
+    bounds = {} if few else {"top1_low": top1 - 0.0213, "top1_high": top1 + 0.0187}
+    return {"protocol": protocol, "grouping": "overall", "group": "all", "positions": 1200,
+            "games": games, "top1": top1, "top3": top1 + 0.2, "nll": 2.5,
+            "few_games": few} | bounds  # fmt: skip
+
+
+def match_record(rows: list[dict], *, complete: bool = True) -> dict:
+    """move-match.json of one dataset, ``lichess``; ``maia2`` is the headline protocol."""
+    dataset = {"complete": complete, "games_evaluated": 40 if complete else 12,
+               "validation_games": 512, "games_selected": 40, "selection": "40 evenly spaced",
+               "positions": 2000, "protocol_positions": {"maia2": 1200, "all": 2000},
+               "metadata": "present", "table": rows}  # fmt: skip
+    return {"model": {"checkpoint": "best.pt", "step": 300, "preset": "tiny"},
+            "definition": "argmax over legal moves", "interval": "95 % bootstrap over games",
+            "protocols": {"maia2": "Maia-2's rule", "all": "every position"},
+            "min_interval_games": 10, "datasets": {"lichess": dataset}}  # fmt: skip
+
+
+def elo_record(fit: dict | None, *, complete: bool = True) -> dict:
+    """elo.json: ``fit: null`` and no anchors as ``games_per_anchor: 0`` writes it."""
+    if fit is None:
+        return {"anchors": [], "fit": None}
+    anchor = {"anchor": "random", "kind": "random", "rating": 400.0, "rating_low": 300.0,
+              "rating_high": 500.0, "fixed": False, "ladder_games": 6, "games": 8, "wins": 3,
+              "draws": 2, "losses": 3, "score": 0.5}  # fmt: skip
+    ladder = {"file": "results/ladders/l/ladder.json", "key": "k" * 16, "games": 12,
+              "engine": {"id_name": "Stockfish"}}  # fmt: skip
+    fit = {"games": 8, "score": 0.5, "text": "", "method": "maximum likelihood"} | fit
+    return {"anchors": [anchor], "fit": fit, "ladder": ladder, "complete": complete,
+            "note": "engine Elo", "protocol": "2 games per anchor", "reproducible": True,
+            "reproducibility": "seeded"}  # fmt: skip
+
+
+def legality_record(*, complete: bool = True) -> dict:
+    mode = {
+        "games": 2,
+        "proposals": 120,
+        "illegal_share": 0.0417,
+        "games_with_illegal": 0.5,
+        "first_illegal_ply_median": 31.0,
+        "mean_game_plies": 60.0,
+        "complete": complete,
+    }
+    return {"protocol": "self-play, no mask", "modes": {"greedy": {**mode, "games": 1},
+                                                        "temperature_1": mode}}  # fmt: skip
+
+
+def glance(run_dir: Path, **play: dict | str) -> tuple[list[str], str]:
+    """summary.md's "At a glance" lines and the whole text, with the records ``play`` (name
+    in ``outputs.FILES``: JSON, or text written as it is) in the run's ``play/``."""
+    from chesslm.play.outputs import FILES
+
+    for name, record in play.items():
+        (run_dir / "play").mkdir(exist_ok=True)
+        text = record if isinstance(record, str) else json.dumps(record)
+        (run_dir / "play" / FILES[name]).write_text(text)
+    text = summary.summarise(run_dir)["summary"].read_text()
+    return section(text, "At a glance"), text
+
+
+def answer(lines: list[str], start: str) -> str:
+    (line,) = [line for line in lines if line.startswith(f"- {start}")]
+    return line
+
+
+FINITE = {"elo": 1234.4, "low": 1101.2, "high": 1349.6, "low_total": 1050.0, "high_total": 1400.0}
+
+
+def test_the_summary_opens_with_the_answers(tmp_path):
+    """Top-1 under the headline protocol with its interval, the Elo with its interval, the
+    legality, and the commands, before the training's outcome and the identity; the figures
+    are the detailed tables' cells, from the same records."""
+    run_dir = make_run(tmp_path)
+    (run_dir / "train" / "best.pt").write_bytes(b"")
+    rows = [match_row("maia2", 0.3137), match_row("all", 0.4412)]
+    lines, text = glance(run_dir, move_match=match_record(rows), elo=elo_record(FINITE),
+                         legality=legality_record())  # fmt: skip
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:3] == ["## At a glance", "## Outcome", "## Identity"]
+    assert text.index("## At a glance") < 100  # after the title and the status line
+    assert text.index("## At a glance") < text.index("test_evaluated") < text.index("## Outcome")
+    top1 = answer(lines, "Top-1")
+    assert "`lichess` **31.4% [29.2%, 33.2%]**, 1200 positions under `maia2`" in top1
+    assert "40 of 512 validation games scored" in top1 and "44.1%" not in top1
+    table = section(text, "Play evaluation")
+    assert any(line.startswith("| maia2 | overall | all |") and "31.4% [29.2%, 33.2%]" in line
+               for line in table)  # fmt: skip
+    elo = answer(lines, "Engine Elo")
+    assert "**1234** (95 % interval 1101 to 1350; 1050 to 1400 with the ladder's own" in elo
+    assert "over 8 games (score 50.0%)" in elo and "partial" not in elo
+    legal = answer(lines, "Free-running legality")
+    assert "`greedy` **4.2%** of 120 proposals illegal (1 game)" in legal
+    assert "`temperature_1` **4.2%** of 120 proposals illegal (2 games)" in legal
+    best = run_dir / "train" / "best.pt"
+    assert f"`chesslm-uci --checkpoint {best}`" in answer(lines, "Play it")
+    assert f"`snakemake --cores 2 {run_dir / 'export' / 'model.safetensors'}`" in answer(
+        lines, "Export"
+    )
+    assert f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`" in answer(
+        lines, "Analyse"
+    )
+    assert "### Play it or share it" not in text  # said once, at the top
+
+
+def test_the_answers_say_what_is_not_evaluated_yet(tmp_path):
+    lines, text = glance(make_run(tmp_path / "unplayed"))
+    for start in ("Top-1", "Engine Elo", "Free-running legality"):
+        assert "not evaluated yet (no `play/" in answer(lines, start), start
+    assert answer(lines, "Play it, share it").endswith(f"not yet (no `{tmp_path}/unplayed/"
+                                                       "results/pilot/train/best.pt`)")  # fmt: skip
+    assert "## Play evaluation" not in text
+    rows = [match_row("maia2", 0.3)]
+    lines, _ = glance(make_run(tmp_path / "matched"), move_match=match_record(rows))
+    assert "**30.0% [27.9%, 31.9%]**" in answer(lines, "Top-1")
+    assert answer(lines, "Engine Elo").endswith("not evaluated yet (no `play/elo.json`)")
+
+
+def test_the_answers_say_no_fit_and_a_bound(tmp_path):
+    """``games_per_anchor: 0`` (fit null) and a model that lost every game (a bound)."""
+    lines, _ = glance(make_run(tmp_path / "none"), elo=elo_record(None))
+    assert answer(lines, "Engine Elo").endswith(f": {records.NOT_PLAYED}")
+    below = {"elo": None, "low": None, "high": 812.0, "bound": "below", "score": 0.0,
+             "text": "below 812 (95 %; no game won or drawn)"}  # fmt: skip
+    lines, _ = glance(make_run(tmp_path / "bound"), elo=elo_record(below))
+    elo = answer(lines, "Engine Elo")
+    assert ": not finite: below 812 (95 %; no game won or drawn) over 8 games (score 0.0%)" in elo
+    assert "**" not in elo  # no figure to stand out
+
+
+def test_the_answers_say_partial_few_games_and_unreadable(tmp_path):
+    few = [match_row("maia2", 0.25, games=8, few=True), match_row("all", 0.3, games=8, few=True)]
+    lines, _ = glance(make_run(tmp_path / "partial"), move_match=match_record(few, complete=False),
+                      elo=elo_record(FINITE, complete=False),
+                      legality=legality_record(complete=False))  # fmt: skip
+    top1 = answer(lines, "Top-1")
+    assert "`lichess` **25.0% (no interval)** (8 games: fewer than 10), 1200 positions" in top1
+    assert "12 of 512 validation games scored when its time budget stopped it (partial)" in top1
+    assert "(stopped by its time budget: partial)" in answer(lines, "Engine Elo")
+    assert "(2 games, stopped by its time budget: partial)" in answer(lines, "Free-running")
+    no_clocks = [match_row("all", 0.3)]  # a dataset without clocks: no maia2 position
+    lines, _ = glance(make_run(tmp_path / "clockless"), move_match=match_record(no_clocks),
+                      legality='{"modes": ')  # fmt: skip
+    top1 = answer(lines, "Top-1")
+    assert "`lichess` no position under `maia2`, 40 of 512" in top1
+    assert "(under `all`: **30.0% [27.9%, 31.9%]**, 1200 positions)" in top1
+    legal = answer(lines, "Free-running legality")
+    assert "not shown: " in legal and "legality.json: not JSON" in legal

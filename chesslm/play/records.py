@@ -280,17 +280,23 @@ class Elo:
     def played(self) -> bool:
         return bool(self.anchors) and self.fit is not None and self.ladder is not None
 
+    def estimate_line(self) -> str:
+        """The estimate (or its bound), its games and score, and whether the budget cut it
+        short: the summary's first lines and ``sentence`` both say it so."""
+        if not self.played:
+            return NOT_PLAYED
+        fit = self.fit
+        assert fit is not None
+        state = "" if self.complete else " (stopped by its time budget: partial)"
+        return f"{fit.estimate()} over {fit.games} games (score {_pct(fit.score)}){state}"
+
     def sentence(self) -> str:
         """The estimate, its games and score, what the scale is and how it was played."""
         if not self.played:
             return NOT_PLAYED
         fit = self.fit
         assert fit is not None
-        state = "" if self.complete else " (stopped by its time budget: partial)"
-        return (
-            f"Estimate {fit.estimate()} over {fit.games} games (score {_pct(fit.score)})"
-            f"{state}: {self.note}. {self.protocol}. Fit: {fit.method}."
-        )
+        return f"Estimate {self.estimate_line()}: {self.note}. {self.protocol}. Fit: {fit.method}."
 
     def ladder_sentence(self) -> str:
         ladder = self.ladder

@@ -1,5 +1,7 @@
-"""summary.md of a run: its identity, state, best check, times, throughput, memory, data and
-what the summary had to skip. The tables it quotes come from ``chesslm.report.summary``."""
+"""summary.md of a run: its state, then the answers a reader opens it for (top-1, Elo,
+legality, how to play, share and analyse the model), then its best check, identity, times,
+throughput, memory, data, play in full and what the summary had to skip. The tables it quotes
+come from ``chesslm.report.summary``."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from chesslm.files import sha256_file
 from chesslm.layout import RunDir
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
-from chesslm.report.play_section import markdown_section
+from chesslm.report.play_section import answers, markdown_section
 from chesslm.report.records import RunRecords, RunState
 from chesslm.report.staleness import warning
 from chesslm.train.state import WALL_PARTS
@@ -117,11 +119,12 @@ def play_section(run_dir: Path) -> list[str]:
 
 
 def handover_section(run_dir: Path) -> list[str]:
-    """How to play the run's best.pt (the exact ``chesslm-uci`` command) and where its export
-    is, or the command that writes it; nothing before best.pt exists."""
+    """List items: how to play the run's best.pt (the exact ``chesslm-uci`` command), where
+    its export is or the command that writes it, and how to analyse a PGN with it; one item
+    saying so before best.pt exists."""
     best = Path(RunDir(run_dir).best)
     if not best.is_file():
-        return []
+        return [f"- Play it, share it, analyse games with it: not yet (no `{best}`)"]
     export = Path(RunDir(run_dir).export)
     # said so that it stays true when the export is built after this summary (the report
     # shows the summary as rule summarise wrote it)
@@ -130,11 +133,25 @@ def handover_section(run_dir: Path) -> list[str]:
         f"`{export}/` ({layout}), written by `snakemake --cores 2 {export / 'model.safetensors'}`"
     )
     return [
-        "### Play it or share it",
-        "",
-        f'- As a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
+        f'- Play it as a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
         f"`chesslm-uci --checkpoint {best}`",
         f"- Export: {where}",
+        f"- Analyse a PGN move by move (GAMES.pgn or .pgn.zst): "
+        f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`",
+    ]
+
+
+def answers_section(run_dir: Path) -> list[str]:
+    """What a reader opens the report for, before anything else: play's answers
+    (``play_section.answers``: top-1, Elo, legality) and how to play, share and analyse."""
+    play_dir = Path(RunDir(run_dir).play)
+    out = ["## At a glance", ""]
+    out += answers(play_dir if play_dir.is_dir() else None)
+    out += handover_section(run_dir)
+    return out + [
+        "",
+        "Below: the training's outcome; the run's identity, hashes and training code; time,"
+        " throughput, memory and data; the play evaluation in full.",
         "",
     ]
 
@@ -195,7 +212,8 @@ def render(
     changes: list[str] = (),
     max_segments: int | None = None,
 ) -> str:
-    """summary.md: identity, state, best check, times, throughput, memory, data, skips.
+    """summary.md: the state, then the answers (top-1, Elo, legality, how to play it), then
+    the best check, identity, times, throughput, memory, data, play in full, files, skips.
 
     ``changes`` (what differs from the config now) and a dataset fingerprint that differs
     from the receipt's make the first line a warning that names them. ``max_segments``: the
@@ -203,7 +221,9 @@ def render(
     """
     results, identity = rec.results or {}, rec.identity or {}
     data = tables["data"].iloc[0]
-    out = header_section(rec, state, data, list(changes), test_evaluated)
+    out = header_section(rec, state, data, list(changes))
+    out += answers_section(rec.run_dir)
+    out += [held_out_line(test_evaluated), ""]
     out += outcome_section(rec, tables["validation"])
     out += identity_section(identity)
     out += time_section(rec, tables["segments"], results, max_segments)
@@ -211,7 +231,6 @@ def render(
     out += memory_section(tables, samples, results)
     out += data_section(rec, data, identity)
     out += play_section(rec.run_dir)
-    out += handover_section(rec.run_dir)
     out += files_section(rec.run_dir, paths)
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
@@ -220,10 +239,9 @@ def render(
 
 
 def header_section(
-    rec: RunRecords, state: RunState, data: pd.Series, changes: list[str], test_evaluated: bool
+    rec: RunRecords, state: RunState, data: pd.Series, changes: list[str]
 ) -> list[str]:
-    """The stale-run warning (first, where there is one), the title, the state, the test
-    split's line."""
+    """The stale-run warning (first, where there is one), the title, the state."""
     match = data["fingerprints_match"]
     mismatch = match is not None and not pd.isna(match) and not bool(match)
     if mismatch and not any("rebuilt" in c for c in changes):
@@ -247,7 +265,7 @@ def header_section(
             f"**Partial run: no terminal status yet.** Latest status `{state.status}` "
             f"(from {state.source}). Everything below covers only the records written so far."
         )
-    return out + ["", held_out_line(test_evaluated), ""]
+    return out + [""]
 
 
 def outcome_section(rec: RunRecords, validation: pd.DataFrame) -> list[str]:

@@ -2,7 +2,8 @@
 (``results/{run}/play/*.json``, named in ``chesslm.play.outputs``, read by
 ``chesslm.play.records`` as the model card reads them): move-matching, free-running legality
 and Elo on the ladder, each saying so where it has not been evaluated, and a record that cannot
-be read saying why in one line. Reads JSON only: no torch, no chess engine."""
+be read saying why in one line; and the answers summary.md opens with (``answers``), in the
+same cells. Reads JSON only: no torch, no chess engine."""
 
 from __future__ import annotations
 
@@ -30,15 +31,26 @@ def _nll(value: Any) -> str:
     return num(value, ".3f")
 
 
+def read_records(play_dir: Path) -> dict[str, Any]:
+    """Each play record by its name in ``records.READERS``: the record, ``None`` where its
+    file is absent, or the ``RecordError`` that says why it cannot be read."""
+    found: dict[str, Any] = {}
+    for name, read in records.READERS.items():
+        try:
+            found[name] = read(play_dir / FILES[name])
+        except records.RecordError as error:
+            found[name] = error
+    return found
+
+
 def markdown_section(play_dir: Path | str) -> str:
     """Markdown for summary.md: move-matching, free-running legality and Elo (says so where a
     part has not been evaluated, or its record cannot be read)."""
-    play_dir = Path(play_dir)
+    found = read_records(Path(play_dir))
     lines = ["## Play evaluation", ""]
-    try:
-        match = records.read_move_match(play_dir / FILES["move_match"])
-    except records.RecordError as error:
-        return "\n".join([*lines, f"Not shown: {error}.", ""])
+    match = found["move_match"]
+    if isinstance(match, records.RecordError):
+        return "\n".join([*lines, f"Not shown: {match}.", ""])
     if match is None:
         lines += [
             f"No play evaluation yet (`results/{{run}}/play/` has no {FILES['move_match']}).",
@@ -46,19 +58,92 @@ def markdown_section(play_dir: Path | str) -> str:
         ]
         return "\n".join(lines)
     lines += match_section(match)
-    lines += _part(legality_section, "Free-running legality", play_dir, "legality")
-    lines += _part(elo_section, "Elo against Stockfish and the ladder's anchors", play_dir, "elo")
-    lines += _part(counterfactual_section, "Counterfactual ratings", play_dir, "counterfactual")
+    lines += _part(legality_section, "Free-running legality", found["legality"])
+    lines += _part(elo_section, "Elo against Stockfish and the ladder's anchors", found["elo"])
+    lines += _part(counterfactual_section, "Counterfactual ratings", found["counterfactual"])
     return "\n".join(lines)
 
 
-def _part(render: Callable[[Any], list[str]], title: str, play_dir: Path, name: str) -> list[str]:
+def _part(render: Callable[[Any], list[str]], title: str, record: Any) -> list[str]:
     """A part's lines from its record, or its heading and why the record cannot be read."""
-    try:
-        record = records.READERS[name](play_dir / FILES[name])
-    except records.RecordError as error:
-        return [f"### {title}", "", f"Not shown: {error}.", ""]
+    if isinstance(record, records.RecordError):
+        return [f"### {title}", "", f"Not shown: {record}.", ""]
     return render(record)
+
+
+# --- the answers summary.md opens with: the same records, the same cells as below ---------
+
+
+def answers(play_dir: Path | None) -> list[str]:
+    """List items: top-1 under the headline protocol per dataset, the Elo and free-running
+    legality, each with its interval or why it has none, and saying so where it is not
+    evaluated yet, partial or unreadable (``play_dir`` ``None``: the run has not played)."""
+    found = read_records(play_dir) if play_dir is not None else dict.fromkeys(records.READERS)
+    parts = [
+        ("move_match", "Top-1 agreement with the move played [95 % interval]", top1_answer),
+        (
+            "elo",
+            "Engine Elo against the ladder's anchors (not a human rating)",
+            records.Elo.estimate_line,
+        ),
+        ("legality", "Free-running legality (self-play, no legality mask)", legality_answer),
+    ]
+    out = []
+    for name, title, answer in parts:
+        record = found[name]
+        if isinstance(record, records.RecordError):
+            said = f"not shown: {record}"
+        elif record is None:
+            said = f"not evaluated yet (no `play/{FILES[name]}`)"
+        else:
+            said = answer(record)
+        out.append(f"- {title}: {said}")
+    return out
+
+
+def top1_answer(match: records.MoveMatch) -> str:
+    """Each dataset's overall top-1 under the first protocol (the headline), in the table's
+    cell below, with its positions and games."""
+    headline = next(iter(match.protocols), "?")
+    fewer = match.min_interval_games or "?"
+    said = [_top1(name, d, headline, fewer) for name, d in match.datasets.items()]
+    return "; ".join(said) or "no dataset"
+
+
+def _top1(name: str, d: records.MatchDataset, protocol: str, fewer: Any) -> str:
+    overall = [r for r in d.table if r.grouping == "overall"]
+    row = next((r for r in overall if r.protocol == protocol), None)
+    games = f"{d.games_evaluated} of {d.validation_games} validation games scored"
+    games += "" if d.complete else " when its time budget stopped it (partial)"
+    if row is None:  # never another protocol's figure in the headline's place
+        said = f"`{name}` no position under `{protocol}`, {games}"
+        return said + "".join(
+            f" (under `{r.protocol}`: {_top1_cell(r, fewer)}, {r.positions} positions)"
+            for r in overall[:1]
+        )
+    return (
+        f"`{name}` {_top1_cell(row, fewer)}, {row.positions} positions under `{protocol}`, {games}"
+    )
+
+
+def _top1_cell(row: records.MatchRow, fewer: Any) -> str:
+    """The table's top-1 cell, and why it has no interval where it has none."""
+    why = f" ({_games(row.games)}: fewer than {fewer})" if row.few_games else ""
+    return f"**{_interval(row, 'top1')}**{why}"
+
+
+def _games(n: int) -> str:
+    return f"{n} game" if n == 1 else f"{n} games"
+
+
+def legality_answer(legality: records.Legality) -> str:
+    """Each mode's share of illegal proposals, in the table's cell below."""
+    said = [
+        f"`{mode}` **{_pct(r.illegal_share)}** of {r.proposals} proposals illegal"
+        f" ({_games(r.games)}{'' if r.complete else ', stopped by its time budget: partial'})"
+        for mode, r in legality.modes.items()
+    ]
+    return "; ".join(said) or "no mode played"
 
 
 def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
