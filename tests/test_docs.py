@@ -15,6 +15,8 @@ are diagrams or illustrations). Each command is handled by its program:
 - ``python -m chesslm.report.summary``: run on a synthetic run of that name;
 - ``chesslm-uci``: the engine's module with the same arguments, on a tiny checkpoint at the
   path shown, asked for a move; ``chesslm-analyse`` likewise, on the sample's first games;
+- ``xboard -fcp ...``: the engine command xboard starts (Polyglot, the console script) run
+  on a tiny checkpoint, answering 1.e4 in XBoard protocol;
 - ``python benchmarks/*.py``: every flag the docs use must be one the script accepts (GPU);
 - ``python3 -m venv``: run; ``pip install``: each requirement checked against the installed
   environment and pyproject.toml (CI installs from scratch: .ci/run);
@@ -30,10 +32,13 @@ YAML) as the schema's default; profile snippets must parse and name real rules; 
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shlex
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -285,6 +290,83 @@ def check_uci(command: Command, workdir: Path) -> None:
     assert best and chess.Move.from_uci(best.group(1)) in board.legal_moves, done.stdout
 
 
+def xboard_words(line: str) -> list[str]:
+    """xboard's split of an engine command (``-fcp``), no shell: blank-separated words, a word
+    that starts with a quote running to the next such quote."""
+    return [a or b or c for a, b, c in re.findall(r"'([^']*)'|\"([^\"]*)\"|(\S+)", line)]
+
+
+def xboard_talk(argv: list[str], cwd: Path, env: dict[str, str], where: str) -> str:
+    """Speak XBoard protocol to ``argv`` as a GUI does (features first, then 1.e4) and return
+    the move it answers; every wait has a deadline, so a silent adapter fails, never hangs."""
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, text=True, stdin=pipe, stdout=pipe, stderr=subprocess.STDOUT
+    )
+    lines: queue.Queue[str | None] = queue.Queue()  # None: the end of its output
+    pump = threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put(None)])
+    pump.daemon = True  # a stray engine holding the pipe cannot keep pytest alive
+    pump.start()
+    seen: list[str] = []
+
+    def until(pattern: str, seconds: float) -> re.Match[str]:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                line = None
+            if line is None:  # silent past the deadline, or exited: fail now
+                break
+            seen.append(line.rstrip("\n"))
+            if found := re.search(pattern, seen[-1]):
+                return found
+        raise AssertionError(f"{where}: no {pattern!r}; it said:\n" + "\n".join(seen[-40:]))
+
+    def send(text: str) -> None:
+        if proc.poll() is None:  # a dead adapter's output is the message (until's)
+            proc.stdin.write(text + "\n")
+            proc.stdin.flush()
+
+    try:
+        send("xboard\nprotover 2")
+        until(r"^feature .*\bdone=1", 120)
+        send("new\n" + ("usermove " if any("usermove=1" in f for f in seen) else "") + "e2e4")
+        move = until(r"^move (\S+)$", 120).group(1)
+        send("quit")
+        assert proc.wait(timeout=30) == 0, f"{where}: exit {proc.returncode}\n" + "\n".join(seen)
+        return move
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def check_xboard(command: Command, workdir: Path) -> None:
+    """The ``-fcp`` engine command as xboard starts it: Polyglot (apt's, at the path shown,
+    which README's install command brings) running the console script on a tiny checkpoint
+    put where the command says, answering 1.e4 with a legal move in XBoard protocol."""
+    import chess
+
+    from tests.helpers import model_checkpoint
+
+    words = list(command.words)
+    adapter = xboard_words(words[words.index("-fcp") + 1])
+    assert Path(adapter[0]).is_file(), f"{command}: no {adapter[0]} (apt-get install polyglot)"
+    engine = shlex.split(adapter[adapter.index("-ec") + 1])  # Polyglot's wordexp: shell words
+    scratch = workdir.parent / f"{workdir.name}-xboard"
+    path = scratch / engine[engine.index("--checkpoint") + 1]
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model_checkpoint(path)
+    bin_dir = Path(sys.executable).parent  # the venv active, as README's commands assume
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    move = xboard_talk(adapter, scratch, env, str(command))
+    board = chess.Board()
+    board.push_uci("e2e4")
+    assert chess.Move.from_uci(move) in board.legal_moves, f"{command}: {move} after 1.e4"
+
+
 def check_analyse(command: Command, workdir: Path) -> None:
     """The analysis runs as shown on a tiny checkpoint and the sample's first games, both put
     where the command says (a scratch tree of its own), and writes what it names."""
@@ -314,6 +396,8 @@ def check(command: Command, workdir: Path) -> None:
         check_uci(command, workdir)
     elif program == "chesslm-analyse":
         check_analyse(command, workdir)
+    elif program == "xboard":  # no xboard here: its engine command runs (check_xboard)
+        check_xboard(command, workdir)
     elif program in ("python", "python3"):
         check_python(command, workdir)
     elif program == "pip":
