@@ -41,7 +41,7 @@ class _Folder:
 
 
 class RunDir(_Folder):
-    """``results/{run}``: what training, play, scoring, the report and the export write."""
+    """``results/{run}``: what training, play, scores, analyses, the report and the export write."""
 
     # training (rules probe, train_segment, results)
     @property
@@ -112,6 +112,14 @@ class RunDir(_Folder):
     def scores_file(self, dataset: str, file: str) -> str:
         return self._(f"scores/{dataset}/{file}")
 
+    def analysis(self, dataset: str) -> str:
+        """Rule analyse's per-move CSV: the run's best.pt on ``dataset``'s validation games."""
+        return self._(f"analysis/{dataset}.csv")
+
+    def analysis_games(self, dataset: str) -> str:
+        """Its per-game companion (``games_csv``)."""
+        return games_csv(self.analysis(dataset))
+
 
 class DatasetDir(_Folder):
     """``results/datasets/{dataset}``: the converted dataset, its receipt and token cache."""
@@ -138,6 +146,16 @@ class DatasetDir(_Folder):
     def cache_meta(self) -> str:
         """The token cache's cache.json (written last: the cache's output of record)."""
         return self._("token-cache/cache.json")
+
+
+def games_csv(moves_csv: str | Path) -> str:
+    """The per-game companion of an analysis's per-move CSV (``chesslm-analyse --csv``).
+
+    >>> games_csv("results/{run}/analysis/{dataset}.csv")
+    'results/{run}/analysis/{dataset}.games.csv'
+    """
+    path = Path(moves_csv)
+    return str(path.with_name(path.stem + ".games.csv"))
 
 
 def ladder_file(name: str, key: str) -> str:

@@ -1,20 +1,27 @@
 """chesslm-analyse (chesslm/play/analyse.py): a PGN scored move by move, checked against the
-plain causal loop (``scoring.oracle_scores``) and read back by python-chess."""
+plain causal loop (``scoring.oracle_scores``) and read back by python-chess; rule analyse, the
+same of the staged run's validation split through real snakemake."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import chess
 import chess.pgn
+import numpy as np
 import pytest
 
-from tests.helpers import ROOT, first_games_pgn, model_checkpoint
+from chesslm.data import gamearrays, tokens
+from chesslm.data.cache import TokenCache
+from tests.conftest import StagedRun, copy_tree
+from tests.helpers import ROOT, first_games_pgn, model_checkpoint, snakemake
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 FEN_GAME = '[Event "x"]\n[SetUp "1"]\n[FEN "8/8/8/4k3/8/8/3QK3/8 w - - 0 1"]\n\n1. Qd3 *\n'
@@ -56,22 +63,28 @@ def test_every_move_of_every_standard_game_is_scored_and_the_rest_named(analysed
             assert row["p"] == row["p1"]
 
 
-def test_played_move_probabilities_are_the_plain_loops(analysed: dict) -> None:
-    from chesslm.model import weights
+def assert_the_plain_loops(net: object, moves: list[chess.Move], rows: list[dict]) -> None:
+    """Each row, a ply of ``moves`` from the start, holds the played move with the
+    log-probability, probability and rank of the plain causal loop (``scoring.oracle_scores``)."""
     from chesslm.play import scoring
 
-    net = weights.load_model(str(analysed["ckpt"]), "cpu")
-    stream = io.StringIO(analysed["games"].read_text())
-    game = chess.pgn.read_game(stream)  # game 1
-    moves = list(game.mainline_moves())[:12]
     oracle = scoring.oracle_scores(net, moves)
-    rows = [row for row in analysed["rows"] if row["game"] == "1"][:12]
     for ply, (move, row) in enumerate(zip(moves, rows, strict=True)):
         assert row["move"] == move.uci()
         assert float(row["logp"]) == pytest.approx(oracle[ply][move], abs=1e-5)
         assert float(row["p"]) == pytest.approx(math.exp(oracle[ply][move]), rel=1e-4)
         better = sum(lp > oracle[ply][move] for lp in oracle[ply].values())
         assert int(row["rank"]) == better + 1
+
+
+def test_played_move_probabilities_are_the_plain_loops(analysed: dict) -> None:
+    from chesslm.model import weights
+
+    net = weights.load_model(str(analysed["ckpt"]), "cpu")
+    stream = io.StringIO(analysed["games"].read_text())
+    game = chess.pgn.read_game(stream)  # game 1
+    moves = list(game.mainline_moves())[:12]
+    assert_the_plain_loops(net, moves, [row for row in analysed["rows"] if row["game"] == "1"][:12])
     white = [float(r["logp"]) for r in analysed["rows"] if r["game"] == "1"][::2]
     first = analysed["per_game"][0]
     assert float(first["white_mean_logp"]) == pytest.approx(sum(white) / len(white), abs=1e-4)
@@ -96,3 +109,61 @@ def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> 
                           env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "--ratings must be" in done.stderr
     assert not (tmp_path / "o.csv").exists()
+
+
+ANALYSIS = "results/mini/analysis/mini.csv"
+STAGED = ("--configfile", "train-workflow.yaml", "--cores", "2")
+
+
+def play_scores(net: object, cache: TokenCache, state: Path) -> dict[tuple[str, int], tuple]:
+    """(game id, 1-based ply) -> (NLL, 0-based rank, legal moves) of every validation position,
+    by the play evaluation's move-matching (``matching.Evaluator``)."""
+    import torch
+
+    from chesslm.play import matching
+
+    evaluator = matching.Evaluator(net, cache.directory, state, games=None, chunk_games=64,
+                                   batch_tokens=8192, device=torch.device("cpu"))  # fmt: skip
+    pos = evaluator.evaluate_games(evaluator.selected)
+    ids = [i.decode() for i in cache.validation.ids]
+    columns = zip(pos["game"], pos["ply"], pos["nll"], pos["rank"], pos["n_legal"], strict=True)
+    return {(ids[g], int(ply) + 1): (nll, rank, n) for g, ply, nll, rank, n in columns}
+
+
+@pytest.mark.slow
+def test_rule_analyse_scores_every_validation_move_as_play_does(
+    staged_run: StagedRun, tmp_path: Path
+) -> None:
+    from chesslm.model import weights
+
+    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    # best.pt and the token cache are there: no other rule may run
+    done = snakemake(wf, ANALYSIS, *STAGED, "--allowed-rules", "analyse")
+    assert "(Rule: analyse)" in done.stderr and "1 of 1 steps (100%) done" in done.stderr
+    rows = list(csv.DictReader(open(wf / ANALYSIS)))
+    per_game = list(csv.DictReader(open(wf / "results/mini/analysis/mini.games.csv")))
+    data = wf / "results/datasets/mini"
+    cache = TokenCache(data / "token-cache")
+    ids = [i.decode() for i in cache.validation.ids]
+    plies = (np.asarray(cache.validation.lengths) - 2) // 3
+    assert len(rows) == plies.sum() and [g["game"] for g in per_game] == ids
+    assert {row["game"] for row in rows} == set(ids)
+    manifest = json.loads((data / "manifest.json").read_text())
+    for split in ("train", "test"):
+        others = {i.decode() for p in manifest["shards"][split]
+                  for i in gamearrays.Games(data / p).ids}  # fmt: skip
+        assert others and not others & set(ids), split
+    # the play evaluation's scorer on the same positions: every one
+    net = weights.load_model(str(wf / "results/mini/train/best.pt"), "cpu")
+    played = play_scores(net, cache, tmp_path / "state")
+    assert len(played) == len(rows)
+    for row in rows:
+        nll, rank, n_legal = played[row["game"], int(row["ply"])]
+        assert float(row["logp"]) == pytest.approx(-nll, abs=1e-4)
+        assert (int(row["rank"]), int(row["legal_moves"])) == (rank + 1, n_legal)
+    first = np.asarray(cache.validation[0])
+    moves = [tokens.decode_move(first[1 + 3 * k : 4 + 3 * k]) for k in range(min(plies[0], 10))]
+    assert_the_plain_loops(net, moves, [row for row in rows if row["game"] == ids[0]][:10])
+    assert "moves analysed; 0 skipped" in (wf / "logs/mini/analyse/mini.log").read_text()
+    again = snakemake(wf, ANALYSIS, *STAGED)
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -13,6 +13,10 @@ context) is skipped with one line on stderr naming it, and counted; the rest is 
 output is written atomically. ``--ratings``: a rating-conditioned model's prefix from the
 games' ``WhiteElo``/``BlackElo`` tags (``from-tags``, the default: a missing tag is unknown),
 unknown for both (``none``) or fixed (``W,B``); a model without conditioning reads none.
+
+Rule analyse (``workflow/rules/analyse.smk``) writes the same two CSV files for a dataset's
+validation split (``analyse_validation``): its games come from the token cache, which holds no
+test split, each named by its id in the dataset and scored at its own ratings.
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ import numpy as np
 import torch
 import zstandard
 
-from chesslm import files
+from chesslm import files, layout
 from chesslm.data import metadata, tokens
+from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
-from chesslm.play import ratings, scoring
+from chesslm.play import matching, ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
@@ -50,7 +55,7 @@ BATCH_GAMES = 64  # games read and scored together: memory stays flat whatever t
 
 @dataclass
 class Game:
-    number: int  # 1-based, in the file
+    label: int | str  # the CSV's game: 1-based number in the file, or its id in the dataset
     game: chess.pgn.Game
     moves: list[chess.Move]
     elo: tuple[int, int]  # the ratings fed to a conditioned model (-1: unknown)
@@ -89,7 +94,11 @@ def why_unreadable(game: chess.pgn.Game, context: int, lead: int) -> str | None:
         return f"is a {variant} game"
     if "FEN" in game.headers or game.board().epd() != chess.Board().epd():
         return "starts from a FEN (the model reads games from the standard start)"
-    plies = sum(1 for _ in game.mainline_moves())
+    return why_unfit(sum(1 for _ in game.mainline_moves()), context, lead)
+
+
+def why_unfit(plies: int, context: int, lead: int) -> str | None:
+    """Why a game of ``plies`` moves does not fit the model (none, or past its context)."""
     if plies == 0:
         return "has no moves"
     if lead + 1 + 3 * plies > context:
@@ -119,6 +128,28 @@ def read_games(
         tags = game.headers
         elo = fixed or (metadata.elo(tags.get("WhiteElo")), metadata.elo(tags.get("BlackElo")))
         yield Game(number, game, list(game.mainline_moves()), elo)
+
+
+def validation_games(
+    cache: TokenCache, context: int, lead: int, skipped: list[str]
+) -> Iterator[Game]:
+    """A token cache's validation games: the moves decoded from their token triples, the
+    ratings of its metadata columns (unknown where it has none: ``matching.load_metadata``),
+    each labelled by its id in the dataset; one that does not fit is named in ``skipped``."""
+    split = cache.validation
+    meta, _ = matching.load_metadata(cache.directory, split.offsets)
+    for i, raw_id in enumerate(split.ids):
+        game_id, row = raw_id.decode("ascii"), np.asarray(split[i])
+        plies = (len(row) - 2) // 3  # BOS, a triple per ply, EOS
+        why = why_unfit(plies, context, lead)
+        if why is not None:
+            skipped.append(f"game {game_id}: {why}")
+            continue
+        moves = [tokens.decode_move(row[1 + 3 * k : 4 + 3 * k]) for k in range(plies)]
+        elo = int(meta["white_elo"][i]), int(meta["black_elo"][i])
+        game = chess.pgn.Game({"GameId": game_id})  # the annotated PGN's headers
+        game.add_line(moves)
+        yield Game(game_id, game, moves, elo)
 
 
 def game_input(net: torch.nn.Module, game: Game) -> scoring.GameInput:
@@ -193,7 +224,7 @@ def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
     board, rows = game.game.board(), []
     for i, (move, ply) in enumerate(zip(game.moves, plies, strict=True)):
         row: dict[str, object] = {
-            "game": game.number, "ply": i + 1, "side": "white" if board.turn else "black",
+            "game": game.label, "ply": i + 1, "side": "white" if board.turn else "black",
             "move": move.uci(), "p": f"{ply.p:.6g}", "logp": f"{ply.logp:.6f}",
             "rank": ply.rank, "legal_moves": ply.legal,
         }  # fmt: skip
@@ -207,7 +238,7 @@ def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
 def game_row(game: Game, plies: list[Ply]) -> dict[str, object]:
     sides = {side: [p.logp for p in plies[side::2]] for side in (0, 1)}
     mean = {side: f"{np.mean(v):.6f}" if v else "" for side, v in sides.items()}
-    return {"game": game.number, "white": game.game.headers.get("White", "?"),
+    return {"game": game.label, "white": game.game.headers.get("White", "?"),
             "black": game.game.headers.get("Black", "?"), "white_elo": game.elo[0],
             "black_elo": game.elo[1], "moves": len(plies),
             "white_mean_logp": mean[0], "black_mean_logp": mean[1]}  # fmt: skip
@@ -232,11 +263,47 @@ def analyse(
     batch_tokens: int = 1 << 15,
     say: IO[str] = sys.stderr,
 ) -> dict[str, int]:
-    """Write the analysis files of ``net``'s scores; returns the counts of games, moves and
-    skipped games."""
+    """Write the analysis files of ``net``'s scores of a PGN's games; returns the counts of
+    games, moves and skipped games."""
     lead = len(ratings.prefix(net, -1, -1))
     skipped: list[str] = []
-    counts = {"games": 0, "moves": 0}
+    with open_text(source) as stream:
+        games = read_games(stream, fixed, net.config.block_size, lead, skipped)
+        return write(games, skipped, out_csv, out_pgn, net=net, batch_tokens=batch_tokens,
+                     say=say, source=source)  # fmt: skip
+
+
+def analyse_validation(
+    cache_dir: Path,
+    out_csv: Path,
+    out_pgn: Path | None = None,
+    *,
+    net: torch.nn.Module,
+    batch_tokens: int = 1 << 15,
+    say: IO[str] = sys.stderr,
+) -> dict[str, int]:
+    """``analyse`` of a token cache's validation split (``validation_games``): rule analyse."""
+    lead = len(ratings.prefix(net, -1, -1))
+    skipped: list[str] = []
+    games = validation_games(TokenCache(cache_dir), net.config.block_size, lead, skipped)
+    return write(games, skipped, out_csv, out_pgn, net=net, batch_tokens=batch_tokens, say=say,
+                 source=cache_dir)  # fmt: skip
+
+
+def write(
+    games: Iterator[Game],
+    skipped: list[str],
+    out_csv: Path,
+    out_pgn: Path | None,
+    *,
+    net: torch.nn.Module,
+    batch_tokens: int,
+    say: IO[str],
+    source: Path,
+) -> dict[str, int]:
+    """Score ``games`` and write the files; each game named in ``skipped`` while they are read
+    is said on ``say``, after ``source``."""
+    counts = {"games": 0, "moves": 0, "skipped": 0}
     with ExitStack() as stack:
         outputs = {"moves": out_csv, "games": games_csv(out_csv), "pgn": out_pgn}
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
@@ -246,8 +313,6 @@ def analyse(
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()
         per_game.writeheader()
-        stream = stack.enter_context(open_text(source))
-        games = read_games(stream, fixed, net.config.block_size, lead, skipped)
         for chunk in batches(games):
             for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
                                    strict=True):  # fmt: skip
@@ -258,15 +323,23 @@ def analyse(
                     text["pgn"].write(annotate(game, rows) + "\n\n")
                 counts["games"] += 1
                 counts["moves"] += len(plies)
-            while skipped:
-                print(f"chesslm-analyse: {source}: skipped {skipped.pop(0)}", file=say)
-                counts["skipped"] = counts.get("skipped", 0) + 1
-    counts.setdefault("skipped", 0)
+            counts["skipped"] += say_skipped(skipped, source, say)
+    # games skipped after the last chunk (or with no chunk at all) are read by now
+    counts["skipped"] += say_skipped(skipped, source, say)
     return counts
 
 
+def say_skipped(skipped: list[str], source: Path, say: IO[str]) -> int:
+    """Say and forget the games named in ``skipped``; returns how many there were."""
+    for line in skipped:
+        print(f"chesslm-analyse: {source}: skipped {line}", file=say)
+    count = len(skipped)
+    skipped.clear()
+    return count
+
+
 def games_csv(out_csv: Path) -> Path:
-    return out_csv.with_name(out_csv.stem + ".games.csv")
+    return Path(layout.games_csv(out_csv))
 
 
 def main(argv: list[str] | None = None) -> int:

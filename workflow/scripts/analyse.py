@@ -1,0 +1,27 @@
+"""Snakemake script of rule analyse: chesslm.play.analyse on the run's best.pt and the dataset's
+validation split, with the rule's threads; the games skipped and the counts in the rule's log."""
+
+import io
+from pathlib import Path
+
+from chesslm import logs
+from chesslm.export.load import model_at
+from chesslm.layout import RunDir
+from chesslm.play import analyse, evaluate
+
+with logs.step("analyse", snakemake.log[0]) as log:  # noqa: F821
+    evaluate.use_threads(snakemake.threads)  # noqa: F821
+    run_dir = Path(snakemake.input.results).parent  # noqa: F821
+    net = model_at(RunDir(run_dir).best, snakemake.params.device)  # noqa: F821
+    said = io.StringIO()
+    # writes output.games too: its name is layout.games_csv's of output.moves, as the rule's
+    counts = analyse.analyse_validation(
+        Path(snakemake.input.cache).parent,  # noqa: F821
+        Path(snakemake.output.moves),  # noqa: F821
+        net=net,
+        batch_tokens=snakemake.params.batch_tokens,  # noqa: F821
+        say=said,
+    )
+    for line in said.getvalue().splitlines():
+        log.warning("%s", line)
+    log.info("%(games)d games, %(moves)d moves analysed; %(skipped)d skipped", counts)
