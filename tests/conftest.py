@@ -34,16 +34,42 @@ SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
 GROUPS = {"trained_workflow": "staged", "cluster_run": "slurm"}
 
 
+# the longest groups, longest first (a whole grouped run's timeline, 2026-12-02; pyproject's
+# --no-loadscope-reorder keeps this order instead of xdist's, by number of tests): handed out
+# first, so that no worker starts one of them while the other has nothing left to do; the
+# recovery tests after two that need no staged run (they would wait for its build)
+LONGEST_FIRST = (
+    "staged",
+    "tests/test_segment.py",
+    "tests/test_docs.py",
+    "tests/test_recovery.py",
+    "tests/test_speed.py",
+    "sample",
+    "tests/test_many_workers.py",
+    "tests/test_conditioning_train.py",
+    "tests/test_summary.py",
+    "tests/test_uci.py",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    if mark:
+        return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+    names = getattr(item, "fixturenames", ())
+    return next((g for f, g in GROUPS.items() if f in names), item.nodeid.split("::")[0])
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test file is an xdist group of its own (its module fixtures built once), but for
-    the groups of GROUPS and marks a test sets itself."""
+    the groups of GROUPS and marks a test sets itself; the longest groups go first (a stable
+    sort: the order within a group is kept)."""
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        names = getattr(item, "fixturenames", ())
-        group = next((g for f, g in GROUPS.items() if f in names), item.nodeid.split("::")[0])
-        item.add_marker(pytest.mark.xdist_group(group))
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's: its controller, once a worker collected
