@@ -41,9 +41,10 @@ for line in sys.stdin:
             try:
                 snakemake.cli.main(request["args"])
             except SystemExit as done:  # as the interpreter ends: sys.exit("text") prints it
-                code = done.code if isinstance(done.code, int) else int(done.code is not None)
-                if not isinstance(done.code, int) and done.code is not None:
-                    print(done.code, file=sys.stderr)
+                code = 0 if done.code is None else done.code
+                if not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
         except BaseException:
             traceback.print_exc()
         finally:  # what an interpreter's exit does: snakemake's log listener drains there

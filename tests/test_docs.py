@@ -163,11 +163,15 @@ _RUNS: dict[tuple, subprocess.CompletedProcess[str]] = {}
 def run(
     command: list[str], cwd: Path, env: dict[str, str] | None = None, *, key: tuple = ()
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``command``; a command the docs repeat (same ``key``) runs once."""
+    """Run ``command``; a command the docs repeat (same ``key``) runs once; snakemake's forked
+    (tests/forked_snakemake.py)."""
     if key and key in _RUNS:
         return _RUNS[key]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
+    if command[0] == "snakemake":
+        done = forked_snakemake.run(command[1:], cwd=cwd, env=full_env)
+    else:
+        done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
     if key:
         _RUNS[key] = done
     return done
@@ -196,10 +200,7 @@ def check_snakemake(command: Command, workdir: Path) -> None:
     slurm = "workflow/profiles/slurm" in words
     # a plan does not depend on --cores: the docs' repeats of a command run once
     key = ("snakemake", *(w for i, w in enumerate(words) if "--cores" not in words[i - 1 : i + 1]))
-    if key not in _RUNS:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        _RUNS[key] = forked_snakemake.run(words, cwd=workdir, env=env)
-    done = _RUNS[key]
+    done = run(["snakemake", *words], workdir, key=key)
     output = done.stdout + done.stderr
     if "--lint" in words:  # README.md "Lint": the one remark left is deliberate
         remarks = set(re.findall(r"^    \* (.+?):?$", output, re.M))
