@@ -745,8 +745,8 @@ def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subse
 
 
 def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cache):
-    """torch runs with the rule's threads, whatever the process had; each file records them;
-    a change of threads keeps the work done (the results do not depend on it)."""
+    """torch runs with the rule's threads, whatever the process had; each file records them
+    (a change of threads keeps a budget-stopped job's work: workstate.identity's doctest)."""
     settings = json.loads(json.dumps(SETTINGS))
     settings["threads"] = 1  # the schema's key, as the rule passes it: not the one used
     settings["match"]["games"] = 4
@@ -767,9 +767,6 @@ def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cac
             assert torch.get_num_threads() == threads
             for key in ("move_match", "legality", "elo"):
                 assert json.loads(out[key].read_text())["host"]["torch_threads"] == threads
-            if threads == 2:
-                chunks = {p: p.stat().st_mtime_ns for p in run_dir.rglob("chunk-*.npz")}
-        assert chunks and {p: p.stat().st_mtime_ns for p in chunks} == chunks
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="play threads: 0"):

@@ -27,7 +27,16 @@ IDENTITY = "identity.json"
 def identity(
     model_info: dict[str, Any], settings: dict[str, Any], caches: dict[str, Path], device: str
 ) -> dict[str, Any]:
-    """What the kept work must have been done with."""
+    """What the kept work must have been done with: threads and budgets left out.
+
+    >>> info = {"checkpoint_sha256": "ab"}
+    >>> one = {"threads": 1, "seed": 2, "match": {"seconds": 5, "games": 3}}
+    >>> two = {"threads": 4, "seed": 2, "match": {"seconds": 60, "games": 3}}
+    >>> identity(info, one, {}, "cpu") == identity(info, two, {}, "cpu")
+    True
+    >>> identity(info, one, {}, "cpu") == identity(info, {**one, "seed": 3}, {}, "cpu")
+    False
+    """
     return {
         "checkpoint_sha256": model_info["checkpoint_sha256"],
         "settings": {
