@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.figures import save_svg
 from chesslm.layout import RunDir
 from chesslm.model import checkpoint, gpt, weights
@@ -207,7 +207,7 @@ def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path
     for output in mine:
         path = out[output.name]
         if output.file.endswith(".json"):
-            files.write_json_atomic(path, result.record)
+            seal.write(path, result.record)  # records.py checks the seal before use
         elif output.file.endswith(".csv"):
             _write_csv(path, result.tables[output.name])
         else:
