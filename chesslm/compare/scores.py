@@ -52,6 +52,18 @@ def read_record(out_dir: Path) -> dict[str, Any]:
     return record
 
 
+def write_table(
+    out_dir: Path, ids: np.ndarray, columns: dict[str, np.ndarray], record: dict[str, Any]
+) -> dict[str, Any]:
+    """positions.npz, then scores.json sealed with the table's sha256 (what ``read_record``
+    checks); returns the record as written."""
+    table_path = out_dir / "positions.npz"
+    files.write_atomic(table_path, lambda fh: np.savez(fh, game_ids=ids, **columns))
+    return seal.write(
+        out_dir / "scores.json", {**record, "positions_sha256": files.sha256_file(table_path)}
+    )
+
+
 def table(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The per-position columns from the evaluator's results, sorted by (game, ply)."""
     order = np.lexsort((pos["ply"], pos["game"]))
@@ -107,7 +119,6 @@ def score(
     meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
     columns = table(evaluator.positions(), meta)
     ids = np.asarray(evaluator.games.ids)
-    files.write_atomic(out_dir / "positions.npz", lambda fh: np.savez(fh, game_ids=ids, **columns))
     record = {
         "run": run,
         "dataset": dataset,
@@ -119,7 +130,6 @@ def score(
         "games_bound": games,
         "games_scored": int(len(np.unique(columns["game"]))),
         "positions": int(len(columns["game"])),
-        "positions_sha256": files.sha256_file(out_dir / "positions.npz"),
         "protocol_positions": {
             name: int(columns[PROTOCOL_PREFIX + name].sum()) for name in protocols.PROTOCOLS
         },
@@ -129,7 +139,7 @@ def score(
         "host": {"device": device, **host},
         "seconds": time.monotonic() - started,
     }
-    seal.write(out_dir / "scores.json", record)
+    record = write_table(out_dir, ids, columns, record)
     shutil.rmtree(out_dir / "state")  # the table holds it all now
     logger.info("%s on %s: %d positions in %.1f s", run, dataset, record["positions"],
                 record["seconds"])  # fmt: skip
