@@ -170,6 +170,8 @@ def run(
     how = Options(**options)
     if settings["elo"]["games_per_anchor"] > 0 and how.ladder is None:
         raise ValueError("play.elo.games_per_anchor > 0 needs the ladder file (--ladder)")
+    if how.ladder is not None:
+        ladder.read_ladder(how.ladder)  # its seal checked before any part spends its budget
     job = _job(run_dir, settings, caches, how)
     out = {name: Path(RunDir(run_dir).play_file(file)) for name, file in outputs.FILES.items()}
     for name in outputs.PARTS:
