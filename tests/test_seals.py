@@ -19,6 +19,7 @@ from chesslm.export import folder
 from chesslm.model.checkpoint import CheckpointError
 from chesslm.play import ladder, protocols, records
 from chesslm.play.outputs import FILES
+from chesslm.report.play_section import markdown_section
 from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
 from tests.helpers import first_games_pgn, model_checkpoint, snakemake
 from tests.test_summary import elo_record, legality_record, match_record, match_row
@@ -61,7 +62,8 @@ def damage(path: Path, number: str, edited: str) -> dict[str, bytes]:
 
 def test_each_play_record_refuses_a_flipped_byte_an_edit_a_truncation_and_no_seal(tmp_path):
     """As rule play writes them (``seal.write``), each record reads; damaged, it is refused by
-    the one reader (the summary's and the model card's) before any number is used."""
+    the one reader (the summary's and the model card's) before any number is used; a dangling
+    link is refused too, and the summary's "not yet" names the real folder."""
     rows = [match_row("maia2", 0.1261), match_row("all", 0.2001)]
     written = {
         "move_match": (match_record(rows), "0.1261", "0.6261"),
@@ -80,6 +82,13 @@ def test_each_play_record_refuses_a_flipped_byte_an_edit_a_truncation_and_no_sea
             text = refused(error.value, path, path, "play")
             why = {"truncated": "not JSON", "unsealed": seal.UNSEALED}.get(how, seal.DAMAGED)
             assert why in text, (name, how, text)
+        path.unlink()
+    path.symlink_to(tmp_path / "gone")  # there but unreadable: refused, not taken as absent
+    with pytest.raises(records.RecordError, match=r"counterfactual.json: missing; rebuild"):
+        records.read_counterfactual(path)
+    empty = tmp_path / "results/demo/play"
+    empty.mkdir(parents=True)
+    assert f"No play evaluation yet (`{empty}/` has no move-match.json)." in markdown_section(empty)
 
 
 def test_a_ladder_with_an_edited_rating_or_no_seal_is_refused(tmp_path):
