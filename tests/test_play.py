@@ -24,7 +24,7 @@ import pytest
 import torch
 import zstandard
 
-from chesslm import seal
+from chesslm import files, seal
 from chesslm.data import conditioning, metadata, tokens
 from chesslm.export import card
 from chesslm.model import checkpoint, gpt
@@ -40,6 +40,7 @@ from chesslm.play import (
     protocols,
     records,
     scoring,
+    workstate,
 )
 from chesslm.play.anchors import AnchorSpec
 from chesslm.play.progress import Progress
@@ -359,7 +360,7 @@ def _run_dir(tmp_path, net, conditioning: str | None = None):
     return run_dir
 
 
-def test_evaluation_writes_tables_figures_and_section_and_resumes(
+def test_evaluation_writes_tables_figures_and_section_and_keeps_no_state(
     tmp_path, net, play_cache, caplog, tiny_ladder
 ):
     run_dir = _run_dir(tmp_path, net)
@@ -419,14 +420,8 @@ def test_evaluation_writes_tables_figures_and_section_and_resumes(
     assert "free-running legality greedy: 1/1 games finished (100%); complete" in lines
     assert "games against the ladder's anchors: 8/8 games (100%); complete" in lines
 
-    # a rerun with the same checkpoint and settings reuses every finished chunk and game
-    chunks = {p: p.stat().st_mtime_ns for p in (run_dir / "play/state").rglob("chunk-*.npz")}
-    played = (run_dir / "play/state/elo-games.json").read_text()
-    again = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu",
-                         ladder=tiny_ladder)  # fmt: skip
-    assert {p: p.stat().st_mtime_ns for p in chunks} == chunks
-    assert (run_dir / "play/state/elo-games.json").read_text() == played
-    assert pd.read_csv(again["move_match_table"]).equals(table)
+    # a finished evaluation keeps no work in progress: a rerun measures afresh
+    assert not (run_dir / "play/state").exists()
 
 
 def _play_records(out: dict[str, Path]) -> records.Play:
@@ -549,19 +544,45 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
         markdown_section(run_dir / "play")
 
 
-def test_a_budget_stop_writes_partial_results_and_the_next_run_completes(tmp_path, net, play_cache):
+def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunks(
+    tmp_path, net, play_cache, caplog
+):
+    """Only a job stopped by its time budget leaves work for the next one (which may have a
+    larger budget); the job that completes removes it, so a rerun re-measures every chunk."""
     run_dir = _run_dir(tmp_path, net)
     settings = json.loads(json.dumps(SETTINGS))
     settings["elo"]["games_per_anchor"] = 0
+    settings["match"]["chunk_games"] = 2
     settings["match"]["seconds"] = 0  # stop before the first chunk
     out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
     d = json.loads(out["move_match"].read_text())["datasets"]["sample"]
     assert not d["complete"] and d["games_evaluated"] == 0
     assert "stopped by its time budget" in markdown_section(run_dir / "play")
-    settings["match"]["seconds"] = 600
-    (run_dir / "play/state/identity.json").unlink()  # settings changed: starts over anyway
-    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
-    assert json.loads(out["move_match"].read_text())["datasets"]["sample"]["complete"]
+    state = run_dir / "play/state"
+    assert json.loads((state / workstate.STOPPED).read_text()) == {"parts": ["match"]}
+    # two chunks "finished by an earlier job": the next one keeps them, computes the rest
+    m = settings["match"]
+    evaluator = matching.Evaluator(net, play_cache, state / "match/sample", games=m["games"],
+                                   chunk_games=m["chunk_games"], batch_tokens=m["batch_tokens"],
+                                   device=torch.device("cpu"))  # fmt: skip
+    for i in range(2):
+        result = evaluator.evaluate_games(evaluator.chunks[i])
+        files.write_atomic(evaluator.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
+    settings["match"]["seconds"] = 600  # a larger budget: the same work, resumed
+    with caplog.at_level(logging.INFO, logger="chesslm.play"):
+        out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    assert "resuming the work of a job stopped by its time budget" in caplog.text
+    first = next(m for m in caplog.messages if m.startswith("move-matching sample: "))
+    assert not first.startswith("move-matching sample: 0/"), first  # counted from the kept
+    d = json.loads(out["move_match"].read_text())["datasets"]["sample"]
+    assert d["complete"] and d["games_evaluated"] == d["games_selected"]
+    assert not state.exists()  # complete: nothing left to resume
+    full = pd.read_csv(out["move_match_table"])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="chesslm.play"):
+        again = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    assert any(m.startswith("move-matching sample: 0/") for m in caplog.messages)
+    assert pd.read_csv(again["move_match_table"]).equals(full)  # re-measured, same numbers
 
 
 def test_missing_metadata_puts_positions_in_unknown_bins(tmp_path, net, play_cache):

@@ -185,14 +185,7 @@ def test_a_second_runs_play_reuses_the_ladder_and_a_changed_setting_makes_a_new_
     snakemake(trained, "results/mini/play/elo.json", *ARGS, "--cores", "2")
     (ladder_file,) = (trained / "results/ladders").glob("mini-*/ladder.json")
     built = ladder_file.stat().st_mtime_ns
-    twin = trained / "results/twin"
-    if twin.exists():
-        shutil.rmtree(twin)
-    (twin / "train").mkdir(parents=True)
-    shutil.copy2(trained / "results/mini/results.json", twin / "results.json")
-    shutil.copy2(trained / "results/mini/train/best.pt", twin / "train/best.pt")
-    mini = yaml.safe_load((trained / "train-workflow.yaml").read_text())["runs"]["mini"]
-    (trained / "twin.yaml").write_text(yaml.safe_dump({"runs": {"twin": mini}}))
+    twin = _copy_run(trained, "twin")
     both = (*ARGS, "twin.yaml")
     # only play and ladder may run: twin's training is the copy above
     done = snakemake(trained, "results/twin/play/elo.json", *both, "--cores", "2",
@@ -206,3 +199,35 @@ def test_a_second_runs_play_reuses_the_ladder_and_a_changed_setting_makes_a_new_
     plan = snakemake(trained, "results/mini/play/elo.json", *ARGS, "changed.yaml", "-n").stdout
     new = re.findall(r"results/ladders/mini-[0-9a-f]{12}/ladder.json", plan)
     assert new and ladder_file.parent.name not in plan, plan[-3000:]
+
+
+def _copy_run(trained: Path, name: str) -> Path:
+    """Run ``name``: mini's results and best.pt copied, mini's settings (in ``NAME.yaml``)."""
+    run = trained / "results" / name
+    if run.exists():
+        shutil.rmtree(run)
+    (run / "train").mkdir(parents=True)
+    shutil.copy2(trained / "results/mini/results.json", run / "results.json")
+    shutil.copy2(trained / "results/mini/train/best.pt", run / "train/best.pt")
+    mini = yaml.safe_load((trained / "train-workflow.yaml").read_text())["runs"]["mini"]
+    (trained / f"{name}.yaml").write_text(yaml.safe_dump({"runs": {name: mini}}))
+    return run
+
+
+def test_forcerun_play_remeasures_every_part(trained: Path) -> None:
+    """A finished play job keeps no work in progress, so ``--forcerun play`` after changing
+    nothing plays every part afresh and finds the same numbers (a job stopped by its budget
+    is resumed instead: tests/test_play.py, in-process, as match.seconds >= 1 here)."""
+    run = _copy_run(trained, "again")
+    target, log = "results/again/play/move-match.json", trained / "logs/again/play.log"
+    args = (*ARGS, "again.yaml", "--cores", "2", "--allowed-rules", "play", "ladder")
+    snakemake(trained, target, *args)
+    record = json.loads((run / "play/move-match.json").read_text())["datasets"]["mini"]
+    assert record["complete"] and not (run / "play/state").exists()
+    snakemake(trained, target, *args, "--forcerun", "play")
+    text = log.read_text()
+    assert "resuming" not in text and "move-matching mini: 0/" in text, text[-3000:]
+    assert "games against the ladder's anchors: 0/8 games (0%)" in text, text[-3000:]
+    assert "games against the ladder's anchors: 8/8 games (100%); complete" in text
+    again = json.loads((run / "play/move-match.json").read_text())["datasets"]["mini"]
+    assert again["table"] == record["table"]  # the same numbers, measured again

@@ -2,12 +2,13 @@
 legal move, ``matching`` move-matching tables with bootstrap intervals, ``games`` the model's
 best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their round robin
 (rule ladder), ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
-``evaluate`` the parts bounded and resumable, ``progress`` their log lines, ``outputs`` the
-table of their files, ``records`` the one reader of each record (the report's and the model
-card's), ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays behind,
-``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine
-(``chesslm-uci``), ``analyse`` a PGN scored move by move (``chesslm-analyse``; rule analyse: a
-dataset's validation split); ``settings`` a run's play settings (``PlaySettings``, torch-free).
+``evaluate`` the parts bounded and resumable, ``workstate`` their work in progress (resumed
+after a budget stop only), ``progress`` their log lines, ``outputs`` the table of their files,
+``records`` the one reader of each record (the report's and the model card's), ``plots`` the
+figures; ``ratings`` the rating prefix a conditioned model plays behind, ``counterfactual`` its
+positions at counterfactual ratings; ``uci`` the UCI engine (``chesslm-uci``), ``analyse`` a
+PGN scored move by move (``chesslm-analyse``; rule analyse: a dataset's validation split);
+``settings`` a run's play settings (``PlaySettings``, torch-free).
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs``, ``records`` and ``settings`` are read without

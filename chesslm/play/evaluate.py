@@ -8,11 +8,11 @@ within its time budget.
 
 ``settings`` is the run's ``play`` object of the config (schema defaults applied). The
 evaluation reads validation splits only; a path to a test split is refused. Work in progress
-lives in ``{run_dir}/play/state``: finished move-matching chunks and the games against each
-finished anchor are kept and reused when the rule runs again with the same checkpoint,
-settings and ladder. torch uses exactly ``threads`` threads (the rule's ``threads:``); each
-part logs its progress (positions, games) at least every 10 s of work (the Elo part: after
-each anchor).
+lives in ``{run_dir}/play/state`` (``workstate``): after a job stopped by a part's time
+budget, the next one with the same checkpoint, settings and ladder resumes its finished chunks
+and games; any other job starts afresh. torch uses exactly ``threads`` threads (the rule's
+``threads:``); each part logs its progress (positions, games) at least every 10 s of work
+(the Elo part: after each anchor).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from chesslm.play import (
     plots,
     protocols,
     ratings,
+    workstate,
 )
 from chesslm.play.progress import EVERY_SECONDS, Progress
 
@@ -80,24 +80,6 @@ def check_validation_only(cache_dir: Path) -> None:
     """Refuse anything but a token cache (which holds train and validation only)."""
     if "test" in cache_dir.parts or not (cache_dir / "cache.json").exists():
         raise ValueError(f"{cache_dir}: not a token cache (play reads validation splits only)")
-
-
-def _state(play_dir: Path, identity: dict[str, Any]) -> Path:
-    """The work-in-progress directory, emptied when the checkpoint or settings changed."""
-    state = play_dir / "state"
-    marker = state / "identity.json"
-    if state.exists():
-        try:
-            same = files.read_json(marker) == identity
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            logger.info("%s: checkpoint or settings changed; starting over", state)
-            shutil.rmtree(state)
-    state.mkdir(parents=True, exist_ok=True)
-    if not marker.exists():
-        files.write_json_atomic(marker, identity)
-    return state
 
 
 @dataclass
@@ -174,13 +156,17 @@ def run(
         ladder.read_ladder(how.ladder)  # its seal checked before any part spends its budget
     job = _job(run_dir, settings, caches, how)
     out = {name: Path(RunDir(run_dir).play_file(file)) for name, file in outputs.FILES.items()}
+    stopped = []
     for name in outputs.PARTS:
-        _write(PARTS[name](job), outputs.of_part(name), out)
+        result = PARTS[name](job)
+        _write(result, outputs.of_part(name), out)
+        stopped += [name] if workstate.stopped(result.record) else []
+    workstate.end(job.state, stopped)
     return out
 
 
 def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: Options) -> Job:
-    """Load the model, and keep or empty the work in progress (``_state``)."""
+    """Load the model, and keep or empty the work in progress (``workstate``)."""
     host = {"device": how.device, **use_threads(how.threads)}
     dev = torch.device(how.device)
     torch.manual_seed(settings["seed"])
@@ -191,14 +177,9 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
             block.compile(dynamic=True)
     play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)
-    identity = {
-        "checkpoint_sha256": model_info["checkpoint_sha256"],
-        # threads change the speed, not the results: work done with others is kept
-        "settings": {k: v for k, v in settings.items() if k != "threads"},
-        "caches": {k: str(v) for k, v in caches.items()},
-        "device": how.device,
-    }
-    state = _state(play_dir, identity)
+    state = workstate.open_state(
+        play_dir, workstate.identity(model_info, settings, caches, how.device)
+    )
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
     return Job(net, model_info, dev, settings, caches, state, host, how.progress_every, how.ladder)
@@ -275,7 +256,7 @@ def _match_dataset(
     m = job.settings["match"]
     evaluator = _evaluator(job, cache_dir, job.state / "match" / name)
     progress = Progress(f"move-matching {name}", evaluator.positions_total, "positions",
-                        every=job.progress_every)  # fmt: skip
+                        every=job.progress_every, done=evaluator.positions_done)  # fmt: skip
     t0 = time.monotonic()
     complete = evaluator.run(deadline, progress)
     progress.finish("complete" if complete else "stopped by the time budget")
@@ -424,8 +405,9 @@ def _play_ladder(
     played = kept.get("anchors", {}) if kept.get("ladder_key") == stored["key"] else {}
     player = anchors.ModelPlayer(job.net, name=MODEL, elo=ratings.of_settings(job.settings))
     deadline = time.monotonic() + job.settings["elo"]["seconds"]
+    kept_games = sum(len(d["rows"]) for d in played.values() if d["complete"])
     progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,
-                        "games", every=job.progress_every)  # fmt: skip
+                        "games", every=job.progress_every, done=kept_games)  # fmt: skip
     for spec in settings.anchors:
         if not played.get(spec.name, {}).get("complete"):
             rows = ladder.play_anchor(player, spec, settings, engine, per, deadline)
@@ -541,8 +523,8 @@ def _counterfactual_dataset(
     """One dataset's counterfactual scoring (its finished chunks kept) and its table."""
     evaluator = _evaluator(job, cache_dir, counterfactual.state_dir(job.state, name))
     scorer = counterfactual.Counterfactual(evaluator, job.settings["counterfactual"]["ratings"])
-    progress = Progress(f"counterfactual ratings {name}", evaluator.positions_total,
-                        "positions", every=job.progress_every)  # fmt: skip
+    progress = Progress(f"counterfactual ratings {name}", evaluator.positions_total, "positions",
+                        every=job.progress_every, done=evaluator.positions_done)  # fmt: skip
     complete = scorer.run(deadline, progress)
     progress.finish("complete" if complete else "stopped by the time budget")
     pos = scorer.positions()

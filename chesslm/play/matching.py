@@ -132,11 +132,16 @@ class Evaluator:
         """Positions of every selected game (one per ply)."""
         return int(self.plies[self.selected].sum())
 
+    @property
+    def positions_done(self) -> int:
+        """Positions of the chunks already on disk (an earlier job's, when resumed)."""
+        return sum(int(self.plies[c].sum()) for i, c in enumerate(self.chunks)
+                   if self.chunk_path(i).exists())  # fmt: skip
+
     def run(self, deadline: float, progress: Progress | None = None) -> bool:
         """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
         every chunk is done. ``progress`` gets the positions done after each batch."""
-        done = sum(int(self.plies[c].sum()) for i, c in enumerate(self.chunks)
-                   if self.chunk_path(i).exists())  # fmt: skip
+        done = self.positions_done
 
         def batch_done(positions: int) -> None:
             nonlocal done

@@ -24,10 +24,12 @@ class Progress:
         *,
         every: float = EVERY_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        done: int = 0,
     ) -> None:
+        """``done``: units an earlier job finished (a resumed one starts from them)."""
         self.what, self.total, self.unit = what, total, unit
         self.every, self.clock = every, clock
-        self.done = 0
+        self.done = done
         self.last = clock()
         self._line("")
 

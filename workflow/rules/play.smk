@@ -6,8 +6,9 @@
 #   evaluated (validation splits only) + the ladder of play.elo.ladder (rule ladder; none
 #   without games) -> results/{run}/play/: the files of
 #   chesslm.play.outputs.OUTPUTS (each part's record, tables and figure; those with a caption
-#   are report() items). Bounded by play.*.seconds; work in progress stays in
-#   results/{run}/play/state/, so `--forcerun play` after a budget stop resumes it.
+#   are report() items). Bounded by play.*.seconds; after a budget stop the work in progress
+#   stays in results/{run}/play/state/ and the next job (`--forcerun play`) resumes it; any
+#   other job, a forced rerun of a finished evaluation included, measures afresh.
 
 
 rule play:
