@@ -152,7 +152,7 @@ def test_rule_export_writes_a_folder_transformers_loads_with_equal_logits(export
 
     folder = exported / "results/mini/export"
     assert {p.name for p in folder.iterdir()} == {
-        "model.safetensors", "config.json", "chess-tokenizer.json", "README.md"
+        "model.safetensors", "config.json", "chess-tokenizer.json", "README.md", "SHA256SUMS"
     }  # fmt: skip
     assert (exported / "logs/mini/export.log").exists()
     net = load_model(str(exported / "results/mini/train/best.pt"), "cpu")

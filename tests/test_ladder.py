@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from chesslm import seal
 from chesslm.model import gpt
 from chesslm.play import anchors, elo, ladder
 from chesslm.play.anchors import AnchorSpec
@@ -300,8 +301,8 @@ def test_the_ladder_file_round_trips_and_knows_when_it_is_stale(tmp_path) -> Non
 
 def test_a_broken_ladder_file_is_refused_naming_the_file_and_key(tmp_path) -> None:
     target = tmp_path / "ladder.json"
-    target.write_text(json.dumps({"format": ladder.FORMAT, "key": "k", "settings": {},
-                                  "engine": {}, "games": []}))  # fmt: skip
+    target.write_text(json.dumps(seal.seal({"format": ladder.FORMAT, "key": "k", "settings": {},
+                                            "engine": {}, "games": []})))  # fmt: skip
     with pytest.raises(ladder.LadderError, match=rf"{target}: ladder file has no 'ratings'"):
         ladder.read_ladder(target)
     with pytest.raises(ValueError, match="kind 'engine' is not one of"):

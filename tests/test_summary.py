@@ -13,8 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from chesslm import seal
 from chesslm.files import digest_json
 from chesslm.play import records
+from chesslm.play.records import RecordError
 from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
@@ -669,6 +671,7 @@ def test_files_lists_the_play_files(tmp_path):
     played = ["elo-games.csv", "elo.csv", "elo.json", "legality.svg", "move-match.csv"]
     for name in [*played, "state/legality.json", "notes.txt"]:
         (play / name).write_text("{}")
+    seal.write(play / "elo.json", elo_record(None))  # a record is read: sealed, as play writes it
     files = section(summary.summarise(run_dir)["summary"].read_text(), "Files")
     listed = [line for line in files if line.startswith("- `play/")]
     assert listed == [f"- `play/{n}`" for n in played]  # not state/, only records and figures
@@ -812,7 +815,7 @@ def glance(run_dir: Path, **play: dict | str) -> tuple[list[str], str]:
 
     for name, record in play.items():
         (run_dir / "play").mkdir(exist_ok=True)
-        text = record if isinstance(record, str) else json.dumps(record)
+        text = record if isinstance(record, str) else json.dumps(seal.seal(record))
         (run_dir / "play" / FILES[name]).write_text(text)
     text = summary.summarise(run_dir)["summary"].read_text()
     return section(text, "At a glance"), text
@@ -898,10 +901,11 @@ def test_the_answers_say_partial_few_games_and_unreadable(tmp_path):
     assert "(stopped by its time budget: partial)" in answer(lines, "Engine Elo")
     assert "(2 games, stopped by its time budget: partial)" in answer(lines, "Free-running")
     no_clocks = [match_row("all", 0.3)]  # a dataset without clocks: no maia2 position
-    lines, _ = glance(make_run(tmp_path / "clockless"), move_match=match_record(no_clocks),
-                      legality='{"modes": ')  # fmt: skip
+    clockless = make_run(tmp_path / "clockless")
+    lines, _ = glance(clockless, move_match=match_record(no_clocks))
     top1 = answer(lines, "Top-1")
     assert "`lichess` no position under `maia2`, 40 of 512" in top1
     assert "(under `all`: **30.0% [27.9%, 31.9%]**, 1200 positions)" in top1
-    legal = answer(lines, "Free-running legality")
-    assert "not shown: " in legal and "legality.json: not JSON" in legal
+    # a record that is there but unreadable is refused, never reported as absent
+    with pytest.raises(RecordError, match=r"legality.json: not JSON .*--forcerun play$"):
+        glance(clockless, legality='{"modes": ')

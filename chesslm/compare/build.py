@@ -13,6 +13,7 @@ import pandas as pd
 
 from chesslm import files
 from chesslm.compare import anchors, plots, positions, stats
+from chesslm.compare import scores as scores_module
 from chesslm.compare.settings import Comparison
 from chesslm.figures import save_svg
 from chesslm.play import protocols
@@ -26,7 +27,7 @@ def run_records(runs: dict[str, dict[str, Any]], scores: dict[str, Path]) -> lis
         info = runs[name]
         manifest = files.read_json(Path(info["manifest"]))
         results = files.read_json(Path(info["results"]))
-        scored = files.read_json(scores[name] / "scores.json")
+        scored = scores_module.read_record(scores[name])  # sealed, its table checked
         step = scored["model"]["step"]
         out.append({
             "name": name, "dataset": info["dataset"],
@@ -66,7 +67,7 @@ def compare(
     c: Comparison, scores: dict[str, Path], runs: dict[str, dict[str, Any]], out_dir: Path
 ) -> dict[str, Any]:
     """Write the comparison's files into ``out_dir``; returns comparison.json's record."""
-    tables = {run: positions.load(scores[run] / "positions.npz") for run in c.runs}
+    tables = {run: positions.load(scores[run]) for run in c.runs}
     aligned = positions.align(tables)
     chosen, shape = select(aligned, c)
     if not len(chosen.game):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chesslm.compare.scores import COLUMNS, PROTOCOL_PREFIX, ids_digest
+from chesslm.compare.scores import COLUMNS, PROTOCOL_PREFIX, ids_digest, read_record
 from chesslm.play import protocols
 
 PER_RUN = ("top1", "top3", "nll")
@@ -40,9 +40,13 @@ class Aligned:
         )  # fmt: skip
 
 
-def load(path: Path) -> dict[str, np.ndarray]:
-    """One run's table; ValueError naming the file when a column is missing."""
-    with np.load(path) as data:
+def load(out_dir: Path) -> dict[str, np.ndarray]:
+    """One run's table (``out_dir``/positions.npz), trusted only once it matches the sealed
+    scores.json beside it (``scores.read_record``); ValueError naming the file when a column
+    is missing."""
+    read_record(out_dir)
+    path = out_dir / "positions.npz"
+    with np.load(path, allow_pickle=False) as data:  # no pickle: nothing in a table runs
         missing = [c for c in (*COLUMNS, "game_ids") if c not in data.files]
         if missing:
             raise ValueError(f"{path}: not a score table (no {', '.join(missing)})")

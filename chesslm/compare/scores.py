@@ -1,7 +1,9 @@
 """Rule score: one run's best.pt on every position of a dataset's validation split, one row per
 position, written as ``positions.npz`` (+ ``scores.json``), the table every comparison of runs
-on that dataset aligns. The scorer is play's (``matching.Evaluator``, ``scoring``), so whatever
-a model needs there (a rating prefix, say) it gets here too; its finished chunks are kept under
+on that dataset aligns; ``scores.json`` is sealed and holds the table's sha256, and
+``read_record`` checks both before a comparison uses them (``chesslm.seal``). The scorer is
+play's (``matching.Evaluator``, ``scoring``), so whatever a model needs there (a rating prefix,
+say) it gets here too; its finished chunks are kept under
 ``state/`` (keyed by the checkpoint's sha256), so a stopped job resumes.
 
     python -m chesslm.compare.scores --run-dir results/demo --dataset sample \
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.layout import RunDir
 from chesslm.play import evaluate, matching, protocols
 
@@ -36,6 +38,30 @@ def ids_digest(ids: np.ndarray) -> str:
     """sha256 of the split's game ids in order: two tables are on the same positions only
     when their splits hold the same games in the same order."""
     return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
+
+
+def read_record(out_dir: Path) -> dict[str, Any]:
+    """``out_dir``'s scores.json, its seal checked, once ``positions.npz`` matches the sha256
+    it holds.
+
+    :raises seal.SealError: naming the file and the command that rebuilds both."""
+    command = seal.rebuild(out_dir / "scores.json", "score")
+    record = seal.read(out_dir / "scores.json", command)
+    path = out_dir / "positions.npz"
+    seal.check_file(path, record.get("positions_sha256"), out_dir / "scores.json", command)
+    return record
+
+
+def write_table(
+    out_dir: Path, ids: np.ndarray, columns: dict[str, np.ndarray], record: dict[str, Any]
+) -> dict[str, Any]:
+    """positions.npz, then scores.json sealed with the table's sha256 (what ``read_record``
+    checks); returns the record as written."""
+    table_path = out_dir / "positions.npz"
+    files.write_atomic(table_path, lambda fh: np.savez(fh, game_ids=ids, **columns))
+    return seal.write(
+        out_dir / "scores.json", {**record, "positions_sha256": files.sha256_file(table_path)}
+    )
 
 
 def table(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -93,7 +119,6 @@ def score(
     meta, meta_state = matching.load_metadata(cache_dir, evaluator.games.offsets)
     columns = table(evaluator.positions(), meta)
     ids = np.asarray(evaluator.games.ids)
-    files.write_atomic(out_dir / "positions.npz", lambda fh: np.savez(fh, game_ids=ids, **columns))
     record = {
         "run": run,
         "dataset": dataset,
@@ -114,7 +139,7 @@ def score(
         "host": {"device": device, **host},
         "seconds": time.monotonic() - started,
     }
-    files.write_json_atomic(out_dir / "scores.json", record)
+    record = write_table(out_dir, ids, columns, record)
     shutil.rmtree(out_dir / "state")  # the table holds it all now
     logger.info("%s on %s: %d positions in %.1f s", run, dataset, record["positions"],
                 record["seconds"])  # fmt: skip

@@ -57,6 +57,7 @@ class Facts:
     receipt: dict[str, Any]
     results: dict[str, Any]
     play: records.Play = field(default_factory=records.Play)  # records.read_play's
+    weights_sha256: str = ""  # model.safetensors', as SHA256SUMS lists it
 
 
 def render(facts: Facts) -> str:
@@ -89,7 +90,10 @@ def header(facts: Facts) -> str:
         f" {ckpt.get('step')}, validation NLL {ckpt.get('best_nll')}, sha256"
         f" `{ckpt.get('sha256')}`), in FP32, in Hugging Face's GPT-2 layout: its logits are"
         " the chesslm model's (the tests compare them on real games: max abs difference"
-        " <= 1e-4 in FP32).\n"
+        " <= 1e-4 in FP32).\n\n"
+        f"`SHA256SUMS` lists every file's sha256 (`model.safetensors`: `{facts.weights_sha256}`):"
+        " check a copy with `sha256sum -c SHA256SUMS` in this folder; `chesslm-uci` and"
+        " `chesslm-analyse` check it before they load the folder.\n"
     )
 
 

@@ -1,7 +1,10 @@
 """The export folder of a run (rule export): ``model.safetensors`` and ``config.json`` (the
 Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``chess-tokenizer.json``
-(``chesslm.export.vocabulary``) and ``README.md`` (``chesslm.export.card``). Writing needs
-safetensors (a core dependency), not transformers; each file is written atomically.
+(``chesslm.export.vocabulary``), ``README.md`` (``chesslm.export.card``) and ``SHA256SUMS``
+(``chesslm.seal``: every other file's sha256, as ``sha256sum -c`` reads it; ``load`` checks it
+before it reads a weight). Writing needs safetensors (a core dependency), not transformers;
+each file is written atomically, the weights with sorted metadata, so equal weights give equal
+bytes.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.data import conditioning
 from chesslm.export import card, gpt2, vocabulary
 from chesslm.model import checkpoint
@@ -21,6 +24,7 @@ FILES = {
     "config": "config.json",
     "tokenizer": "chess-tokenizer.json",
     "card": "README.md",
+    "sums": seal.SUMS,
 }
 
 
@@ -63,9 +67,13 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
     layout = conditioning.of_identity(payload["identity"])
     files.write_json_atomic(paths["tokenizer"], vocabulary.record(layout))
-    text = card.render(facts).encode()
-    files.write_atomic(paths["card"], lambda fh: fh.write(text))
     metadata = {"format": "pt", "chesslm_run": sources.run, "checkpoint_sha256": sha256}
     weights = gpt2.weights_bytes(tensors, metadata)
     files.write_atomic(paths["weights"], lambda fh: fh.write(weights))
+    facts.weights_sha256 = files.sha256_file(paths["weights"])  # the card names it
+    text = card.render(facts).encode()
+    files.write_atomic(paths["card"], lambda fh: fh.write(text))
+    listed = [name for key, name in FILES.items() if key != "sums"]
+    seal.write_sums(out_dir, listed)
+    seal.check_sums(out_dir, listed, seal.rebuild(paths["weights"], "export"))  # as load will
     return paths

@@ -16,6 +16,7 @@ What differs is only how it is written down, and GPT-2's config expresses all of
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import safetensors.torch
@@ -96,9 +97,17 @@ def hf_state_dict(state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str
 
 
 def weights_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
-    """``model.safetensors`` of ``tensors`` (safetensors' own writer; contiguous CPU copies)."""
+    """``model.safetensors`` of ``tensors`` (safetensors' own writer; contiguous CPU copies),
+    its header's keys sorted: the writer lists the metadata in a hash map's order, which
+    differs from one process to the next, so equal weights gave unequal bytes (and digests)."""
     cpu = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
-    return safetensors.torch.save(cpu, metadata=metadata)
+    raw = safetensors.torch.save(cpu, metadata=metadata)
+    size = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + size])
+    # every tensor's data_offsets are absolute, so the entries' order is free to change
+    text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the data stays 8-byte aligned, as the writer pads it
+    return len(text).to_bytes(8, "little") + text + raw[8 + size :]
 
 
 def from_hf_state_dict(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

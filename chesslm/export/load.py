@@ -2,7 +2,9 @@
 and analyses as the run's ``best.pt`` does: ``chesslm-uci --checkpoint DIR`` and
 ``chesslm-analyse --checkpoint DIR`` (``model_at`` takes either).
 
-The network comes from ``config.json`` (GPT-2's sizes), its weights from ``model.safetensors``
+Nothing in the folder is read before every file ``SHA256SUMS`` lists matches it (``seal``:
+a flipped byte in the weights would load silently otherwise). The network comes from
+``config.json`` (GPT-2's sizes), its weights from ``model.safetensors``
 (``gpt2.from_hf_state_dict``) and its input layout (rating prefix or none) from
 ``chess-tokenizer.json``; every weight must fit, strictly.
 """
@@ -14,7 +16,7 @@ from pathlib import Path
 import safetensors.torch
 import torch
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.data import tokens
 from chesslm.export import gpt2, vocabulary
 from chesslm.export.folder import FILES
@@ -42,6 +44,11 @@ def export_config(folder: Path) -> GPTConfig:
             f"{folder}: not an export folder (no {', '.join(missing)}): rule export writes"
             f" {', '.join(FILES[key] for key in NEEDED)}; or give a .pt checkpoint file"
         )
+    command = seal.rebuild(folder / FILES["weights"], "export") + " (or download it again)"
+    try:
+        seal.check_sums(folder, [FILES[key] for key in NEEDED], command)
+    except seal.SealError as error:
+        raise CheckpointError(str(error)) from None
     try:
         hf = files.read_json(folder / FILES["config"])
         vocab = files.read_json(folder / FILES["tokenizer"])

@@ -99,7 +99,9 @@ class Counterfactual:
 
     def positions(self) -> dict[str, np.ndarray]:
         """Every position scored so far (all chunks on disk)."""
-        parts = [np.load(p) for p in sorted(self.ev.state_dir.glob("chunk-*.npz"))]
+        parts = [
+            np.load(p, allow_pickle=False) for p in sorted(self.ev.state_dir.glob("chunk-*.npz"))
+        ]
         if not parts:
             empty = np.zeros((0, len(self.settings)))
             return {"game": np.zeros(0, np.int64), "ply": np.zeros(0, np.int64),

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 from matplotlib.figure import Figure
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.figures import save_svg
 from chesslm.layout import RunDir
 from chesslm.model import checkpoint, gpt, weights
@@ -152,6 +152,8 @@ def run(
     how = Options(**options)
     if settings["elo"]["games_per_anchor"] > 0 and how.ladder is None:
         raise ValueError("play.elo.games_per_anchor > 0 needs the ladder file (--ladder)")
+    if how.ladder is not None:
+        ladder.read_ladder(how.ladder)  # its seal checked before any part spends its budget
     job = _job(run_dir, settings, caches, how)
     out = {name: Path(RunDir(run_dir).play_file(file)) for name, file in outputs.FILES.items()}
     stopped = []
@@ -188,7 +190,7 @@ def _write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path
     for output in mine:
         path = out[output.name]
         if output.file.endswith(".json"):
-            files.write_json_atomic(path, result.record)
+            seal.write(path, result.record)  # records.py checks the seal before use
         elif output.file.endswith(".csv"):
             _write_csv(path, result.tables[output.name])
         else:

@@ -32,8 +32,9 @@ the ladder's covariance it also states that interval widened by the ladder's own
 
 Cost: BENCHMARKS.md (the full ladder on 12 cores, the config's ``small`` one on 2).
 
-A ladder is computed once per settings and engine build (``ladder_key``) and stored as JSON
-(``write_ladder``); ``is_current`` says whether a stored one still holds.
+A ladder is computed once per settings and engine build (``ladder_key``) and stored as sealed
+JSON (``write_ladder``; ``read_ladder`` checks the seal); ``is_current`` says whether a stored
+one still holds.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from typing import Any
 
 import chess
 
-from chesslm import files, layout
+from chesslm import files, layout, seal
 from chesslm.play import anchors as anchor_players
 from chesslm.play import elo
 from chesslm.play.anchors import AnchorSpec, Player
@@ -341,12 +342,17 @@ def build_ladder(
 
 
 def write_ladder(path: Path | str, ladder: dict[str, Any]) -> None:
-    files.write_json_atomic(path, ladder)
+    seal.write(path, ladder)  # read_ladder checks the seal before any rating is used
 
 
 def read_ladder(path: Path | str) -> dict[str, Any]:
-    """A stored ladder, checked for the keys its users read."""
-    ladder = files.read_json(path)
+    """A stored ladder, its seal checked (``chesslm.seal``: an edited rating, a damaged or an
+    unsealed file is refused, naming the file and the command that rebuilds it), then the keys
+    its users read."""
+    try:
+        ladder = seal.read(path, seal.rebuild(path, "ladder"))
+    except seal.SealError as error:
+        raise LadderError(str(error)) from None
     if ladder.get("format") != FORMAT:
         raise LadderError(f"{path}: ladder format {ladder.get('format')!r}, expected {FORMAT}")
     for key in ("key", "settings", "engine", "games", "ratings", "covariance"):

@@ -209,7 +209,7 @@ class Evaluator:
 
     def positions(self) -> dict[str, np.ndarray]:
         """Every position evaluated so far (all chunks on disk)."""
-        parts = [np.load(p) for p in sorted(self.state_dir.glob("chunk-*.npz"))]
+        parts = [np.load(p, allow_pickle=False) for p in sorted(self.state_dir.glob("chunk-*.npz"))]
         return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in
                 CHUNK_FIELDS}  # fmt: skip
 

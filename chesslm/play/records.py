@@ -4,8 +4,10 @@ summary's play section (``chesslm.report.play_section``) and the model card
 (``chesslm.export.card``) both read through here, so the two cannot drift from the writer
 (``chesslm.play.evaluate``); the Elo's sentences are written here once for both.
 
-A missing file reads as ``None``; a file that is not JSON, misses a key or holds a value of the
-wrong type raises ``RecordError``, one line naming the file and the key. Keys the readers do
+A missing file reads as ``None``; a file that is not JSON or not sealed as rule play wrote it
+(``chesslm.seal``: edited, damaged or written before records were sealed) raises
+``RecordError``, one line naming the file and the command that rebuilds it; one that misses a
+key or holds a value of the wrong type, one line naming the file and the key. Keys the readers do
 not need are ignored. Standard library only: the report reads JSON only.
 """
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chesslm import seal
 from chesslm.play.outputs import FILES
 
 
@@ -75,18 +78,16 @@ def _build(cls: type[T], data: Any, path: Path, at: str = "") -> T:
     return cls(**values)
 
 
-def _load(path: Path) -> Any:
-    """The JSON in ``path``; ``None`` when there is no such file."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+def _load(path: Path) -> dict[str, Any] | None:
+    """The sealed record in ``path`` (``chesslm.seal``), checked; ``None`` when there is no
+    such file. An unreadable, unsealed or edited one is a ``RecordError`` naming the file and
+    the command that rebuilds it."""
+    if not path.exists() and not path.is_symlink():
         return None
-    except OSError as error:
-        raise RecordError(f"{path}: unreadable ({error.strerror})") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise RecordError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
+        return seal.read(path, seal.rebuild(path, "play"))
+    except seal.SealError as error:
+        raise RecordError(str(error)) from None
 
 
 def _pct(value: float | None) -> str:

@@ -1,13 +1,14 @@
 """The play section of a run's summary.md, rendered from the records of rule play
 (``results/{run}/play/*.json``, named in ``chesslm.play.outputs``, read by
 ``chesslm.play.records`` as the model card reads them): move-matching, free-running legality
-and Elo on the ladder, each saying so where it has not been evaluated, and a record that cannot
-be read saying why in one line; and the answers summary.md opens with (``answers``), in the
-same cells. Reads JSON only: no torch, no chess engine."""
+and Elo on the ladder, each saying so where it has not been evaluated; and the answers
+summary.md opens with (``answers``), in the same cells. A record that is there but cannot be
+trusted (unreadable, unsealed, edited) is refused, a ``RecordError`` in one line naming the file
+and the command that rebuilds it, never reported as absent. Reads JSON only: no torch, no chess
+engine."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,43 +33,27 @@ def _nll(value: Any) -> str:
 
 
 def read_records(play_dir: Path) -> dict[str, Any]:
-    """Each play record by its name in ``records.READERS``: the record, ``None`` where its
-    file is absent, or the ``RecordError`` that says why it cannot be read."""
-    found: dict[str, Any] = {}
-    for name, read in records.READERS.items():
-        try:
-            found[name] = read(play_dir / FILES[name])
-        except records.RecordError as error:
-            found[name] = error
-    return found
+    """Each play record by its name in ``records.READERS``: the record, or ``None`` where its
+    file is absent.
+
+    :raises records.RecordError: for a file that is there but cannot be trusted."""
+    return {name: read(play_dir / FILES[name]) for name, read in records.READERS.items()}
 
 
 def markdown_section(play_dir: Path | str) -> str:
     """Markdown for summary.md: move-matching, free-running legality and Elo (says so where a
-    part has not been evaluated, or its record cannot be read)."""
+    part has not been evaluated)."""
     found = read_records(Path(play_dir))
     lines = ["## Play evaluation", ""]
     match = found["move_match"]
-    if isinstance(match, records.RecordError):
-        return "\n".join([*lines, f"Not shown: {match}.", ""])
     if match is None:
-        lines += [
-            f"No play evaluation yet (`results/{{run}}/play/` has no {FILES['move_match']}).",
-            "",
-        ]
+        lines += [f"No play evaluation yet (`{play_dir}/` has no {FILES['move_match']}).", ""]
         return "\n".join(lines)
     lines += match_section(match)
-    lines += _part(legality_section, "Free-running legality", found["legality"])
-    lines += _part(elo_section, "Elo against Stockfish and the ladder's anchors", found["elo"])
-    lines += _part(counterfactual_section, "Counterfactual ratings", found["counterfactual"])
+    lines += legality_section(found["legality"])
+    lines += elo_section(found["elo"])
+    lines += counterfactual_section(found["counterfactual"])
     return "\n".join(lines)
-
-
-def _part(render: Callable[[Any], list[str]], title: str, record: Any) -> list[str]:
-    """A part's lines from its record, or its heading and why the record cannot be read."""
-    if isinstance(record, records.RecordError):
-        return [f"### {title}", "", f"Not shown: {record}.", ""]
-    return render(record)
 
 
 # --- the answers summary.md opens with: the same records, the same cells as below ---------
@@ -77,7 +62,7 @@ def _part(render: Callable[[Any], list[str]], title: str, record: Any) -> list[s
 def answers(play_dir: Path | None) -> list[str]:
     """List items: top-1 under the headline protocol per dataset, the Elo and free-running
     legality, each with its interval or why it has none, and saying so where it is not
-    evaluated yet, partial or unreadable (``play_dir`` ``None``: the run has not played)."""
+    evaluated yet or partial (``play_dir`` ``None``: the run has not played)."""
     found = read_records(play_dir) if play_dir is not None else dict.fromkeys(records.READERS)
     parts = [
         ("move_match", "Top-1 agreement with the move played [95 % interval]", top1_answer),
@@ -91,9 +76,7 @@ def answers(play_dir: Path | None) -> list[str]:
     out = []
     for name, title, answer in parts:
         record = found[name]
-        if isinstance(record, records.RecordError):
-            said = f"not shown: {record}"
-        elif record is None:
+        if record is None:
             said = f"not evaluated yet (no `play/{FILES[name]}`)"
         else:
             said = answer(record)

@@ -37,6 +37,7 @@ from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
 from chesslm.layout import RunDir
+from chesslm.play.records import RecordError
 from chesslm.report import markdown, plots
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.records import RunRecords, RunState, load_run
@@ -396,14 +397,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_dir.is_dir():
         parser.error(f"not a directory: {str(args.run_dir)!r}")
     options = {"receipt": args.receipt, "max_segments": args.max_segments}
-    if args.out is not None:
-        paths = summarise(args.run_dir, args.out, **options)
-        print(f"wrote {len(paths)} files to {args.out}", file=sys.stderr)
-        return 0
-    # results/{run}/report/ belongs to Snakemake's summarise rule: draw in a scratch folder.
-    with tempfile.TemporaryDirectory(prefix="chesslm-summary-") as scratch:
-        paths = summarise(args.run_dir, scratch, **options)
-        sys.stdout.write(paths["summary"].read_text())
+    try:
+        if args.out is not None:
+            paths = summarise(args.run_dir, args.out, **options)
+            print(f"wrote {len(paths)} files to {args.out}", file=sys.stderr)
+            return 0
+        # results/{run}/report/ belongs to Snakemake's summarise rule: draw in a scratch folder.
+        with tempfile.TemporaryDirectory(prefix="chesslm-summary-") as scratch:
+            paths = summarise(args.run_dir, scratch, **options)
+            sys.stdout.write(paths["summary"].read_text())
+    except RecordError as error:  # a play record it must not trust: one line, no traceback
+        parser.exit(1, f"{parser.prog}: {error}\n")
     return 0
 
 

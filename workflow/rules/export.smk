@@ -4,7 +4,9 @@
 #   integrity receipt + its play evaluation (when play.enabled) -> results/{run}/export/:
 #   model.safetensors and config.json (Hugging Face GPT-2 layout: transformers'
 #   GPT2LMHeadModel.from_pretrained loads the folder), chess-tokenizer.json (the move tokenizer's
-#   ids as plain JSON) and README.md (the model card). Seconds on a CPU: run where Snakemake is.
+#   ids as plain JSON), README.md (the model card) and SHA256SUMS (every other file's sha256, as
+#   `sha256sum -c` reads it; chesslm-uci and chesslm-analyse check it before loading the folder).
+#   Seconds on a CPU: run where Snakemake is.
 
 
 localrules:
@@ -22,6 +24,7 @@ rule export:
         config=RUN.export_file("config.json"),
         tokenizer=RUN.export_file("chess-tokenizer.json"),
         card=RUN.export_file("README.md"),
+        sums=RUN.export_file("SHA256SUMS"),
     log:
         "logs/{run}/export.log",
     params:
