@@ -142,7 +142,8 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     env = {"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "killsave:1"}
     killed = segment(tiny_cache, run_dir, 2, env=env)
     assert killed.returncode != 0 and not (run_dir / "segments/2.json").exists()
-    assert (run_dir / "train/last.pt.tmp").stat().st_size > 0
+    [partial] = (run_dir / "train").glob(".last.pt.*.tmp")  # the killed writer's own
+    assert partial.stat().st_size > 0
     checkpoint.verify(run_dir / "train/last.pt")
     assert sha256_file(run_dir / "train/last.pt") == resumed["last_pt_sha256"]
     ok(segment(tiny_cache, run_dir, 2))
@@ -193,14 +194,18 @@ def test_identity_mismatch_on_resume_names_the_key(
     tiny_cache: Path, first_segment: Path, tmp_path: Path
 ) -> None:
     run_dir = copy_run(first_segment, tmp_path)
-    leftovers = [run_dir / "train/last.pt.tmp", run_dir / "train/failure-rank1.json.tmp"]
-    for path in leftovers:  # what a kill or a full disk during a write leaves behind
+    # what a kill or a full disk during a write leaves behind (a dead writer's; the old name)
+    leftovers = [run_dir / "train/.last.pt.999999999.0badf00d.tmp"]
+    leftovers.append(run_dir / "train/failure-rank1.json.tmp")
+    live = run_dir / f"train/.best.pt.{os.getpid()}.0badf00d.tmp"  # a live writer's: kept
+    for path in [*leftovers, live]:
         path.write_bytes(b"partial")
     result = segment(tiny_cache, run_dir, 1, "--lr=0.001")
     assert result.returncode != 0
     assert one_error_line(result).startswith("incompatible checkpoint identity, changed: lr")
     assert not (run_dir / "segments/1.json").exists()
     assert not any(path.exists() for path in leftovers)  # removed on start, under the lock
+    assert live.read_bytes() == b"partial"
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:

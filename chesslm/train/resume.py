@@ -84,12 +84,11 @@ def hold(ctx: distributed.Context, train_dir: Path) -> int | None:
 
 def remove_temporaries(directories: list[Path]) -> None:
     """Delete the temporaries of atomic writes that a killed or failed trainer (or a full
-    disk) left behind (``last.pt.tmp``, ``failure-rank1.json.tmp``, ...)."""
+    disk) left behind (``.last.pt.PID.RANDOM.tmp``, ...): only those of writers that have
+    exited, never a live writer's (chesslm.files.stale_temporaries)."""
     for directory in directories:
-        for path in sorted(directory.glob(f"*{files.TMP_SUFFIX}")):
-            if path.is_file():
-                logger.info("removing %s, left by an earlier attempt", path)
-                path.unlink(missing_ok=True)
+        for path in files.remove_stale_temporaries(directory):
+            logger.info("removed %s, left by an earlier attempt", path)
 
 
 def find_resume(
