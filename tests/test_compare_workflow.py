@@ -5,6 +5,7 @@ comparison's figures and captions as a person sees them in Chromium."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -91,6 +92,20 @@ def test_an_unknown_run_stops_the_plan_in_one_line(compared: Path) -> None:
         "config: comparisons.mini-cmp.runs names 'nope', which is not a run (known: "
     ), last
     assert "mini, mini-b" in last  # the config's runs, config/config.yaml's among them
+
+
+def test_a_missing_scores_json_reruns_score(compared: Path) -> None:
+    """compare reads each run's scores.json beside its table: an input, so a plan without it
+    scores the run again (it used to fail compare, never rerunning score)."""
+    record = compared / "results/mini/scores/mini/scores.json"
+    aside = record.with_name("scores.json.aside")
+    record.rename(aside)
+    try:
+        plan = snakemake(compared, TARGETS[0], *ARGS, "-n").stdout
+    finally:
+        aside.rename(record)
+    counts = dict(re.findall(r"^(score|compare)\s+(\d+)$", plan, re.M))
+    assert counts == {"score": "1", "compare": "1"}, plan
 
 
 def test_the_report_shows_the_comparison_figures_with_captions(
