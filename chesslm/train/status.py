@@ -148,7 +148,9 @@ def finish_terminal(
     return True
 
 
-def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
+def write_run_results(
+    train_results: Path, statuses: list[Path], out: Path, *, wait_s: float = runlock.LOCK_WAIT_S
+) -> dict[str, Any]:
     """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
 
     Written under the run's lock (waited for as a segment waits: another results job holds
@@ -159,7 +161,7 @@ def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> d
         a trainer holds the run.
     """
     try:
-        lock = runlock.lock_run_dir(train_results.parent)
+        lock = runlock.lock_run_dir(train_results.parent, wait_s=wait_s)
     except runlock.RunDirLocked as error:
         raise ValueError(f"{out} not written: {error}") from None
     try:
