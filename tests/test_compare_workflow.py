@@ -95,15 +95,18 @@ def test_an_unknown_run_stops_the_plan_in_one_line(compared: Path) -> None:
 
 
 def test_a_missing_scores_json_reruns_score(compared: Path) -> None:
-    """compare reads each run's scores.json beside its table: an input, so a plan without it
-    scores the run again (it used to fail compare, never rerunning score)."""
-    record = compared / "results/mini/scores/mini/scores.json"
-    aside = record.with_name("scores.json.aside")
-    record.rename(aside)
+    """compare reads each run's scores.json beside its table: an input, so a plan that runs
+    compare (here: its record gone) without it scores the run again first (compare used to
+    run alone and fail reading it)."""
+    moved = [compared / "results/mini/scores/mini/scores.json", compared / TARGETS[0]]
+    for path in moved:
+        path.rename(path.with_name(path.name + ".aside"))
     try:
-        plan = snakemake(compared, TARGETS[0], *ARGS, "-n").stdout
+        done = snakemake(compared, TARGETS[0], *ARGS, "-n")
     finally:
-        aside.rename(record)
+        for path in moved:
+            path.with_name(path.name + ".aside").rename(path)
+    plan = done.stdout + done.stderr
     counts = dict(re.findall(r"^(score|compare)\s+(\d+)$", plan, re.M))
     assert counts == {"score": "1", "compare": "1"}, plan
 
