@@ -26,7 +26,7 @@ from chesslm.data import settings as data_settings
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.model.presets import config_for
 from chesslm.play import ladder as play_ladder
-from chesslm.play.anchors import find_engine
+from chesslm.play.anchors import EngineInfo, find_engine, handshake
 from chesslm.play.outputs import FILES as PLAY_FILES
 from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
 from chesslm.play.outputs import PARTS as PLAY_PARTS
@@ -87,26 +87,57 @@ class Config:
 
     def ladder_file(self, name: str) -> str:
         """The ladder's file: its path holds the key of its settings and engine build, so a new
-        build or a changed setting asks for a new ladder. Looks the engine up (once per
-        process; python-chess bounds the UCI handshake by 10 s): call it from an input
-        function, not at parse time. :raises ConfigError: no such engine."""
+        build or a changed setting asks for a new ladder. Looks the engine up and checks it
+        (a bounded UCI handshake, once per engine and process; the anchors' ``UCI_Elo``
+        against the range it reports): call it from an input function, so that only plans
+        that need the ladder pay for it. :raises ConfigError: naming the key."""
         ladder = self.ladders[name]
-        identity = _engine(ladder.engine, f"ladders.{name}.engine")[1]
-        return play_ladder.ladder_path(name, ladder.settings, identity)
+        return play_ladder.ladder_path(name, ladder.settings, _checked_engine(ladder)[1])
 
     def ladder_engine(self, name: str) -> str:
-        """The engine executable of ladder ``name`` (:raises ConfigError: not found)."""
-        return _engine(self.ladders[name].engine, f"ladders.{name}.engine")[0]
+        """The engine executable of ladder ``name``, checked as ``ladder_file`` does."""
+        return _checked_engine(self.ladders[name])[0]
 
 
 @functools.cache
-def _engine(name: str, key: str) -> tuple[str, dict[str, str]]:
-    """The engine's path and build (sha256, UCI id name): once per process."""
+def _handshake(path: str) -> EngineInfo | str:
+    """The engine's handshake, or why it failed: once per engine path and process."""
+    try:
+        return handshake(path)
+    except ValueError as error:
+        return str(error)
+
+
+@functools.cache
+def _engine(name: str, key: str) -> tuple[str, dict[str, str], EngineInfo]:
+    """The engine's path, build (sha256, UCI id name) and handshake: once per process."""
     try:
         path = find_engine(name, key)
     except FileNotFoundError as error:
         raise ConfigError(f"config: {error}") from None
-    return path, play_ladder.engine_identity(path)
+    info = _handshake(path)
+    if isinstance(info, str):
+        raise ConfigError(f"config: {key}: {info}")
+    return path, play_ladder.engine_identity(path, info.name), info
+
+
+def _checked_engine(ladder: Ladder) -> tuple[str, dict[str, str]]:
+    """``_engine`` of the ladder, its ``stockfish_elo`` anchors' ``UCI_Elo`` checked against
+    the range the engine reports (the ladder job would fail on it, not the plan)."""
+    path, identity, info = _engine(ladder.engine, f"ladders.{ladder.name}.engine")
+    for i, anchor in enumerate(ladder.settings.anchors):
+        if anchor.kind != "stockfish_elo":
+            continue
+        key = f"ladders.{ladder.name}.anchors[{i}].elo"
+        if info.elo_range is None:
+            raise ConfigError(f"config: {key}: {path} ({info.name}) has no UCI_Elo option")
+        low, high = info.elo_range
+        if not low <= anchor.elo <= high:
+            raise ConfigError(
+                f"config: {key} is {anchor.elo} (anchor {anchor.name!r}), outside the UCI_Elo"
+                f" range {low}-{high} that {path} ({info.name}) reports"
+            )
+    return path, identity
 
 
 def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:

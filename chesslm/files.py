@@ -5,6 +5,10 @@ flushed and fsynced, renamed over the target, then the directory fsynced, so a c
 either the old file or the new one, never a torn one. A write that runs out of space raises
 ``DiskFullError`` naming the file and the cause (NumPy and torch report a full disk as a bare
 "N requested and M written" or an "unexpected pos" that name neither).
+
+A temporary's name is its writer's own (``.NAME.PID.RANDOM.tmp``): two writers of one file at
+once (two ``--nolock`` snakemakes) never write, rename or remove each other's temporary, and
+``stale_temporaries`` tells a dead writer's leftovers from a live writer's file.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import re
 import resource
+import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,8 +57,49 @@ def digest_json(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# .NAME.PID.RANDOM.tmp; NAME.tmp: the shared name used before (its writer unknown)
+TMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+
 def tmp_path(path: Path) -> Path:
-    return path.with_name(path.name + TMP_SUFFIX)
+    """A temporary beside ``path`` that is this writer's alone (pid and a random part)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def stale_temporaries(directory: Path, name: str | None = None) -> list[Path]:
+    """The temporaries in ``directory`` (of target ``name``, else of any) whose writers have
+    exited on this host (a killed or failed write's leftovers), or that carry the shared name
+    of before; a live writer's stays out. (A run's directory is written from one host.)"""
+    stale = []
+    for path in sorted(directory.glob(f"*{TMP_SUFFIX}")):
+        match = TMP_NAME.match(path.name)
+        if name is not None and (match is None or match["name"] != name):
+            if path.name != name + TMP_SUFFIX:
+                continue
+        if match is None or not _alive(int(match["pid"])):
+            stale.append(path)
+    return stale
+
+
+def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[Path]:
+    """Delete ``stale_temporaries`` (files and folders); those deleted."""
+    stale = stale_temporaries(directory, name) if directory.is_dir() else []
+    for path in stale:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return stale
 
 
 def fsync_dir(directory: Path) -> None:
@@ -138,7 +184,6 @@ def link_atomic(source: Path, destination: Path) -> None:
     because every writer here replaces files by renaming, never rewrites one in place: a later
     ``source`` is a new file, and ``destination`` keeps the old one."""
     tmp = tmp_path(Path(destination))
-    tmp.unlink(missing_ok=True)
     try:
         os.link(source, tmp)
     except OSError:

@@ -5,6 +5,7 @@ comparison's figures and captions as a person sees them in Chromium."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -91,6 +92,23 @@ def test_an_unknown_run_stops_the_plan_in_one_line(compared: Path) -> None:
         "config: comparisons.mini-cmp.runs names 'nope', which is not a run (known: "
     ), last
     assert "mini, mini-b" in last  # the config's runs, config/config.yaml's among them
+
+
+def test_a_missing_scores_json_reruns_score(compared: Path) -> None:
+    """compare reads each run's scores.json beside its table: an input, so a plan that runs
+    compare (here: its record gone) without it scores the run again first (compare used to
+    run alone and fail reading it)."""
+    moved = [compared / "results/mini/scores/mini/scores.json", compared / TARGETS[0]]
+    for path in moved:
+        path.rename(path.with_name(path.name + ".aside"))
+    try:
+        done = snakemake(compared, TARGETS[0], *ARGS, "-n")
+    finally:
+        for path in moved:
+            path.with_name(path.name + ".aside").rename(path)
+    plan = done.stdout + done.stderr
+    counts = dict(re.findall(r"^(score|compare)\s+(\d+)$", plan, re.M))
+    assert counts == {"score": "1", "compare": "1"}, plan
 
 
 def test_the_report_shows_the_comparison_figures_with_captions(

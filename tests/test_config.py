@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import typing
 
 import pytest
@@ -251,6 +252,42 @@ def test_comparison_and_ladder_defaults_are_the_schemas() -> None:
                 continue
             assert fields[name] == spec["default"], (cls.__name__, name)
     assert entry("comparisons")["properties"]["baseline"]["default"] is None  # the first run
+
+
+SILENT = "#!/bin/sh\nsleep 60\n"  # a program that never answers (the old plan hung 13 s)
+ENGINE_REFUSED = [
+    (
+        "ladders: {small: {engine: ENGINE}}",
+        "config: ladders.small.engine: ENGINE is not a UCI engine: it did not answer `uci` with"
+        " `uciok` within 5 s",
+    ),
+    (
+        "ladders: {small: {anchors: [{name: r, kind: random},"
+        " {name: sf, kind: stockfish_elo, nodes: 100, elo: 9999}]}}",
+        "config: ladders.small.anchors[1].elo is 9999 (anchor 'sf'), outside the UCI_Elo range",
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("extra", "named"), ENGINE_REFUSED, ids=["not-uci", "uci-elo"])
+def test_a_ladders_engine_is_checked_when_a_plan_needs_the_ladder(tmp_path, extra, named):
+    """A plan of the demo's play (which needs ladder small) with an engine that never answers
+    `uci`, or an anchor's UCI_Elo outside the range Stockfish reports: within seconds, one line
+    naming the key, exit status 1."""
+    workdir = make_workdir(tmp_path)
+    engine = tmp_path / "silent.sh"
+    engine.write_text(SILENT)
+    engine.chmod(0o755)
+    (workdir / "bad.yaml").write_text(extra.replace("ENGINE", str(engine)) + "\n")
+    started = time.monotonic()
+    result = snakemake(workdir, "results/demo/play/move-match.json", "--configfile", "bad.yaml",
+                       "-n", check=False)  # fmt: skip
+    assert result.returncode == 1 and time.monotonic() - started < 15
+    output = result.stdout + result.stderr
+    lines = [line for line in output.splitlines() if line.startswith("config: ")]
+    assert len(lines) == 1 and lines[0].startswith(named.replace("ENGINE", str(engine))), output
+    assert "Traceback" not in output and "Exception" not in output, output
 
 
 # --- the parse: no heavy imports --------------------------------------------------------------

@@ -145,3 +145,28 @@ def test_cache_arrays_are_memory_mapped(verified, tmp_path):
     cache.build_from_dataset(ds, receipt, tmp_path / "cache")
     opened = cache.TokenCache(tmp_path / "cache")
     assert isinstance(opened.train.tokens, np.memmap)
+
+
+def test_two_writers_of_one_file_at_once_never_collide(tmp_path):
+    """A second writer (another --nolock snakemake's job) writes the same file while the first
+    is mid-write: each has its own temporary, both complete, the last rename wins whole."""
+    target = tmp_path / "scores.json"
+    with files.open_atomic(target) as first:
+        first.write(b'{"writer": ')
+        files.write_json_atomic(target, {"writer": 2})
+        assert files.read_json(target) == {"writer": 2}
+        first.write(b"1}")
+    assert files.read_json(target) == {"writer": 1}
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_only_a_dead_writers_temporaries_are_stale(tmp_path):
+    dead = tmp_path / ".last.pt.999999999.0badf00d.tmp"  # beyond any pid_max
+    old = tmp_path / "last.pt.tmp"  # the shared name of before
+    live = files.tmp_path(tmp_path / "last.pt")
+    other = tmp_path / ".best.pt.999999999.0badf00d.tmp"
+    for path in (dead, old, live, other):
+        path.write_bytes(b"partial")
+    assert files.stale_temporaries(tmp_path, "last.pt") == [dead, old]
+    assert files.remove_stale_temporaries(tmp_path) == [other, dead, old]  # sorted by name
+    assert live.read_bytes() == b"partial"

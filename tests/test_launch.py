@@ -4,6 +4,7 @@ die with their launcher (real torchrun, real signals)."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -66,6 +67,29 @@ def test_a_held_run_lock_is_waited_for_then_named_with_what_to_do(tmp_path: Path
     mine = resume.lock_run_dir(tmp_path, wait_s=10)
     assert (tmp_path / ".lock").read_text().split()[0] == str(os.getpid())
     os.close(mine)
+
+
+def test_results_json_is_not_written_while_a_trainer_holds_the_run(tmp_path: Path) -> None:
+    """Rule results (another snakemake's, with --nolock) refuses in one line while a trainer
+    holds the run's lock, leaving results.json as it was; once the lock is free it writes."""
+    from chesslm.files import write_json_atomic
+    from chesslm.train import runlock, status
+
+    train = tmp_path / "train"
+    train.mkdir()
+    write_json_atomic(train / "results.json", {"status": "max_updates"})
+    write_json_atomic(tmp_path / "0.json", {"status": "max_updates", "terminal": True})
+    out = tmp_path / "results.json"
+    out.write_text("the other trainer's\n")
+    held = runlock.lock_run_dir(train)  # as a live trainer holds it
+    with pytest.raises(ValueError) as refused:
+        status.write_run_results(train / "results.json", [tmp_path / "0.json"], out, wait_s=0.3)
+    line = str(refused.value)
+    assert line.startswith(f"{out} not written: {train}: another trainer (pid {os.getpid()}")
+    assert "\n" not in line and out.read_text() == "the other trainer's\n"
+    os.close(held)
+    record = status.write_run_results(train / "results.json", [tmp_path / "0.json"], out)
+    assert record["segment_count"] == 1 and json.loads(out.read_text()) == record
 
 
 def snapshot(directory: Path) -> dict[str, int]:

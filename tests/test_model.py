@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from chesslm.model import gpt, presets
@@ -52,3 +53,38 @@ def test_schedule_horizon_defaults_and_refuses_long_warmup() -> None:
 
     with pytest.raises(ValueError, match="warmup_steps"):
         optim.horizon(epochs=1, steps_per_epoch=5, schedule_steps=None, warmup_steps=5)
+
+
+def test_another_presets_weights_name_the_first_tensor_and_both_shapes(tmp_path) -> None:
+    """A checkpoint (or an export) that holds the weights of another preset than it names: one
+    line naming the first tensor that differs and both its shapes, not torch's key list."""
+    from chesslm import files
+    from chesslm.export import folder, load
+    from chesslm.model import checkpoint, weights
+    from tests.helpers import model_checkpoint
+
+    path = model_checkpoint(tmp_path / "best.pt", preset="small")
+    payload = checkpoint.load(path)
+    payload["identity"]["model"]["preset"] = "tiny"  # a small run's weights, labelled tiny
+    checkpoint.save(path, payload)
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        weights.load_model(path, "cpu")
+    line = str(caught.value)
+    assert line.startswith(f"{path}: weights unfit for preset 'tiny': first transformer.wte")
+    assert "transformer.wte.weight: [128, 128] in the file, [128, 64] in the model (" in line
+    assert "\n" not in line
+
+    records = {}
+    for name in ("results", "manifest", "receipt"):
+        records[name] = tmp_path / f"{name}.json"
+        files.write_json_atomic(records[name], {})
+    for preset in ("tiny", "small"):
+        ckpt = model_checkpoint(tmp_path / f"{preset}.pt", preset=preset)
+        folder.export(folder.Sources(run=preset, checkpoint=ckpt, **records), tmp_path / preset)
+    small_weights = (tmp_path / "small" / folder.FILES["weights"]).read_bytes()
+    (tmp_path / "tiny" / folder.FILES["weights"]).write_bytes(small_weights)
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        load.load_export(tmp_path / "tiny", "cpu")
+    line = str(caught.value)
+    assert "transformer.wte.weight: [128, 128] in the file, [128, 64] in the model (" in line
+    assert "\n" not in line

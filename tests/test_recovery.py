@@ -5,6 +5,8 @@ the unbroken run (tests/conftest.py's ``staged_run``), bit for bit."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -46,17 +48,19 @@ def copy_of(template: Path, tmp_path: Path) -> Path:
     return copy_tree(template, tmp_path / "work")
 
 
-def start_snakemake(work: Path, *args: str) -> subprocess.Popen:
+def start_snakemake(work: Path, *args: str, console: Path | None = None) -> subprocess.Popen:
+    """snakemake on ``TARGET``; its stdout and stderr go to ``console`` (None: nowhere)."""
     exe = Path(sys.executable).parent / "snakemake"
     command = [str(exe), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
-    return subprocess.Popen(
-        [*command, TARGET, *ARGS, "--cores", "2", *args],
-        cwd=work,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # apart from pytest's group; killed alone all the same
-    )
+    with open(console or os.devnull, "w") as out:  # the child keeps its own copy
+        return subprocess.Popen(
+            [*command, TARGET, *ARGS, "--cores", "2", *args],
+            cwd=work,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # apart from pytest's group; killed alone all the same
+        )
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 240) -> None:
@@ -179,4 +183,47 @@ def test_forcerun_probe_on_an_unfinished_run_goes_on_training(
     snakemake(work, TARGET, *ARGS, "--cores", "2", "--forcerun", "probe")
     assert (work / RUN / "segments/0.json").read_text() == before  # not restarted
     assert (work / TARGET).exists()
+    assert_equals_the_unbroken_run(work, unbroken)
+
+
+def held(lock: Path) -> bool:
+    """Whether a process holds ``lock`` (a shared try, released at once: a trainer that asks
+    meanwhile retries within 0.2 s)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_two_snakemakes_with_nolock_train_the_run_once(
+    after_segment_0: Path, unbroken: Path, tmp_path: Path
+) -> None:
+    """Two `snakemake --nolock` on one run, the second started while the first's trainer holds
+    the run: the second's trainer refuses in one line (the segment trained meanwhile, or still
+    held after 30 s) and writes nothing; the records and results.json are the first's."""
+    work = copy_of(after_segment_0, tmp_path)
+    consoles = [tmp_path / "first.txt", tmp_path / "second.txt"]
+    first = start_snakemake(work, "--nolock", console=consoles[0])
+    give_up = time.monotonic() + 240
+    while not held(work / RUN / "train/.lock"):
+        assert first.poll() is None and time.monotonic() < give_up, consoles[0].read_text()
+        time.sleep(0.05)
+    second = start_snakemake(work, "--nolock", console=consoles[1])
+    assert first.wait(timeout=600) == 0, consoles[0].read_text()[-4000:]
+    second.wait(timeout=600)
+    text = consoles[1].read_text()
+    lines = [line for line in text.splitlines() if line.startswith("chesslm.train.segment: ")]
+    assert len(lines) == 1, text[-4000:]
+    assert "segment already trained by another trainer" in lines[0] or "still holds" in lines[0]
+    segments = [json.loads((work / RUN / f"segments/{n}.json").read_text()) for n in (0, 1)]
+    assert [s["updates"] for s in segments] == [3, 3], segments
+    results = json.loads((work / RUN / "results.json").read_text())
+    assert results["segments"] == segments and results["segment_count"] == 2
     assert_equals_the_unbroken_run(work, unbroken)

@@ -15,7 +15,7 @@ import torch
 
 from chesslm.files import sha256_file
 from chesslm.model import checkpoint
-from chesslm.train.segment import ERROR_PREFIX
+from chesslm.train.segment import ERROR_PREFIX, REFUSED_PREFIX
 from chesslm.train.state import WALL_PARTS, TrainState
 
 from .conftest import ROOT, run_segment, segment_args
@@ -142,7 +142,8 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     env = {"PYTHONPATH": FAULTS, "CHESSLM_FAULT": "killsave:1"}
     killed = segment(tiny_cache, run_dir, 2, env=env)
     assert killed.returncode != 0 and not (run_dir / "segments/2.json").exists()
-    assert (run_dir / "train/last.pt.tmp").stat().st_size > 0
+    [partial] = (run_dir / "train").glob(".last.pt.*.tmp")  # the killed writer's own
+    assert partial.stat().st_size > 0
     checkpoint.verify(run_dir / "train/last.pt")
     assert sha256_file(run_dir / "train/last.pt") == resumed["last_pt_sha256"]
     ok(segment(tiny_cache, run_dir, 2))
@@ -193,14 +194,18 @@ def test_identity_mismatch_on_resume_names_the_key(
     tiny_cache: Path, first_segment: Path, tmp_path: Path
 ) -> None:
     run_dir = copy_run(first_segment, tmp_path)
-    leftovers = [run_dir / "train/last.pt.tmp", run_dir / "train/failure-rank1.json.tmp"]
-    for path in leftovers:  # what a kill or a full disk during a write leaves behind
+    # what a kill or a full disk during a write leaves behind (a dead writer's; the old name)
+    leftovers = [run_dir / "train/.last.pt.999999999.0badf00d.tmp"]
+    leftovers.append(run_dir / "train/failure-rank1.json.tmp")
+    live = run_dir / f"train/.best.pt.{os.getpid()}.0badf00d.tmp"  # a live writer's: kept
+    for path in [*leftovers, live]:
         path.write_bytes(b"partial")
     result = segment(tiny_cache, run_dir, 1, "--lr=0.001")
     assert result.returncode != 0
     assert one_error_line(result).startswith("incompatible checkpoint identity, changed: lr")
     assert not (run_dir / "segments/1.json").exists()
     assert not any(path.exists() for path in leftovers)  # removed on start, under the lock
+    assert live.read_bytes() == b"partial"
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -379,3 +384,36 @@ def test_the_console_shows_progress_and_names_a_killed_rank_in_one_line(
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("progress: ")]
     assert "resumed at step" in lines[0] and lines[-1].endswith("ended at step 4: segment_updates")
+
+
+def test_a_segment_another_trainer_trained_meanwhile_is_refused_writing_nothing(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path, capsys
+) -> None:
+    """Two snakemakes with --nolock start segment 0 alike; the second gets the run's lock once
+    the first has written segments/0.json: it refuses in one line and exits 0 (snakemake then
+    keeps that record instead of removing a failed job's outputs)."""
+    from chesslm.train import segment as segment_module
+
+    run_dir = copy_run(first_segment, tmp_path)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    args = [*segment_args(tiny_cache, run_dir, 0), *HYPER, "--segment-updates=2", "--workers=1"]
+    assert segment_module.main(args) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(REFUSED_PREFIX) and "\n" not in err, err
+    assert f"{run_dir}/segments/0.json: segment already trained by another trainer" in err, err
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == {p: b for p, b in before.items() if p.name != ".lock"}
+
+    # its status file gone too (removed by hand): last.pt says the run is past it
+    (run_dir / "segments/0.json").unlink()
+    last = run_dir / "train/last.pt"
+    saved = checkpoint.load(last)
+    saved["lineage"] = {"segment": 1, "parent_sha256": status_sha(before, run_dir)}
+    checkpoint.save(last, saved)  # as segment 1 of the other trainer left it
+    line = refused_in_process(tiny_cache, run_dir, 0, capsys)
+    assert line.startswith(f"{last}: the run was trained past segment 0"), line
+    assert not (run_dir / "segments/0.json").exists()
+
+
+def status_sha(files: dict[Path, bytes], run_dir: Path) -> str:
+    return json.loads(files[run_dir / "segments/0.json"])["last_pt_sha256"]

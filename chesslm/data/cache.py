@@ -144,9 +144,10 @@ def build(
     """
     if set(shards) != set(SPLITS):
         raise ValueError(f"a token cache holds exactly {SPLITS}, got {sorted(shards)!r}")
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    files.remove_stale_temporaries(out_dir.parent, out_dir.name)  # killed builds' leftovers
+    tmp = files.tmp_path(out_dir)  # this builder's own: two builds at once never collide
+    tmp.mkdir()
     try:
         info = _build_into(tmp, shards, meta, workers, legality_games)
         if out_dir.exists():

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from chesslm import files
 from chesslm.data import census, filters, split, tokens, train_cap
 from chesslm.data.integrity import fingerprint
 from chesslm.data.settings import CONVERTER_VERSION, Settings
@@ -70,9 +71,10 @@ def convert(
         raise ConvertError("no input files given (dataset 'pgn' is empty)")
     if not 2 + 3 <= settings.context:
         raise ConvertError(f"context {settings.context} cannot hold a single move")
-    shards_tmp = out_dir / ".convert.tmp"
-    shutil.rmtree(shards_tmp, ignore_errors=True)
-    shards_tmp.mkdir(parents=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files.remove_stale_temporaries(out_dir, "convert")  # killed conversions' leftovers
+    shards_tmp = files.tmp_path(out_dir / "convert")  # this converter's own
+    shards_tmp.mkdir()
     started = time.perf_counter()
     try:
         manifest = _convert_into(

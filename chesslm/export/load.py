@@ -74,10 +74,13 @@ def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
     config = export_config(folder)
     path = folder / FILES["weights"]
     try:
-        tensors = safetensors.torch.load_file(path)
-        net = gpt.GPT(config)
-        net.load_state_dict(gpt2.from_hf_state_dict(tensors))
-    except Exception as error:  # noqa: BLE001 - safetensors' and torch's errors, one line
+        tensors = gpt2.from_hf_state_dict(safetensors.torch.load_file(path))
+    except Exception as error:  # noqa: BLE001 - safetensors' errors, one line
         first = (str(error).strip().splitlines() or [""])[0]
         raise CheckpointError(f"{path}: not this export's weights ({first})") from None
+    net = gpt.GPT(config)
+    unfit = weights.misfit(net.state_dict(), tensors)
+    if unfit:  # e.g. another preset's weights beside this config.json
+        raise CheckpointError(f"{path}: not the weights of {FILES['config']}'s model: {unfit}")
+    net.load_state_dict(tensors)
     return net.to(device).eval()

@@ -34,9 +34,9 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
         net = gpt.build(preset, device=device, conditioning=layout)
     except ValueError as error:
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
-    misfit = _misfit(net.state_dict(), payload["model"])
-    if misfit:
-        raise checkpoint.CheckpointError(f"{path}: weights unfit for preset {preset!r}: {misfit}")
+    unfit = misfit(net.state_dict(), payload["model"])
+    if unfit:
+        raise checkpoint.CheckpointError(f"{path}: weights unfit for preset {preset!r}: {unfit}")
     net.load_state_dict(payload["model"])
     bad = [name for name, p in net.named_parameters() if not torch.isfinite(p).all()]
     if bad:
@@ -47,18 +47,28 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
     return net.eval()
 
 
-def _misfit(expected: dict[str, torch.Tensor], given: Any) -> str | None:
-    """Why ``given`` is not a state dict of the model that has ``expected``, in one line
-    (torch's own error lists every key over many lines), or None."""
+def misfit(expected: dict[str, torch.Tensor], given: Any) -> str | None:
+    """Why ``given`` is not a state dict of the model that has ``expected``, in one line: the
+    first tensor (in the model's order) that is missing or of another shape, with both
+    shapes, and how many differ (torch's own error lists every key over many lines); None if
+    it fits."""
     if not isinstance(given, dict) or not all(isinstance(t, torch.Tensor) for t in given.values()):
         return f"its model is a {type(given).__name__}, not a table of weight tensors"
     missing = [k for k in expected if k not in given]
     extra = [k for k in given if k not in expected]
     shaped = [k for k in expected if k in given and given[k].shape != expected[k].shape]
-    parts = [f"{len(keys)} {what} (first: {keys[0]})"
-             for keys, what in ((missing, "missing"), (extra, "unexpected"),
-                                (shaped, "of another shape")) if keys]  # fmt: skip
-    return ", ".join(parts) or None
+    wrong = [k for k in expected if k in missing or k in shaped]
+    if wrong:
+        name = wrong[0]
+        shape = list(expected[name].shape)
+        found = f"{list(given[name].shape)}" if name in given else "no such tensor"
+        first = f"first {name}: {found} in the file, {shape} in the model"
+    elif extra:
+        first = f"first unexpected: {extra[0]} {list(given[extra[0]].shape)}"
+    else:
+        return None
+    counts = f"{len(shaped)} of another shape, {len(missing)} missing, {len(extra)} unexpected"
+    return f"{first} ({counts})"
 
 
 def load_model(path: Path | str, device: str | torch.device) -> gpt.GPT:

@@ -21,9 +21,14 @@ each of its moves; ``close()`` ends it. Anchors, from weakest to strongest:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import random
+import re
 import shutil
+import signal
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -248,13 +253,50 @@ def find_engine(name: str, key: str = "ladders.NAME.engine") -> str:
     return found
 
 
-def engine_build(engine_path: str) -> str:
-    """The engine's UCI ``id name`` (e.g. "Stockfish 15.1"): part of a ladder's identity."""
-    engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+HANDSHAKE_S = 5.0  # Stockfish answers `uci` in milliseconds; a program that is not an engine never
+UCI_ELO = re.compile(r"^option name UCI_Elo type spin .*\bmin (-?\d+) max (-?\d+)")
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What a UCI engine says of itself in its handshake: its ``id name`` (part of a ladder's
+    identity) and the range its ``UCI_Elo`` option takes (None: it has none)."""
+
+    name: str
+    elo_range: tuple[int, int] | None
+
+
+def handshake(engine_path: str, *, timeout_s: float = HANDSHAKE_S) -> EngineInfo:
+    """``uci`` sent to the program, its answer read up to ``uciok``, within ``timeout_s``
+    (python-chess waits 10 s, then raises a TimeoutError naming nothing). The program and its
+    children are killed at the end.
+
+    :raises ValueError: one line, if it cannot be started or does not answer as UCI."""
     try:
-        return str(engine.id.get("name"))
+        proc = subprocess.Popen([engine_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    except OSError as error:
+        raise ValueError(f"{engine_path} cannot be started: {error.strerror}") from None
+    wait = f"within {timeout_s:.0f} s"
+    try:
+        out, _ = proc.communicate(b"uci\nquit\n", timeout=timeout_s)
+        wait = f"before it exited (status {proc.returncode})"
+    except subprocess.TimeoutExpired:
+        out = b""
     finally:
-        engine.quit()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # a script's children too (they hold the pipe)
+    if not out:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            out, _ = proc.communicate(timeout=1.0)
+    lines = [line.strip() for line in (out or b"").decode(errors="replace").splitlines()]
+    if "uciok" not in lines:
+        raise ValueError(
+            f"{engine_path} is not a UCI engine: it did not answer `uci` with `uciok` {wait}"
+        )
+    name = next((line[len("id name ") :] for line in lines if line.startswith("id name ")), "")
+    elo = next((m for m in map(UCI_ELO.match, lines) if m), None)
+    return EngineInfo(name, (int(elo[1]), int(elo[2])) if elo else None)
 
 
 class ModelPlayer:

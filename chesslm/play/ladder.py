@@ -263,13 +263,13 @@ def play_round_robin(
     return rows
 
 
-def engine_identity(engine_path: str) -> dict[str, str]:
-    """The engine build the ladder's games depend on: its UCI ``id name`` and the sha256 of
-    its executable (one version can be built several ways, with different play)."""
-    return {
-        "id_name": anchor_players.engine_build(engine_path),
-        "sha256": files.sha256_file(engine_path),
-    }
+def engine_identity(engine_path: str, id_name: str | None = None) -> dict[str, str]:
+    """The engine build the ladder's games depend on: its UCI ``id name`` (``id_name``, else
+    asked in a handshake) and the sha256 of its executable (one version can be built several
+    ways, with different play)."""
+    if id_name is None:
+        id_name = anchor_players.handshake(engine_path).name
+    return {"id_name": id_name, "sha256": files.sha256_file(engine_path)}
 
 
 def ladder_key(settings: LadderSettings, identity: dict[str, str]) -> str:

@@ -7,8 +7,8 @@ groups, ``trainer`` the update step, ``validation`` NLL/accuracy/legality, ``che
 training checkpoint's contents and the resume identity (``TRAINING_CODE``: the files it
 hashes), ``deadline`` time budgets, ``settings`` a run's settings (``RunSettings``), ``state``
 its cursor and metrics (``TrainState``), ``prefix`` the rating prefix of its batches, ``launch``
-how its ranks start and end, ``resume`` the run's lock and the fresh-or-resume decision,
-``saver`` checkpoint saves in the background, ``probe`` the GPU probe, ``segment`` the segment
-loop and its CLI, ``progress`` its console lines, ``status``
-status files and results.
+how its ranks start and end, ``runlock`` the run's lock, ``resume`` the fresh-or-resume
+decision made under it, ``saver`` checkpoint saves in the background, ``probe`` the GPU probe,
+``segment`` the segment loop and its CLI, ``progress`` its console lines, ``status`` status
+files and results.
 """

@@ -6,15 +6,17 @@ acts on that decision (``distributed.from_main``) and loads the very ``last.pt``
 (same digest), or none. Ranks that read the run folder on their own, while a killed run's
 trainer was still writing it, once chose "fresh" on rank 1 and "resumed" on rank 0 and then
 waited on different collectives until gloo's timeout.
+
+A segment whose status file exists once it holds the lock was trained by another trainer
+meanwhile (two snakemakes with ``--nolock``: each prepared the job while the file was
+missing): it is refused (``AlreadyTrained``) and writes nothing, and the segment exits 0 so
+that snakemake keeps the other trainer's records rather than removing a failed job's outputs.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import socket
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +26,10 @@ from chesslm.files import read_json, sha256_file
 from chesslm.model import checkpoint
 from chesslm.train import distributed
 from chesslm.train.deadline import Deadline
+from chesslm.train.runlock import RunDirLocked as RunDirLocked  # segment's refusals
+from chesslm.train.runlock import lock_run_dir
 
 logger = logging.getLogger(__name__)
-LOCK_WAIT_S = 30.0  # a trainer just killed (or its snakemake) releases the lock within moments
-
-
-class RunDirLocked(RuntimeError):
-    """Another live trainer holds the run directory."""
 
 
 @dataclass(frozen=True)
@@ -43,35 +42,21 @@ class Start:
     lock: int | None = None
 
 
-def lock_run_dir(train_dir: Path, *, wait_s: float = LOCK_WAIT_S) -> int:
-    """Hold an exclusive lock on the run directory for the life of this process, so two
-    trainers never write one run. A holder is waited for up to ``wait_s`` seconds (a trainer
-    just killed takes a moment to exit), then named with what to do."""
-    lock = train_dir / ".lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    give_up = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= give_up:
-                os.close(fd)
-                raise RunDirLocked(_locked_message(lock, wait_s)) from None
-            time.sleep(0.2)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
-    return fd
+class AlreadyTrained(RuntimeError):
+    """Another trainer trained this segment while this one waited for the run's lock."""
 
 
-def _locked_message(lock: Path, wait_s: float) -> str:
-    words = lock.read_text().split() if lock.exists() else []
-    pid = words[0] if words else "?"
-    host = words[1] if len(words) > 1 else "this host"
+def trained_elsewhere(status_out: Path, lock: Path) -> str:
+    """The refusal of a segment whose status another trainer wrote: what it says, one line."""
+    try:
+        record = read_json(status_out)
+        done = f" (status {record.get('status')!r} at step {record.get('step_end')})"
+    except ValueError:
+        done = ""
     return (
-        f"{lock.parent}: another trainer (pid {pid} on {host}) still holds {lock} after"
-        f" {wait_s:.0f} s; not starting. Let it finish, or stop it (kill {pid} on {host}),"
-        " then run the same command again"
+        f"{status_out}: segment already trained by another trainer{done} while this one"
+        f" waited for {lock}; nothing written, its records stand (two snakemakes on one run:"
+        " --nolock lets both start the same job)"
     )
 
 
@@ -84,12 +69,11 @@ def hold(ctx: distributed.Context, train_dir: Path) -> int | None:
 
 def remove_temporaries(directories: list[Path]) -> None:
     """Delete the temporaries of atomic writes that a killed or failed trainer (or a full
-    disk) left behind (``last.pt.tmp``, ``failure-rank1.json.tmp``, ...)."""
+    disk) left behind (``.last.pt.PID.RANDOM.tmp``, ...): only those of writers that have
+    exited, never a live writer's (chesslm.files.stale_temporaries)."""
     for directory in directories:
-        for path in sorted(directory.glob(f"*{files.TMP_SUFFIX}")):
-            if path.is_file():
-                logger.info("removing %s, left by an earlier attempt", path)
-                path.unlink(missing_ok=True)
+        for path in files.remove_stale_temporaries(directory):
+            logger.info("removed %s, left by an earlier attempt", path)
 
 
 def find_resume(
@@ -101,25 +85,29 @@ def find_resume(
     an earlier, killed attempt of *this* segment that resumed from it (its lineage says so).
     """
     last = train_dir / "last.pt"
-    if previous is None:
-        if not last.exists():
-            return None
-        saved = checkpoint.load(last)
-        if saved.get("lineage", {}).get("segment") == 0:
-            return saved  # an earlier attempt of segment 0 was killed after a save
+    saved = checkpoint.load(last) if last.exists() else None
+    written_by = (saved or {}).get("lineage", {}).get("segment")
+    if isinstance(written_by, int) and written_by > segment:
         raise ValueError(
-            f"{last} was written by segment {saved.get('lineage', {}).get('segment')!r}; segment 0"
-            f" starts from scratch, so remove {train_dir} to restart the run"
+            f"{last}: the run was trained past segment {segment} (last.pt is segment"
+            f" {written_by}'s); not training segment {segment} again, nothing written. Another"
+            " trainer (a second snakemake with --nolock?) ran it, or its status file was"
+            " removed: run the same command again to go on from the last segment's status"
+        )
+    if previous is None:
+        if saved is None or written_by == 0:
+            return saved  # fresh, or an earlier attempt of segment 0 was killed after a save
+        raise ValueError(
+            f"{last} was written by segment {written_by!r}; segment 0 starts from scratch, so"
+            f" remove {train_dir} to restart the run"
         )
     expected = previous["last_pt_sha256"]
-    if not last.exists():
+    if saved is None:
         raise ValueError(f"{last} is missing; the previous status expects sha256 {expected}")
     actual = sha256_file(last)
-    saved = checkpoint.load(last)
     if actual == expected:
         return saved
-    lineage = saved.get("lineage", {})
-    if lineage.get("segment") == segment and lineage.get("parent_sha256") == expected:
+    if written_by == segment and saved["lineage"].get("parent_sha256") == expected:
         return saved
     raise ValueError(
         f"{last}: sha256 {actual} does not match the previous status's last_pt_sha256 {expected}"
@@ -135,16 +123,21 @@ def decide(
     probe_results: str | None,
     scratch: list[Path],
     deadline: Deadline | None,
+    status_out: str | None = None,
 ) -> Start:
     """Rank 0, under the run's lock: the previous status, the checkpoint to resume (checked),
     the probe's verdict and the deadline; every rank then acts on that one decision (an error
-    is raised on every rank). ``scratch``: directories whose temporaries are removed."""
+    is raised on every rank). ``scratch``: directories whose temporaries are removed.
+
+    :raises AlreadyTrained: ``status_out`` exists once the lock is held."""
     lock = hold(ctx, train_dir)
     last = train_dir / "last.pt"
     saved = None  # rank 0 keeps what it loaded; the others load it once it is chosen
 
     def choose() -> tuple[dict[str, Any] | None, str | None]:
         nonlocal saved
+        if status_out and Path(status_out).exists():
+            raise AlreadyTrained(trained_elsewhere(Path(status_out), train_dir / ".lock"))
         remove_temporaries(scratch)  # under the lock: nobody else is writing here
         previous = read_json(Path(previous_status)) if previous_status else None
         if probe_results and not Path(probe_results).exists():
@@ -159,7 +152,12 @@ def decide(
             raise TimeoutError("job deadline reached before setup")
         return previous, None if saved is None else checkpoint.digest(last)
 
-    previous, digest = distributed.from_main(ctx, choose)
+    try:
+        previous, digest = distributed.from_main(ctx, choose)
+    except Exception:
+        if lock is not None:  # refused: the lock goes now, not at exit
+            os.close(lock)
+        raise
     if not ctx.is_main and digest is not None:
         saved = checkpoint.load(last)
         if checkpoint.digest(last) != digest:  # only this run's rank 0 writes it, later

@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 TRAIN_EVENT_EVERY = 10
 STOP_BROADCAST_EVERY = 8  # updates between rank 0's clock checks when there are several ranks
 ERROR_PREFIX = "chesslm.train.segment: error:"  # the workflow shows this line on failure
+REFUSED_PREFIX = "chesslm.train.segment: refused:"  # and this one (workflow/scripts/logged.sh)
 # bad input, refusals, a full disk: their messages name the file and what to do, so one line
 # says it all; anything else is a bug or a crash and keeps its traceback
 EXPECTED = (ValueError, OSError)
@@ -96,9 +97,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Invocation, RunSettin
     )
     p.add_argument("mode", choices=["train", "probe"])
     # not "--run": torchrun would take it for an abbreviation of its own --run-path
-    p.add_argument(
-        "--run-name", dest="run", default="run", help="run name, recorded in status files"
-    )
+    p.add_argument("--run-name", dest="run", default="run", help="recorded in status files")
     p.add_argument("--cache", required=True, help="token cache directory (with cache.json)")
     p.add_argument("--run-dir", required=True, help="results/{run}: checkpoints etc. go to train/")
     p.add_argument(
@@ -146,15 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.mode == "probe":
             probe(
-                settings,
-                run=args.run,
-                cache_dir=args.cache,
-                run_dir=args.run_dir,
-                out=args.probe_out,
-                integrity_receipt=args.integrity_receipt,
-            )
+                settings, run=args.run, cache_dir=args.cache, run_dir=args.run_dir,
+                out=args.probe_out, integrity_receipt=args.integrity_receipt,
+            )  # fmt: skip
         else:
             train(args, settings)
+    except resume.AlreadyTrained as refusal:  # exit 0: snakemake then keeps the other's records
+        if rank == 0:
+            print(f"{REFUSED_PREFIX} {refusal}", file=sys.stderr, flush=True)
     except Exception as error:
         report_failure(error, rank)
         return 1
@@ -164,8 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def report_failure(error: Exception, rank: int) -> None:
     """One line on stderr for the console, from rank 0 only (every rank meets the same
     refusal); the traceback of an unexpected error goes to the log, from every rank."""
-    expected = isinstance(error, (*EXPECTED, resume.RunDirLocked))
-    if not expected:
+    if not (expected := isinstance(error, (*EXPECTED, resume.RunDirLocked))):
         traceback.print_exc()
     text = str(error) if expected else f"{type(error).__name__}: {error} (traceback in the log)"
     if rank == 0:
@@ -191,6 +188,7 @@ def train(args: Invocation, settings: RunSettings) -> None:
             probe_results=args.probe_results,
             scratch=[train_dir, Path(args.status_out).parent],
             deadline=deadline,
+            status_out=args.status_out,
         )
         base = dict(run=args.run, segment=args.segment, start_unix=start_unix, world_size=ctx.world)
         if start.saved is not None and finish_terminal(

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.train import runlock
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TERMINAL, WALL_PARTS, TrainState
 
@@ -146,11 +148,29 @@ def finish_terminal(
     return True
 
 
-def write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
+def write_run_results(
+    train_results: Path, statuses: list[Path], out: Path, *, wait_s: float = runlock.LOCK_WAIT_S
+) -> dict[str, Any]:
     """results/{run}/results.json: the trainer's train/results.json plus the segment statuses.
 
-    :raises ValueError: if the last status is not terminal or does not match the results.
+    Written under the run's lock (waited for as a segment waits: another results job holds
+    it for moments): a trainer that holds it (another snakemake's, with ``--nolock``) may
+    still rewrite what this would copy.
+
+    :raises ValueError: if the last status is not terminal or does not match the results, or
+        a trainer holds the run.
     """
+    try:
+        lock = runlock.lock_run_dir(train_results.parent, wait_s=wait_s)
+    except runlock.RunDirLocked as error:
+        raise ValueError(f"{out} not written: {error}") from None
+    try:
+        return _write_run_results(train_results, statuses, out)
+    finally:
+        os.close(lock)
+
+
+def _write_run_results(train_results: Path, statuses: list[Path], out: Path) -> dict[str, Any]:
     segments = [read_json(p) for p in statuses]
     if not segments or not segments[-1].get("terminal"):
         raise ValueError(

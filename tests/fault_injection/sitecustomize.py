@@ -3,7 +3,7 @@
 CHESSLM_FAULT=nan:N   after N accumulation groups, poison a gradient with NaN on every rank
 CHESSLM_FAULT=kill:N  after N accumulation groups, SIGKILL rank 0 (before its optimizer step)
 CHESSLM_FAULT=killsave:N  SIGKILL the process in its checkpoint writer thread, amid the write of
-                      its save N (1 = its first), once part of last.pt.tmp is written
+                      its save N (1 = its first), once part of .last.pt.PID.RANDOM.tmp is written
 """
 
 import os

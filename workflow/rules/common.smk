@@ -218,9 +218,15 @@ def get_ladder_engine(wildcards):
 # --- comparisons (workflow/rules/compare.smk) -------------------------------------------
 
 
-def get_compare_scores(wildcards):
+def get_compare_scores(wildcards, name="positions.npz"):
     c = SETTINGS.comparisons[wildcards.name]
-    return [RunDir.of(run).scores_file(c.dataset, "positions.npz") for run in c.runs]
+    return [RunDir.of(run).scores_file(c.dataset, name) for run in c.runs]
+
+
+def get_compare_score_records(wildcards):
+    """Each run's scores.json, which compare reads beside its table: an input too, so that a
+    missing one reruns score."""
+    return get_compare_scores(wildcards, "scores.json")
 
 
 def get_compare_results(wildcards):

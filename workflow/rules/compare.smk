@@ -4,9 +4,10 @@
 # rule score: results/{run}/results.json (a terminal status) + the token cache of {dataset}
 #   (its validation split only) -> results/{run}/scores/{dataset}/positions.npz (one row per
 #   validation position: the run's best.pt scored by play's scorer) and scores.json.
-# rule compare: the score tables of comparisons.NAME's runs on its dataset + each run's
-#   results.json and dataset manifest -> results/compare/{name}/: comparison.json, .csv and the
-#   figures of chesslm.compare.outputs.FIGURES, each a report() item (category Comparisons).
+# rule compare: the score tables (positions.npz and scores.json, both inputs) of
+#   comparisons.NAME's runs on its dataset + each run's results.json and dataset manifest ->
+#   results/compare/{name}/: comparison.json, .csv and the figures of
+#   chesslm.compare.outputs.FIGURES, each a report() item (category Comparisons).
 
 
 rule score:
@@ -35,6 +36,7 @@ rule score:
 rule compare:
     input:
         scores=get_compare_scores,
+        score_records=get_compare_score_records,
         results=get_compare_results,
         manifests=get_compare_manifests,
     output:

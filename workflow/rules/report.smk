@@ -1,7 +1,7 @@
 # Report stage: tables, figures and summary.md of a training run, for `snakemake --report`.
 #
-# rule summarise: results/{run}/results.json (the run is complete) + its dataset's integrity
-#   receipt -> results/{run}/report/: the files of chesslm.report.items.ITEMS (tables, figures,
+# rule summarise: results/{run}/results.json (the run is complete), its segment statuses and
+#   probe results + its dataset's integrity receipt -> results/{run}/report/: the files of chesslm.report.items.ITEMS (tables, figures,
 #   summary.md and summary.html), each a report() item; workflow/report/workflow.rst, the
 #   report's first page, shows each run's summary.html.
 # Partial runs (still training, or stopped before a terminal status) are summarised outside the
@@ -23,6 +23,10 @@ localrules:
 rule summarise:
     input:
         results=RUN.results,
+        # the files of the run the summary reads that a rule writes (the trainer's own
+        # events, telemetry and identity have none: results.json stands for them)
+        statuses=get_segment_statuses,
+        probe=RUN.probe,
         receipt=get_run_receipt,
         play=get_run_play_outputs,
     output:

@@ -27,8 +27,10 @@ child=$!
 # signals for the job (Ctrl-C, snakemake's or a scheduler's stop) go on to COMMAND, run in the
 # background here so that snakemake can be watched meanwhile
 for sig in INT TERM HUP; do trap "kill -$sig $child 2>/dev/null" "$sig"; done
-# the trainer's progress lines (chesslm.train.progress.MARK) go on to snakemake's console
-tail -n +1 -f --pid="$child" "$attempt" 2>/dev/null | sed -u -n 's/.*\(progress: \)/\1/p' >&2 &
+# the trainer's progress lines (chesslm.train.progress.MARK) go on to snakemake's console, and
+# its refusal of a segment another trainer trained (an exit 0: chesslm.train.resume)
+tail -n +1 -f --pid="$child" "$attempt" 2>/dev/null |
+    sed -u -n -e 's/.*\(progress: \)/\1/p' -e 's/^.*\(chesslm[a-z_.]*: refused: \)/\1/p' >&2 &
 progress=$!
 alive() { # a pid that is running (a zombie has exited; only its reaping is left)
     local stat
