@@ -58,7 +58,7 @@ def test_schedule_horizon_defaults_and_refuses_long_warmup() -> None:
 def test_another_presets_weights_name_the_first_tensor_and_both_shapes(tmp_path) -> None:
     """A checkpoint (or an export) that holds the weights of another preset than it names: one
     line naming the first tensor that differs and both its shapes, not torch's key list."""
-    from chesslm import files
+    from chesslm import files, seal
     from chesslm.export import folder, load
     from chesslm.model import checkpoint, weights
     from tests.helpers import model_checkpoint
@@ -83,6 +83,8 @@ def test_another_presets_weights_name_the_first_tensor_and_both_shapes(tmp_path)
         folder.export(folder.Sources(run=preset, checkpoint=ckpt, **records), tmp_path / preset)
     small_weights = (tmp_path / "small" / folder.FILES["weights"]).read_bytes()
     (tmp_path / "tiny" / folder.FILES["weights"]).write_bytes(small_weights)
+    # summed again, as a publisher who put the wrong weights in would: its sums hold
+    seal.write_sums(tmp_path / "tiny", list(seal.read_sums(tmp_path / "tiny", "-")))
     with pytest.raises(checkpoint.CheckpointError) as caught:
         load.load_export(tmp_path / "tiny", "cpu")
     line = str(caught.value)
