@@ -26,7 +26,7 @@ import pytest
 
 from chesslm import watch
 from tests.conftest import StagedRun, copy_tree
-from tests.helpers import ROOT, alive, descendants, snakemake
+from tests.helpers import ROOT, alive, children, descendants, snakemake
 from tests.test_recovery import command_line, working_in
 
 pytestmark = [
@@ -68,8 +68,9 @@ def start(work: Path, *args: str) -> subprocess.Popen:
 def job_started(main: subprocess.Popen, work: Path, started: str, timeout: float = 120) -> None:
     give_up = time.monotonic() + timeout
     while True:
-        if started == "stockfish":
-            if any(_comm(pid) == "stockfish" for pid in descendants(main.pid)):
+        below = children(main.pid)
+        if started == "stockfish":  # the job's, not the one snakemake asks for its build
+            if any(_comm(pid) == "stockfish" for pid in {*descendants(main.pid)} - {*below}):
                 return
         elif (work / started).exists():
             return
@@ -111,13 +112,13 @@ def kill_mid_job(work: Path, stage: Stage, command: list[str]) -> dict:
             time.monotonic() - killed < STOP_S
         ):
             time.sleep(0.02)
+        if left:
+            time.sleep(1.0)  # a survivor's writes show by now
         outcome = {
             "left": [command_line(pid) for pid in left],
             "stockfish": sum(_comm(pid) == "stockfish" for pid in tree),
             "late": written_after(work, killed_ns),
         }
-        time.sleep(1.0)  # a survivor's writes would show now
-        outcome["late"] = written_after(work, killed_ns)
     finally:
         for pid in descendants(main.pid):
             os.kill(pid, signal.SIGKILL)
