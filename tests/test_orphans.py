@@ -26,7 +26,7 @@ import pytest
 
 from chesslm import watch
 from tests.conftest import StagedRun, copy_tree
-from tests.helpers import ROOT, alive, children, descendants, snakemake
+from tests.helpers import ROOT, alive, descendants, snakemake
 from tests.test_recovery import command_line, working_in
 
 pytestmark = [
@@ -72,15 +72,19 @@ def start(work: Path, *args: str) -> subprocess.Popen:
 def job_started(main: subprocess.Popen, work: Path, started: str, timeout: float = 120) -> None:
     give_up = time.monotonic() + timeout
     while True:
-        below = children(main.pid)
         if started == "stockfish":  # the job's, not the one snakemake asks for its build
-            if any(_comm(pid) == "stockfish" for pid in {*descendants(main.pid)} - {*below}):
+            if any(_comm(pid) == "stockfish" and _job(pid) for pid in descendants(main.pid)):
                 return
         elif (work / started).exists():
             return
         assert main.poll() is None, f"snakemake ended before the job's {started} appeared"
         assert time.monotonic() < give_up, f"no {started} after {timeout} s"
         time.sleep(0.02)
+
+
+def _job(pid: int) -> bool:
+    """``pid``'s parent is a job's script (snakemake's copy of it)."""
+    return any(".snakemake/scripts/" in command_line(p) for p in watch.ancestors(pid)[:1])
 
 
 def _comm(pid: int) -> str:
