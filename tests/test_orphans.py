@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import numpy as np
 import pytest
 
 from chesslm import watch
+from tests import forked_snakemake
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
 from tests.test_recovery import command_line, working_in
@@ -57,19 +59,22 @@ STAGES = {
 }
 
 
-def start(work: Path, *args: str) -> subprocess.Popen:
-    exe = Path(sys.executable).parent / "snakemake"
-    return subprocess.Popen(
-        [str(exe), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args],
-        cwd=work,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # apart from pytest's group; killed alone all the same
-    )
+class Snakemake:
+    """A snakemake command running in a fork (tests/forked_snakemake.py): a real process."""
+
+    def __init__(self, work: Path, *args: str) -> None:
+        command = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.pid, self._wait = forked_snakemake.start(command, cwd=work, env=env)
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = self._wait()
+        return self.returncode
 
 
-def job_started(main: subprocess.Popen, work: Path, started: str, timeout: float = 120) -> None:
+def job_started(main: Snakemake, work: Path, started: str, timeout: float = 120) -> None:
     give_up = time.monotonic() + timeout
     while True:
         if started == "stockfish":  # the job's, not the one snakemake asks for its build
@@ -77,7 +82,7 @@ def job_started(main: subprocess.Popen, work: Path, started: str, timeout: float
                 return
         elif (work / started).exists():
             return
-        assert main.poll() is None, f"snakemake ended before the job's {started} appeared"
+        assert alive(main.pid), f"snakemake ended before the job's {started} appeared"
         assert time.monotonic() < give_up, f"no {started} after {timeout} s"
         time.sleep(0.02)
 
@@ -109,13 +114,15 @@ def written_after(work: Path, when_ns: int) -> dict[str, float]:
 
 def kill_mid_job(work: Path, stage: Stage, command: list[str]) -> dict:
     """snakemake started on ``command``, SIGKILLed alone once the job runs; what was left."""
-    main = start(work, *command)
+    main = Snakemake(work, *command)
     try:
         job_started(main, work, stage.started)
         tree = {pid: command_line(pid) for pid in descendants(main.pid)}
+        exited = os.pidfd_open(main.pid)
         os.kill(main.pid, signal.SIGKILL)
-        main.wait()  # snakemake has exited: its jobs' watchers wake now too
+        select.select([exited], [], [])  # snakemake has exited: its jobs' watchers wake now too
         dead_ns, dead = time.time_ns(), time.monotonic()
+        os.close(exited)
         while (left := [p for p in {*tree, *working_in(work)} if alive(p)]) and (
             time.monotonic() - dead < STOP_S
         ):
@@ -130,8 +137,10 @@ def kill_mid_job(work: Path, stage: Stage, command: list[str]) -> dict:
             "written": written_after(work, dead_ns),
         }
     finally:
-        for pid in descendants(main.pid):
-            os.kill(pid, signal.SIGKILL)
+        for pid in [main.pid, *descendants(main.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        main.wait()
 
 
 @pytest.mark.parametrize("name", list(STAGES))
