@@ -74,14 +74,16 @@ class Snakemake:
         return self.returncode
 
 
-def job_started(main: Snakemake, work: Path, started: str, timeout: float = 120) -> None:
+def job_started(main: Snakemake, work: Path, started: str, timeout: float = 120) -> dict:
+    """Once the job runs: snakemake's process tree, pid -> command line."""
     give_up = time.monotonic() + timeout
     while True:
+        tree = {pid: command_line(pid) for pid in descendants(main.pid)}
         if started == "stockfish":  # the job's, not the one snakemake asks for its build
-            if any(_comm(pid) == "stockfish" and _job(pid) for pid in descendants(main.pid)):
-                return
+            if any("stockfish" in line and _job(p) for p, line in tree.items()):
+                return tree
         elif (work / started).exists():
-            return
+            return tree
         assert alive(main.pid), f"snakemake ended before the job's {started} appeared"
         assert time.monotonic() < give_up, f"no {started} after {timeout} s"
         time.sleep(0.02)
@@ -90,13 +92,6 @@ def job_started(main: Snakemake, work: Path, started: str, timeout: float = 120)
 def _job(pid: int) -> bool:
     """``pid``'s parent is a job's script (snakemake's copy of it)."""
     return any(".snakemake/scripts/" in command_line(p) for p in watch.ancestors(pid)[:1])
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def written_after(work: Path, when_ns: int) -> dict[str, float]:
@@ -116,8 +111,7 @@ def kill_mid_job(work: Path, stage: Stage, command: list[str]) -> dict:
     """snakemake started on ``command``, SIGKILLed alone once the job runs; what was left."""
     main = Snakemake(work, *command)
     try:
-        job_started(main, work, stage.started)
-        tree = {pid: command_line(pid) for pid in descendants(main.pid)}
+        tree = job_started(main, work, stage.started)
         exited = os.pidfd_open(main.pid)
         os.kill(main.pid, signal.SIGKILL)
         select.select([exited], [], [])  # snakemake has exited: its jobs' watchers wake now too
