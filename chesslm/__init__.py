@@ -8,7 +8,8 @@ Sub-packages mirror the workflow's stages: ``chesslm.data`` (convert, verify, to
 door for settings (the config checked once, typed), ``layout`` where a run's and a dataset's
 files live; ``files`` holds the digests
 and the one atomic writer, ``seal`` the seals of the records later stages trust, ``logs`` the
-logging of rule scripts, ``figures`` what every figure shares (SVG bytes, the empty figure).
+logging of rule scripts, ``watch`` what ends every job with its snakemake, ``figures`` what
+every figure shares (SVG bytes, the empty figure).
 """
 
 __version__ = "0.1.0"

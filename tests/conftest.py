@@ -43,6 +43,7 @@ LONGEST_FIRST = (
     "tests/test_segment.py",
     "tests/test_docs.py",
     "tests/test_recovery.py",
+    "tests/test_orphans.py",
     "tests/test_speed.py",
     "sample",
     "tests/test_many_workers.py",

@@ -3,7 +3,8 @@ once: imports are 2.3 of the 3.3 CPU seconds of a dry run here (the executor plu
 registry imports the slurm plugin, and it pandas), and the suite runs snakemake over a
 hundred times. The child is snakemake's own ``main`` with the given arguments, working
 directory, environment and output files: what the ``snakemake`` command runs, minus the
-imports. Tests that signal snakemake's pid start the command itself (tests/test_recovery.py)."""
+imports. ``start`` leaves a command running and gives its pid, for a test that signals it
+(tests/test_orphans.py); tests/test_recovery.py starts the command itself."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 # the forking process: one per test process, started at its first command, ended with it
@@ -106,3 +108,15 @@ def run(
             raise subprocess.TimeoutExpired(["snakemake", *args], timeout or 0) from None
         output = (out.read_text(errors="replace"), err.read_text(errors="replace"))
     return subprocess.CompletedProcess(["snakemake", *args], rc, *output)
+
+
+def start(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, Callable[[], int]]:
+    """``snakemake *args`` started, its output dropped: its pid, and a function that waits for
+    its exit status (call it before the next command: the server runs one at a time)."""
+    server = _started(env)
+    assert server.stdin is not None
+    request = {"args": args, "cwd": str(cwd), "env": env}
+    streams = {"stdout": os.devnull, "stderr": os.devnull}
+    server.stdin.write(json.dumps({**request, **streams}) + "\n")
+    server.stdin.flush()
+    return _reply(server, 60)["pid"], lambda: _reply(server, 900)["rc"]

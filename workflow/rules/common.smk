@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from chesslm import config as chesslm_config
+from chesslm import watch
 from chesslm.config import COMPARE_FIGURES, META_COLUMNS, PLAY_OUTPUTS, REPORT_ITEMS
 from chesslm.layout import DatasetDir, RunDir, compare_file, ladder_file
 from chesslm.report import staleness
@@ -33,10 +34,14 @@ DATASET = DatasetDir.of("{dataset}")
 # convert and token_cache use every core Snakemake gives them: a rule's threads above --cores
 # are scaled down to --cores. On a cluster the slurm profile sets their CPUs (set-threads).
 DATA_THREADS = 64
-# the trainer rules' wrapper: each attempt's log kept, a failure's cause on the console, and
-# the trainer stopped if snakemake is gone (the rule's shell is snakemake's child: $PPID)
+# every job ends with the snakemake that parses this, the one that runs the jobs (here, or
+# the job's own snakemake on a Slurm node): scripts call chesslm.watch.guard(), shell jobs
+# run under `python -m chesslm.watch --`
+os.environ[watch.ENV] = str(os.getpid())
+# the trainer rules' wrapper: each attempt's log kept, a failure's cause on the console; the
+# whole of it guarded by chesslm.watch
 LOGGED = (
-    f"{launch.WATCH_ENV}=$PPID bash"
+    f"{shlex.quote(sys.executable)} -m chesslm.watch -- bash"
     f" {shlex.quote(str(Path(workflow.basedir) / 'workflow/scripts/logged.sh'))}"
 )
 

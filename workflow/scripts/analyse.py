@@ -1,6 +1,10 @@
 """Snakemake script of rule analyse: chesslm.play.analyse on the run's best.pt and the dataset's
 validation split, with the rule's threads; the games skipped and the counts in the rule's log."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 import io
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Snakemake script of rule compare: chesslm.compare.build on the runs' score tables."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 import json
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Adapter for rule convert: PGN files -> dataset shards + manifest."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 from pathlib import Path
 
 from chesslm import logs

@@ -1,5 +1,9 @@
 """Snakemake script of rule export: chesslm.export.folder on the run's best.pt and records."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 from pathlib import Path
 
 from chesslm import logs

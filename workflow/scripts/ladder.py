@@ -1,6 +1,10 @@
 """Snakemake script of rule ladder: chesslm.play.ladder.build_ladder with the rule's threads;
 progress on the console and in the rule's log."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 import json
 
 from chesslm import logs

@@ -11,7 +11,9 @@
 # trainer's one-line "chesslm...: error: ..." (rank 0's), else the last "ERROR" or
 # "...Error: ..." line (another rank's, a traceback's); then the log's name. The trainer's
 # progress lines reach that console too, as they come.
-# While COMMAND runs, the snakemake named by CHESSLM_WATCH_PID is watched (see below).
+# It does not watch snakemake itself: the rules run it under `python -m chesslm.watch --`
+# (common.smk, LOGGED), the one mechanism every job of the workflow ends by when its snakemake
+# is killed alone; that stops this script, the trainer and its workers at once.
 # The exit status is COMMAND's.
 set -u
 log=$1
@@ -36,18 +38,6 @@ alive() { # a pid that is running (a zombie has exited; only its reaping is left
     local stat
     stat=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) && [ "${stat%% *}" != Z ]
 }
-# CHESSLM_WATCH_PID is the snakemake whose job this is: if it is gone (killed alone, SIGKILL),
-# nothing else stops the job's processes, so the trainer is killed here at once (its workers
-# die with it: chesslm.train.launch); it writes nothing more, and a rerun finds the run free.
-watched=${CHESSLM_WATCH_PID:-}
-while [ -n "$watched" ] && alive "$child"; do
-    if ! alive "$watched"; then
-        echo "snakemake (pid $watched) is gone: stopping the trainer (pid $child)" >>"$attempt"
-        kill -KILL "$child" 2>/dev/null
-        break
-    fi
-    sleep 0.25
-done
 while :; do # a trapped signal ends `wait` early: wait again until COMMAND has exited
     wait "$child"
     status=$?

@@ -1,6 +1,10 @@
 """Snakemake script of rule play: chesslm.play.evaluate on the run's best.pt, with the rule's
 threads; progress on the console and in the rule's log."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 import json
 from pathlib import Path
 

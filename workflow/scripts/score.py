@@ -1,6 +1,10 @@
 """Snakemake script of rule score: chesslm.compare.scores on the run's best.pt with the rule's
 threads."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 from pathlib import Path
 
 from chesslm import logs

@@ -1,6 +1,10 @@
 """Adapter for rule summarise: chesslm.report.summary for one complete run, into the rule's
 named outputs."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 from pathlib import Path
 
 from chesslm import logs

@@ -1,5 +1,9 @@
 """Adapter for rule token_cache: verified train/validation shards -> token cache."""
 
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
 from pathlib import Path
 
 from chesslm import logs
