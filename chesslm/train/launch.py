@@ -34,9 +34,6 @@ SEGMENT_OVERHEAD_S = 180
 DEADLINE_MARGIN_S = 60
 C10D_PORT = 29500
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# the pid of the snakemake whose job this is: the rules set it, and logged.sh stops the
-# trainer when that snakemake is gone (common.smk LOGGED)
-WATCH_ENV = "CHESSLM_WATCH_PID"
 
 
 def gpus(s: RunSettings) -> int:

@@ -27,7 +27,7 @@ ln "$attempt" "$log" 2>/dev/null || ln -s "$(basename "$attempts")/$(basename "$
 "$@" >>"$attempt" 2>&1 &
 child=$!
 # signals for the job (Ctrl-C, snakemake's or a scheduler's stop) go on to COMMAND, run in the
-# background here so that snakemake can be watched meanwhile
+# background here so that the traps run while this script waits for it
 for sig in INT TERM HUP; do trap "kill -$sig $child 2>/dev/null" "$sig"; done
 # the trainer's progress lines (chesslm.train.progress.MARK) go on to snakemake's console, and
 # its refusal of a segment another trainer trained (an exit 0: chesslm.train.resume)
