@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import rust_pgn_reader_python_binding as native
 
-from chesslm.data import filters, gamearrays, metadata, pgn, split, tokens
+from chesslm.data import census, filters, gamearrays, metadata, pgn, split, tokens
 from chesslm.data.settings import Settings
 
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
@@ -35,7 +35,8 @@ class ChunkResult:
 
     Game ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``, with id ``ids[i]``, duplicate key
     ``keys[i]`` and split ``SPLITS[splits[i]]`` (a pure function of the id, so workers compute
-    it); ``columns`` holds its metadata (``clock`` per ply, the others per game).
+    it); ``columns`` holds its metadata (``clock`` per ply, the others per game), ``census``
+    the kept games' census counts (chesslm.data.census).
     """
 
     ids: np.ndarray = field(default_factory=lambda: np.zeros(0, gamearrays.ID_DTYPE))
@@ -45,6 +46,7 @@ class ChunkResult:
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     columns: dict[str, np.ndarray] = field(default_factory=metadata.empty_columns)
     skipped: Counter[str] = field(default_factory=Counter)
+    census: Counter[str] = field(default_factory=Counter)
     # the main process numbers kept games in input order (duplicate detection keeps the first)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -73,9 +75,9 @@ class ChunkResult:
 
     def by_split(self) -> list[ChunkResult]:
         """The games as one result per split (``split.SPLITS`` order); the first carries the
-        chunk's skip counts."""
+        chunk's skip and census counts."""
         parts = [self.take(np.flatnonzero(self.splits == k)) for k in range(len(split.SPLITS))]
-        parts[0].skipped = self.skipped
+        parts[0].skipped, parts[0].census = self.skipped, self.census
         return parts
 
     @staticmethod
@@ -84,8 +86,10 @@ class ChunkResult:
         for part in parts[1:]:
             offsets.append(part.offsets[1:] + offsets[-1][-1])
         skipped: Counter[str] = Counter()
+        counts: Counter[str] = Counter()
         for part in parts:
             skipped.update(part.skipped)
+            counts.update(part.census)
         return ChunkResult(
             ids=np.concatenate([p.ids for p in parts]),
             keys=np.concatenate([p.keys for p in parts]),
@@ -96,6 +100,7 @@ class ChunkResult:
                 name: np.concatenate([p.columns[name] for p in parts]) for name in metadata.COLUMNS
             },
             skipped=skipped,
+            census=counts,
             order=np.concatenate([p.order for p in parts]),
         )
 
@@ -193,6 +198,7 @@ def _parse_view(view: Any, settings: Settings) -> ChunkResult:
     result.offsets = np.concatenate([[0], np.cumsum(2 + 3 * plies[keep])]).astype(np.int64)
     result.columns = {name: column[keep] for name, column in columns.items()}
     result.columns["clock"] = metadata.clock_column(np.asarray(view.clocks)[moves])
+    result.census = census.counts(result.columns, metadata.ply_offsets(result.offsets))
     return result
 
 
