@@ -228,11 +228,9 @@ def _by_the_rules(
 
 def _splits(ids: list[str], settings: Settings) -> np.ndarray:
     """Each game's split as an index into ``split.SPLITS``."""
-    index = {name: k for k, name in enumerate(split.SPLITS)}
-    assign = functools.partial(
-        split.assign, key=settings.split_key, validation=settings.validation, test=settings.test
+    return split.assign_all(
+        ids, key=settings.split_key, validation=settings.validation, test=settings.test
     )
-    return np.array([index[assign(gid)] for gid in ids], dtype=np.int8)
 
 
 def moves_of(view: Any, move_offsets: np.ndarray, i: int) -> np.ndarray:
