@@ -22,6 +22,10 @@ import rust_pgn_reader_python_binding as native
 from chesslm.data import census, filters, gamearrays, metadata, pgn, split, tokens
 from chesslm.data.settings import Settings
 
+# Games per call of the native parser: what it returns for a whole 4 MiB chunk (~3,000
+# games) is ~30 MB, a board per position among it; a batch's stays in the caches, and a
+# worker's or a one-process conversion's peak memory drops by ~40 MB (no slower on one core).
+BATCH_GAMES = 1000
 _LICHESS_ID = re.compile(r"lichess\.org/([A-Za-z0-9]{8})\b")
 _STANDARD = {"standard", "chess", "chess960 standard"}
 # The native reader's promotion codes (-1 none, 2 N, 3 B, 4 R, 5 Q) to tokens.
@@ -166,12 +170,17 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
 
 
 def parse_chunk(text: str, settings: Settings) -> ChunkResult:
-    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
+    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker),
+    ``BATCH_GAMES`` games at a time."""
     texts = pgn.split_games(text)
     if not texts:
         return ChunkResult()
-    parsed = native.parse_games_from_strings(texts, num_threads=1)
-    parts = [_parse_view(view, settings) for view in parsed.chunks]
+    parts = []
+    for first in range(0, len(texts), BATCH_GAMES):
+        batch = texts[first : first + BATCH_GAMES]
+        parsed = native.parse_games_from_strings(batch, num_threads=1)
+        parts += [_parse_view(view, settings) for view in parsed.chunks]
+        del parsed  # its arrays (a board per position among them) go before the next batch's
     if len(parts) == 1:
         return parts[0]
     return ChunkResult.concat(parts)
