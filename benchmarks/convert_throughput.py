@@ -16,8 +16,12 @@ Parallel efficiency is games/s per core used over games/s with 1 worker (one pro
 same invocation; N workers use N + 2 cores (a reader and the main process beside them), at
 most every core of the machine.
 
-Usage: python benchmarks/convert_throughput.py [--copies 4 | --pgn FILE] [--workers 1,16]
-       [--compare] [--independent 16] [--json out.json]
+Usage: python benchmarks/convert_throughput.py [--copies 4 | --pgn FILE | --games N]
+       [--workers 1,16] [--compare] [--independent 16] [--json out.json]
+
+``--games N`` generates a month of N games first (in a temporary folder) and measures it as
+``--pgn`` would: e.g. ``--games 1000000 --workers 1,16`` prints one worker, 16 workers and the
+efficiency in one run.
 
 ``--independent N`` measures the machine's own ceiling instead: N one-worker conversions at
 once, each in its own process, against one alone.
@@ -39,6 +43,7 @@ import time
 from pathlib import Path
 
 import chess.pgn
+import month_pgn
 import zstandard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,16 +67,21 @@ def make_input(directory: Path, copies: int) -> tuple[Path, int]:
 _ONE_RUN = """
 import json, resource, sys, time
 from pathlib import Path
-from chesslm.data import convert
-start = time.perf_counter()
+import chesslm
+try:
+    from chesslm.data import convert
+except ImportError:  # a commit before the converter's split into stages (v2 and older)
+    from chesslm.data import dataset as convert
+start, cpu_start = time.perf_counter(), time.process_time()
 stats = {}
 manifest = convert.convert([Path(sys.argv[1])], Path(sys.argv[2]), convert.Settings(),
                            workers=int(sys.argv[3]), stats=stats)
-elapsed = time.perf_counter() - start
+elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
 kb = 1024  # ru_maxrss is in KiB on Linux
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({
     "main_cpu_seconds": me.ru_utime + me.ru_stime,
+    "convert_main_cpu_seconds": cpu,  # the conversion alone, without the imports
     "workers_cpu_seconds": kids.ru_utime + kids.ru_stime,
     "seconds": elapsed,
     "games_kept": sum(manifest["games"].values()),
@@ -79,16 +89,19 @@ print(json.dumps({
     "main_peak_rss_mb": me.ru_maxrss / kb,
     "worker_peak_rss_mb": kids.ru_maxrss / kb,
     "phases": stats,
+    "chesslm": chesslm.__file__,
 }))
 """
 
 
-def _start(path: Path, workers: int, out: Path) -> subprocess.Popen:
-    # this checkout first, then whatever the caller's path holds (a GPU host's carried wheels)
-    path_entries = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+def start(path: Path, workers: int, out: Path, tree: Path = ROOT) -> subprocess.Popen:
+    """One conversion in a fresh process, with ``tree``'s chesslm (this checkout's by default)."""
+    # the tree first, then whatever the caller's path holds (a GPU host's carried wheels)
+    path_entries = [str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_entries)}
     return subprocess.Popen(
-        [sys.executable, "-c", _ONE_RUN, str(path), str(out), str(workers)],
+        [sys.executable, "-c", _ONE_RUN, str(path.resolve()), str(out.resolve()), str(workers)],
+        cwd=tree,  # python -c puts the working directory first on its path
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -96,7 +109,7 @@ def _start(path: Path, workers: int, out: Path) -> subprocess.Popen:
     )
 
 
-def _finish(process: subprocess.Popen, workers: int, out: Path) -> dict:
+def finish(process: subprocess.Popen, workers: int, out: Path) -> dict:
     stdout, stderr = process.communicate()
     if process.returncode != 0:
         raise SystemExit(f"conversion with {workers} worker(s) failed:\n{stderr[-3000:]}")
@@ -110,7 +123,7 @@ def _finish(process: subprocess.Popen, workers: int, out: Path) -> dict:
 def run_chesslm(path: Path, workers: int, directory: Path) -> dict:
     """One conversion in a fresh process: seconds, games, peak RSS of main and largest worker."""
     out = directory / f"ds-{workers}"
-    return _finish(_start(path, workers, out), workers, out)
+    return finish(start(path, workers, out), workers, out)
 
 
 def independent(path: Path, copies: int, directory: Path) -> dict:
@@ -121,8 +134,8 @@ def independent(path: Path, copies: int, directory: Path) -> dict:
     alone = run_chesslm(path, 1, directory)
     outs = [directory / f"independent-{k}" for k in range(copies)]
     started = time.perf_counter()
-    processes = [_start(path, 1, out) for out in outs]
-    infos = [_finish(p, 1, out) for p, out in zip(processes, outs, strict=True)]
+    processes = [start(path, 1, out) for out in outs]
+    infos = [finish(p, 1, out) for p, out in zip(processes, outs, strict=True)]
     wall = time.perf_counter() - started
     games = sum(i["games_read"] for i in infos)
     one = alone["games_read"] / alone["seconds"]
@@ -207,40 +220,32 @@ def month_rows(path: Path, workers: list[int], directory: Path) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--copies", type=int, default=4)
-    parser.add_argument("--pgn", type=Path, help="a generated month (benchmarks/month_pgn.py)")
-    parser.add_argument("--workers", help="comma-separated worker counts (default 1,cores)")
-    parser.add_argument("--compare", action="store_true", help="python-chess, pgn-extract too")
-    parser.add_argument("--python-chess-games", type=int, default=2000)
-    parser.add_argument(
-        "--independent", type=int, help="run this many one-worker conversions at once instead"
-    )
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    cores = os.cpu_count() or 1
-    workers = sorted({int(w) for w in args.workers.split(",")}) if args.workers else [1, cores]
-    if args.pgn is not None and args.independent:
-        with tempfile.TemporaryDirectory(dir=args.pgn.parent) as tmp:
-            result = independent(args.pgn, args.independent, Path(tmp))
-        if args.json:
-            Path(args.json).write_text(json.dumps(result, indent=2))
-        return
-    if args.pgn is not None and not args.compare:
-        with tempfile.TemporaryDirectory(dir=args.pgn.parent) as tmp:
-            rows = month_rows(args.pgn, workers, Path(tmp))
-        info = {
-            "machine": platform.processor() or platform.machine(),
-            "cores": cores,
-            "python": sys.version.split()[0],
-            "input": str(args.pgn),
-            "input_bytes": args.pgn.stat().st_size,
-            "results": rows,
-        }
-        if args.json:
-            Path(args.json).write_text(json.dumps(info, indent=2))
-        return
+def _month(args: argparse.Namespace, workers: list[int]) -> None:
+    """chesslm alone on a month (``--pgn``, or one of ``--games`` generated here): one worker
+    and N workers in the same run, with the parallel efficiency."""
+    with tempfile.TemporaryDirectory(dir=args.pgn.parent if args.pgn else None) as tmp:
+        path = args.pgn
+        if path is None:
+            path = Path(tmp) / f"month-{args.games}.pgn.zst"
+            month_pgn.write(path, args.games, workers=min(os.cpu_count() or 1, 16))
+        if args.independent:
+            result = independent(path, args.independent, Path(tmp))
+        else:
+            rows = month_rows(path, workers, Path(tmp))
+            result = {
+                "machine": platform.processor() or platform.machine(),
+                "cores": os.cpu_count() or 1,
+                "python": sys.version.split()[0],
+                "input": str(args.pgn or f"month_pgn.py --games {args.games}"),
+                "input_bytes": path.stat().st_size,
+                "results": rows,
+            }
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+def _against_others(args: argparse.Namespace, workers: list[int]) -> None:
+    """chesslm, python-chess and pgn-extract on the same file (the sample's copies, or --pgn)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.pgn is not None:
@@ -262,29 +267,50 @@ def main() -> None:
     print(
         f"{header[0]:24} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], WIDTHS, strict=True))
     )
-    for tool, workers, games, seconds in rows:
-        per_core = games / seconds / workers
+    for tool, cores, games, seconds in rows:
+        per_core = games / seconds / cores
+        ratio = games / seconds / ref_rate
         results.append(
             {
                 "tool": tool,
-                "cores": workers,
+                "cores": cores,
                 "games": games,
                 "seconds": seconds,
                 "games_per_second_per_core": per_core,
-                "vs_python_chess": games / seconds / ref_rate,
+                "vs_python_chess": ratio,
             }
         )
-        ratio = games / seconds / ref_rate
-        print(f"{tool:24} {workers:5d} {games:7d} {seconds:8.2f} {per_core:13.0f} {ratio:15.1f}")
+        print(f"{tool:24} {cores:5d} {games:7d} {seconds:8.2f} {per_core:13.0f} {ratio:15.1f}")
     info = {
         "machine": platform.processor() or platform.machine(),
-        "cores": cores,
+        "cores": os.cpu_count() or 1,
         "python": sys.version.split()[0],
         "input_games": n_games,
         "results": results,
     }
     if args.json:
         Path(args.json).write_text(json.dumps(info, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--pgn", type=Path, help="a generated month (benchmarks/month_pgn.py)")
+    parser.add_argument("--games", type=int, help="generate a month of this many games first")
+    parser.add_argument("--workers", help="comma-separated worker counts (default 1,cores)")
+    parser.add_argument("--compare", action="store_true", help="python-chess, pgn-extract too")
+    parser.add_argument("--python-chess-games", type=int, default=2000)
+    parser.add_argument(
+        "--independent", type=int, help="run this many one-worker conversions at once instead"
+    )
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    workers = sorted({int(w) for w in args.workers.split(",")}) if args.workers else [1, cores]
+    if (args.pgn is not None or args.games) and not args.compare:
+        _month(args, workers)
+    else:
+        _against_others(args, workers)
 
 
 if __name__ == "__main__":

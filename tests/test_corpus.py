@@ -15,7 +15,7 @@ import pytest
 import yaml
 import zstandard
 
-from chesslm.data import convert, gamearrays, metadata, pgn, settings, train_cap
+from chesslm.data import census, convert, gamearrays, metadata, pgn, settings, train_cap
 from chesslm.train.settings import schema_error
 from tests import metadata_oracle
 
@@ -120,6 +120,19 @@ def test_census_counts_what_python_chess_sees(edge_games, tmp_path):
     } | {f"rated_{k}": sum(m["rated"] == v for m in metas) for k, v in rated.items()}
     assert census == want
     assert all(census[k] > 0 for k in ("missing_elo", "computer_opponent", "no_clocks"))
+
+
+def test_the_census_is_of_the_games_kept_after_duplicates_and_the_cap(edge_games, tmp_path):
+    """The workers count each chunk's kept games; what duplicates and the cap rewrite out of
+    the shards is taken off: the manifest's census is that of the shards as stored."""
+    path, games = edge_games
+    capped = convert.Settings(train_games=len(games) // 2)
+    manifest = convert.convert([path, path], tmp_path / "ds", capped, workers=2)
+    assert manifest["skipped"]["duplicate_id"] == len(games)
+    assert manifest["skipped"]["train_cap"] > 0
+    shards = [tmp_path / "ds" / p for names in manifest["shards"].values() for p in names]
+    assert manifest["census"] == census.census(shards)
+    assert manifest["census"]["games"] == sum(manifest["games"].values())
 
 
 # --- the training-size cap ---

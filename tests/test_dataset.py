@@ -127,6 +127,24 @@ def test_split_depends_only_on_the_id(tmp_path):
     assert {s for s, _ in whole.values()} == set(split.SPLITS)
 
 
+@pytest.mark.parametrize(("validation", "test"), [(0.05, 0.05), (0.3, 0.0), (0.0, 0.45)])
+def test_splits_of_many_ids_at_once_are_each_ids_split(validation, test):
+    """The converter's vectorised assignment (one keyed hasher copied per id, the rank turned
+    into [0, 1) by NumPy) gives every id the split ``assign`` gives it alone."""
+    rng = np.random.default_rng(7)
+    letters = np.frombuffer(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", "S1")
+    ids = [b"".join(rng.choice(letters, 8)).decode() for _ in range(3000)] + ["c0123456789abcdef"]
+    key = "chesslm-split-v1"
+    got = split.assign_all(ids, key=key, validation=validation, test=test)
+    want = [
+        split.SPLITS.index(split.assign(i, key=key, validation=validation, test=test)) for i in ids
+    ]
+    assert got.tolist() == want
+    assert split.ranks(ids, key).tolist() == [split.rank(i, key) for i in ids]
+    with pytest.raises(ValueError, match="split fractions"):
+        split.assign_all(ids, key=key, validation=0.5, test=0.5)
+
+
 def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
     long_moves = " ".join("Nf3 Nf6 Ng1 Ng8" for _ in range(3))
     annotated = game("aaaaaaa7", "1. e4 {a comment} $1 (1. d4 d5 (1... Nf6)) 1... e5 $2 2. Nf3 !?")

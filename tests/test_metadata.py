@@ -170,6 +170,28 @@ def test_defaults_keep_every_game_and_filters_come_before_duplicates(month, tmp_
 
 
 @pytest.mark.parametrize(
+    ("name", "computer"),
+    [
+        ("lichess AI level 8", True),
+        ("  lichess AI level 1 ", True),
+        ("LICHESS ai LEVEL 3", True),
+        ("lichess AI level", False),
+        ("lichess\tAI level 3", False),
+        ("lichessAIlevel3", False),
+        ("DrNykterstein", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_the_lichess_computer_is_known_by_its_name(name, computer):
+    """The converter's check (a space first, then the pattern) agrees with the pattern."""
+    assert metadata.is_computer(name) is computer
+    headers = {"White": name, "Black": name} if name is not None else {}
+    bot = metadata.header_row(headers)[metadata.PER_GAME.index("bot")]
+    assert bot == (metadata.COMPUTER_WHITE | metadata.COMPUTER_BLACK if computer else 0)
+
+
+@pytest.mark.parametrize(
     ("setting", "message"),
     [
         ({"min_elo": 2000, "max_elo": 1000}, "filters.min_elo: 2000 is above max_elo"),

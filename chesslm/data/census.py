@@ -2,13 +2,16 @@
 
 Per-user Lichess exports bring games against the Lichess computer, arena and team-battle
 events, games without clocks or without an Elo; the filters may keep them, so the manifest
-says how many there are. Counted from the stored metadata columns, one shard at a time
-(memory is one shard's columns, never the whole dataset's).
+says how many there are. Counted from the metadata columns (``counts``): by the workers, for
+each chunk's kept games as they are parsed, less the games dropped later (duplicates, the
+``train_games`` cap), so the main process never reads the shards back for it; ``census``
+counts stored shards, one at a time, for a check.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -23,23 +26,33 @@ RATED = {
     "no_event": metadata.NO_EVENT,
     "unknown": metadata.UNKNOWN,
 }
+KEYS = (
+    "games",
+    "missing_elo",
+    "computer_opponent",
+    "bot_title",
+    "no_clocks",
+    "no_time_control",
+    "correspondence",
+    *(f"rated_{name}" for name in RATED),
+)
 
 
-def shard_counts(prefix: Path) -> Counter[str]:
-    """The census of one shard's games."""
-    offsets = gamearrays.load_npy(gamearrays.part_path(prefix, "offsets"), mmap=True)
-    meta = metadata.Metadata(prefix, offsets)
-    white, black, bot = meta["white_elo"], meta["black_elo"], meta["bot"]
-    rated, speed = meta["rated"], meta["speed"]
+def counts(columns: Mapping[str, np.ndarray], ply_offsets: np.ndarray) -> Counter[str]:
+    """The census of some games, from their metadata columns (``clock`` per ply, laid out by
+    ``ply_offsets``)."""
+    white, black, bot = columns["white_elo"], columns["black_elo"], columns["bot"]
+    rated, speed = columns["rated"], columns["speed"]
     computer = metadata.COMPUTER_WHITE | metadata.COMPUTER_BLACK
-    # a game has clocks if any ply has one; reduceat needs a non-empty game at each start
-    plies = np.diff(meta.ply_offsets)
+    # a game has clocks if any ply has one: its largest clock is >= 0 (fmax skips a NaN); no
+    # copy of the per-ply column. reduceat needs a non-empty game at each start.
+    plies = np.diff(ply_offsets)
     with_clock = np.zeros(len(plies), dtype=bool)
     has = plies > 0
     if has.any():
-        clocked = (np.asarray(meta["clock"]) >= 0).astype(np.int64)
-        with_clock[has] = np.add.reduceat(clocked, meta.ply_offsets[:-1][has]) > 0
-    counts = Counter(
+        clock = np.asarray(columns["clock"])
+        with_clock[has] = np.fmax.reduceat(clock, ply_offsets[:-1][has]) >= 0
+    total = Counter(
         games=len(plies),
         missing_elo=int(np.count_nonzero((white < 0) | (black < 0))),
         computer_opponent=int(np.count_nonzero(bot & computer)),
@@ -49,15 +62,25 @@ def shard_counts(prefix: Path) -> Counter[str]:
         correspondence=int(np.count_nonzero(speed == metadata.SPEEDS.index("correspondence"))),
     )
     for name, value in RATED.items():
-        counts[f"rated_{name}"] = int(np.count_nonzero(rated == value))
-    return counts
+        total[f"rated_{name}"] = int(np.count_nonzero(rated == value))
+    return total
+
+
+def shard_counts(prefix: Path) -> Counter[str]:
+    """The census of one stored shard's games."""
+    offsets = gamearrays.load_npy(gamearrays.part_path(prefix, "offsets"), mmap=True)
+    meta = metadata.Metadata(prefix, offsets)
+    return counts(meta.columns, meta.ply_offsets)
+
+
+def ordered(total: Counter[str]) -> dict[str, int]:
+    """A census as the manifest records it: keys in a fixed order, zeros kept."""
+    return {key: int(total[key]) for key in KEYS}
 
 
 def census(prefixes: list[Path]) -> dict[str, int]:
-    """The census of every game under ``prefixes`` (keys in a fixed order, zeros kept)."""
+    """The census of every game under ``prefixes``, read from the shards."""
     total: Counter[str] = Counter()
     for prefix in prefixes:
         total.update(shard_counts(prefix))
-    keys = ["games", "missing_elo", "computer_opponent", "bot_title", "no_clocks"]
-    keys += ["no_time_control", "correspondence", *(f"rated_{name}" for name in RATED)]
-    return {key: int(total[key]) for key in keys}
+    return ordered(total)

@@ -106,7 +106,7 @@ def _convert_into(
     duplicates = Duplicates(shards_tmp / ".duplicates", threads=workers)
     stats.update(main_wait_seconds=0.0, reader_cpu_seconds=0.0)
     clock = time.perf_counter()
-    skipped, digests = _write_shards(
+    skipped, counts, digests = _write_shards(
         inputs, shards_tmp, settings, workers, writers, duplicates, stats
     )
     stats["parse_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
@@ -114,6 +114,8 @@ def _convert_into(
     stats["duplicates_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     skipped["train_cap"] = _cap_train(writers["train"], settings)
     stats["train_cap_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
+    for writer in writers.values():  # the census of the games kept in the end
+        counts.subtract(writer.census_removed)
     if sum(w.count for w in writers.values()) == 0:
         names = ", ".join(str(p) for p in inputs)
         found = {k: v for k, v in skipped.items() if v}
@@ -138,7 +140,7 @@ def _convert_into(
         "games": {s: int(w.count) for s, w in writers.items()},
         "tokens": {s: int(w.tokens) for s, w in writers.items()},
         "skipped": {k: int(v) for k, v in sorted(skipped.items())},
-        "census": census.census([out_dir / s / p for s, w in writers.items() for p in w.prefixes]),
+        "census": census.ordered(counts),
         "test_evaluated": False,
     }
     manifest["fingerprint"] = fingerprint(manifest)
@@ -154,10 +156,11 @@ def _write_shards(
     writers: dict[str, ShardWriter],
     duplicates: Duplicates,
     stats: dict[str, float],
-) -> tuple[Counter[str], dict[Path, str]]:
+) -> tuple[Counter[str], Counter[str], dict[Path, str]]:
     """Every kept game into its split's shards, numbered in input order for ``duplicates``;
-    returns the skip counts and each input's sha256."""
+    returns the skip counts, the census counts of the games written and each input's sha256."""
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
+    counts: Counter[str] = Counter()
     digests: dict[Path, str] = {}
     done = 0
     spool = shards_tmp / ".chunks"
@@ -168,6 +171,7 @@ def _write_shards(
         first = 0
         for name, part in zip(split.SPLITS, parts, strict=True):
             skipped.update(part.skipped)
+            counts.update(part.census)
             part.order, first = numbers[first : first + len(part.ids)], first + len(part.ids)
             if len(part.ids):
                 writers[name].add(part)
@@ -176,7 +180,7 @@ def _write_shards(
     for writer in writers.values():
         writer.flush()  # an empty split still gets one (empty) shard, recorded as such
     spool.rmdir()
-    return skipped, digests
+    return skipped, counts, digests
 
 
 def _drop_later_copies(duplicates: Duplicates, writers: dict[str, ShardWriter]) -> int:

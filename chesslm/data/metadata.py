@@ -181,16 +181,19 @@ def is_rated(event: str | None, rating_diff: bool = False) -> int:
 
 def has_rating_diff(headers: dict[str, str]) -> bool:
     """Whether either RatingDiff tag has a value (Lichess writes them for rated games only)."""
-    return any(
-        headers.get(tag, "").strip() not in ("", "?")
-        for tag in ("WhiteRatingDiff", "BlackRatingDiff")
-    )
+    get = headers.get
+    return _has_value(get("WhiteRatingDiff")) or _has_value(get("BlackRatingDiff"))
 
 
-@functools.lru_cache(maxsize=1 << 14)  # few distinct names in a month
+def _has_value(text: str | None) -> bool:
+    return text is not None and text.strip() not in ("", "?")
+
+
 def is_computer(name: str | None) -> bool:
     """Whether a player name is the Lichess computer (``lichess AI level N``, Elo ``?``)."""
-    return name is not None and _COMPUTER.fullmatch(name.strip()) is not None
+    # not cached: player names are mostly distinct. Only a name with a space can match (an
+    # account name has none), which spares the regex for nearly every game.
+    return name is not None and " " in name and _COMPUTER.fullmatch(name.strip()) is not None
 
 
 @functools.lru_cache(maxsize=1 << 14)  # few distinct values in a month
@@ -207,25 +210,27 @@ def speed_index(time_control: str | None) -> tuple[int, int, int]:
 
 def header_row(headers: dict[str, str]) -> tuple[int, ...]:
     """The per-game columns (in ``PER_GAME`` order) of one game's headers."""
+    # the converter's hottest Python: once per game, so the checks are inline, not calls
     get = headers.get
     base, increment, speed = speed_index(get("TimeControl"))
+    white, black = get("White"), get("Black")
     bot = (
         (BOT_WHITE if get("WhiteTitle", "").strip() == "BOT" else 0)
         | (BOT_BLACK if get("BlackTitle", "").strip() == "BOT" else 0)
-        | (COMPUTER_WHITE if is_computer(get("White")) else 0)
-        | (COMPUTER_BLACK if is_computer(get("Black")) else 0)
+        | (COMPUTER_WHITE if white and " " in white and is_computer(white) else 0)
+        | (COMPUTER_BLACK if black and " " in black and is_computer(black) else 0)
     )
-    date = date_number(get("UTCDate")) or date_number(get("Date"))
+    diff = _has_value(get("WhiteRatingDiff")) or _has_value(get("BlackRatingDiff"))
     return (
         elo(get("WhiteElo")),
         elo(get("BlackElo")),
         base,
         increment,
         speed,
-        is_rated(get("Event"), has_rating_diff(headers)),
+        is_rated(get("Event"), diff),
         _RESULT_INDEX.get(get("Result", "").strip(), -1),
         _TERMINATION_INDEX.get(get("Termination", "").strip(), -1),
-        date,
+        date_number(get("UTCDate")) or date_number(get("Date")),
         bot,
     )
 

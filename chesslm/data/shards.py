@@ -7,13 +7,14 @@ files on disk (``Duplicates``), and only shards holding a later copy are rewritt
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from chesslm.data import gamearrays, metadata
+from chesslm.data import census, gamearrays, metadata
 from chesslm.data.parsing import ChunkResult
 
 
@@ -30,6 +31,7 @@ class ShardWriter:
         self.open: dict[str, gamearrays.NpyAppender] = {}
         self.in_shard = 0
         self.shard_tokens = 0
+        self.census_removed: Counter[str] = Counter()  # of games rewritten out of shards
 
     def add(self, part: ChunkResult) -> None:
         self.count += len(part.ids)
@@ -88,7 +90,7 @@ class ShardWriter:
         """Rewrite each shard with only the games where ``mask_of(prefix)`` is true (one
         shard in memory at a time; a shard keeping every game is not rewritten).
 
-        Returns (games, tokens) removed.
+        Returns (games, tokens) removed; their census counts are added to ``census_removed``.
         """
         removed = [0, 0]
         for name in self.prefixes:
@@ -106,6 +108,9 @@ class ShardWriter:
                 columns={c: np.load(metadata.column_path(prefix, c)) for c in metadata.COLUMNS},
             )
             kept = games.take(np.flatnonzero(mask))
+            # the removed games' census: the shard's less the kept games' (no third copy)
+            self.census_removed.update(_counts(games))
+            self.census_removed.subtract(_counts(kept))
             removed[0] += int((~mask).sum())
             removed[1] += int(games.offsets[-1] - kept.offsets[-1])
             gamearrays.save_concat(prefix, [kept.stored()], metadata.STORE)
@@ -116,6 +121,10 @@ class ShardWriter:
     def forget_order(self) -> None:
         for name in self.prefixes:
             _order_path(self.directory / name).unlink()
+
+
+def _counts(games: ChunkResult) -> Counter[str]:
+    return census.counts(games.columns, metadata.ply_offsets(games.offsets))
 
 
 def _order_path(prefix: Path) -> Path:

@@ -11,6 +11,9 @@ from test into train.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 SPLITS = ("train", "validation", "test")
 
@@ -36,3 +39,27 @@ def assign(game_id: str, *, key: str, validation: float, test: float) -> str:
     if u < test + validation:
         return "validation"
     return "train"
+
+
+def ranks(game_ids: Iterable[str], key: str) -> np.ndarray:
+    """``rank`` of each id, as uint64: one keyed hasher, copied for each id (keying a hasher
+    anew for each id cost as much as hashing the id)."""
+    copy = hashlib.blake2b(key=key.encode()[:64], digest_size=8).copy
+    digests = bytearray()
+    for game_id in game_ids:
+        hasher = copy()
+        hasher.update(game_id.encode())
+        digests += hasher.digest()
+    return np.frombuffer(bytes(digests), dtype=">u8").astype(np.uint64)
+
+
+def assign_all(game_ids: Sequence[str], *, key: str, validation: float, test: float) -> np.ndarray:
+    """``assign`` of each id as an index into ``SPLITS``, for many ids at once."""
+    if not (0 <= validation and 0 <= test and validation + test < 1):
+        raise ValueError(f"split fractions must be >= 0 and sum below 1: {validation=}, {test=}")
+    # rank / 2**64 as Python divides ints: the rank rounded to a float, times an exact 2**-64
+    u = ranks(game_ids, key).astype(np.float64) * 2.0**-64
+    out = np.zeros(len(u), dtype=np.int8)
+    out[u < test + validation] = SPLITS.index("validation")
+    out[u < test] = SPLITS.index("test")
+    return out

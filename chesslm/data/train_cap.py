@@ -27,8 +27,7 @@ SUFFIX = "/train-order"
 
 def ranks(ids: np.ndarray, split_key: str) -> np.ndarray:
     """The 64-bit keyed hash of each id (``ids`` as stored: fixed-width ASCII bytes)."""
-    key = split_key + SUFFIX
-    return np.array([split.rank(i.decode("ascii"), key) for i in ids], dtype=np.uint64)
+    return split.ranks((i.decode("ascii") for i in ids), split_key + SUFFIX)
 
 
 def _shard_ranks(prefix: Path, split_key: str) -> tuple[np.ndarray, np.ndarray]:

@@ -133,7 +133,8 @@ def _worker(
                 free.put(index)  # the text is this process's own copy now
             parts = parse_chunk(text, settings).by_split()
             path = spool / f"{seq:09d}.chunk"
-            results.put(("chunk", seq, path, _spool(path, parts), parts[0].skipped))
+            layout = _spool(path, parts)
+            results.put(("chunk", seq, path, layout, parts[0].skipped, parts[0].census))
         except gamearrays.WriteError as error:
             results.put(("error", "WriteError", str(error)))
             return
@@ -164,7 +165,10 @@ def _spool(path: Path, parts: list[ChunkResult]) -> list[list[tuple[str, str, in
 
 
 def _unspool(
-    path: Path, layout: list[list[tuple[str, str, int]]], skipped: Counter[str]
+    path: Path,
+    layout: list[list[tuple[str, str, int]]],
+    skipped: Counter[str],
+    counts: Counter[str],
 ) -> list[ChunkResult]:
     """The parts a worker spooled to ``path`` (the file is removed)."""
     raw = np.fromfile(path, dtype=np.uint8)
@@ -179,7 +183,7 @@ def _unspool(
         part = ChunkResult(**{name: arrays.pop(name) for name in _FIELDS})
         part.columns = arrays
         parts.append(part)
-    parts[0].skipped = skipped
+    parts[0].skipped, parts[0].census = skipped, counts
     return parts
 
 
