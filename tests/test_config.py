@@ -87,7 +87,7 @@ REFUSED = [
     (
         "comparisons: {c: {runs: [demo, pilot], dataset: sample}}",
         "comparisons.c.runs score different numbers of validation games"
-        " (runs.NAME.play.match.games: demo: 64, pilot: None)",
+        " (runs.NAME.play.match.games: demo: 64, pilot: 10000)",
     ),
     (
         "datasets: {sample: {context: 2048}}",
