@@ -37,6 +37,7 @@ from chesslm.play import (
     matching,
     outputs,
     plots,
+    prepare,
     protocols,
     records,
     scoring,
@@ -741,6 +742,39 @@ def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subse
     bounded = evaluator(small, 4, "s3")
     assert bounded.selected.tolist() == [0, 5, 10, 15]
     assert bounded.selection().startswith("4 of 20 validation games (match.games = 4: evenly")
+
+
+def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, net):
+    """With 3 threads, 2 forked workers prepare the 13 games the cache stores no tables for,
+    chunks ahead of the scoring: the same tables as in-process (the cache's: the test above)
+    and the same positions and numbers as the serial path (1 thread); torch's threads are the
+    job's again after it."""
+    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                       legality_games=7)  # fmt: skip
+
+    def evaluator(threads, state):
+        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=4,
+                                  batch_tokens=4096, device=torch.device("cpu"),
+                                  threads=threads)  # fmt: skip
+
+    serial, parallel = evaluator(1, "s"), evaluator(3, "p")
+    assert (serial.workers, parallel.workers) == (0, 2)
+    ids = [g for g in range(20) if parallel.ply_start[g] < 0]
+    with prepare.Preparer(parallel.workers) as prep:
+        pending = prep.submit(ids, [np.asarray(parallel.games[g]) for g in ids])
+        assert len(pending.futures) == 1 and not pending.games  # in the workers, not here
+        tables = pending.tables()
+    for g in ids:
+        mine, theirs = parallel.game(g, tables[g]), serial.game(g)
+        assert mine.codes.tolist() == theirs.codes.tolist(), g
+        assert mine.counts.tolist() == theirs.counts.tolist(), g
+    before = torch.get_num_threads()
+    assert serial.run(time.monotonic() + 300) and parallel.run(time.monotonic() + 300)
+    assert torch.get_num_threads() == before
+    one, other = serial.positions(), parallel.positions()
+    assert len(one["game"]) == serial.positions_total
+    for key in matching.CHUNK_FIELDS:
+        assert np.array_equal(one[key], other[key]), key
 
 
 # ------------------------------------------------------------- threads, progress, honesty
