@@ -745,10 +745,10 @@ def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subse
 
 
 def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, net):
-    """With 3 threads, 2 forked workers prepare the 13 games the cache stores no tables for,
-    chunks ahead of the scoring: the same tables as in-process (the cache's: the test above)
-    and the same positions and numbers as the serial path (1 thread); torch's threads are the
-    job's again after it."""
+    """With 3 threads on a CPU, 3 forked workers prepare the 13 games the cache stores no tables
+    for, chunk by chunk: the same tables as in-process (the cache's: the test above) and the
+    same positions and numbers as the serial path (1 thread); torch's threads are the job's
+    again after it."""
     small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
                        legality_games=7)  # fmt: skip
 
@@ -758,7 +758,7 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
                                   threads=threads)  # fmt: skip
 
     serial, parallel = evaluator(1, "s"), evaluator(3, "p")
-    assert (serial.workers, parallel.workers) == (0, 2)
+    assert (serial.workers, parallel.workers) == (0, 3)
     ids = [g for g in range(20) if parallel.ply_start[g] < 0]
     with prepare.Preparer(parallel.workers) as prep:
         pending = prep.submit(ids, [np.asarray(parallel.games[g]) for g in ids])

@@ -112,7 +112,8 @@ class Evaluator:
         self.chunks = [
             self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
         ]
-        self.workers = prepare.workers(threads, int((self.ply_start[self.selected] < 0).sum()))
+        unstored = int((self.ply_start[self.selected] < 0).sum())
+        self.workers = prepare.workers(threads, unstored, device.type)
         self.batch_tokens = batch_tokens
         self.prefixes = self._prefixes(cache_dir, ratings)
         self.state_dir = state_dir
@@ -145,48 +146,38 @@ class Evaluator:
     def run(self, deadline: float, progress: Progress | None = None) -> bool:
         """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
         every chunk is done. ``progress`` gets the positions done after each batch. Games
-        without stored tables are prepared ``prepare.AHEAD`` chunks ahead (``prepare``)."""
+        without stored tables are prepared by ``prepare``'s workers, as it says."""
         done = self.positions_done
+
+        def batch_done(positions: int) -> None:
+            nonlocal done
+            done += positions
+            if progress is not None:
+                progress.update(done)
+
         todo = [i for i in range(len(self.chunks)) if not self.chunk_path(i).exists()]
         threads = torch.get_num_threads()
-        with prepare.Preparer(self.workers) as prep:
-
-            def batch_done(positions: int) -> None:
-                nonlocal done
-                done += positions
-                if progress is not None:
-                    progress.update(done)
-                self._share_cores(prep)
-
-            try:
+        if self.workers and self.device.type != "cpu":
+            torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
+        try:
+            with prepare.Preparer(self.workers) as prep:
                 ahead: dict[int, prepare.Pending] = {}
                 for k, i in enumerate(todo):
                     if time.monotonic() >= deadline:
                         return False
-                    for j in todo[k : k + 1 + prepare.AHEAD]:
+                    for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
                         ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
-                    self._share_cores(prep)
-                    result = self.evaluate_games(self.chunks[i], batch_done,
-                                                 ahead.pop(i).tables())  # fmt: skip
+                    tables = ahead.pop(i).tables()
+                    result = self.evaluate_games(self.chunks[i], batch_done, tables)
                     files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
-            finally:
-                torch.set_num_threads(threads)  # the job's, for the parts after this one
+        finally:
+            torch.set_num_threads(threads)  # the job's, for the parts after this one
         return True
 
     def _submit(self, prep: prepare.Preparer, chunk: np.ndarray) -> prepare.Pending:
         """Start preparing the games of ``chunk`` whose tables the cache does not store."""
         ids = [int(g) for g in chunk if self.ply_start[g] < 0]
         return prep.submit(ids, [np.asarray(self.games[g]) for g in ids])
-
-    def _share_cores(self, prep: prepare.Preparer) -> None:
-        """torch's threads while workers prepare (``prepare``): one on a GPU, the cores the
-        busy workers leave on a CPU."""
-        if not self.workers:
-            return
-        busy = prep.busy() if self.device.type == "cpu" else self.threads - 1
-        want = max(1, self.threads - busy)
-        if torch.get_num_threads() != want:
-            torch.set_num_threads(want)
 
     def game(self, g: int, tables: prepare.Tables | None = None) -> scoring.GameInput:
         """Validation game ``g``'s input: its stored tables, else ``tables`` (prepared), else

@@ -1,18 +1,21 @@
 """Legal moves of the validation games whose tables the token cache does not store (beyond
-its ``legality_games``), computed on the job's spare cores while the model scores.
+its ``legality_games``), computed on every core of the job.
 
-How a move-matching job of ``threads`` cores (the rule's ``threads:``) splits them
-(``workers``): with one core, or when every selected game's tables are stored, nothing changes
-(torch has every core; a missing table is computed in-process when its game is scored). With
-``threads`` >= 2 and games to prepare, ``threads - 1`` worker processes prepare chunks of games
-at most ``AHEAD`` chunks beyond the one being scored (memory does not grow with the number of
-games), and torch gets the rest: one intra-op thread on a GPU (the forward runs on the device;
-the host only launches it and builds batches), and on a CPU ``threads`` less the workers busy
-at that moment, set again between batches (a worker only works while its chunk is ahead, so
-once preparation has caught up torch has every core again).
+How a move-matching job of ``threads`` cores (the rule's ``threads:``) shares them
+(``workers``, ``ahead``): with one core, or when every selected game's tables are stored,
+nothing changes (torch has every core; a missing table is computed in-process when its game is
+scored). Otherwise worker processes prepare chunks of games:
 
-The tables are ``chesslm.data.cache.legal_tables``'s, as the cache builds them: the same codes
-in the same order, whichever process computes them. Importing this module imports no torch.
+* on a GPU, ``threads - 1`` workers, up to ``AHEAD`` chunks beyond the one being scored, while
+  torch keeps one intra-op thread (the forward runs on the device; the host only launches it
+  and builds batches): preparation overlaps the scoring;
+* on a CPU, where the forward needs every core too, ``threads`` workers prepare each chunk
+  while torch waits, then torch scores it on ``threads`` threads while the workers wait: each
+  phase has every core, and they never run at once.
+
+Memory does not grow with the number of games (at most ``AHEAD`` + 1 chunks' tables). The
+tables are ``chesslm.data.cache.legal_tables``'s, as the cache builds them: the same codes in
+the same order, whichever process computes them. Importing this module imports no torch.
 """
 
 from __future__ import annotations
@@ -31,9 +34,20 @@ TASK_GAMES = 32  # games per worker task: small, so that the workers share a chu
 Tables = tuple[np.ndarray, np.ndarray]  # (legal codes back to back, offsets per ply)
 
 
-def workers(threads: int, games_to_prepare: int) -> int:
-    """Preparation processes of a job of ``threads`` cores (see the module's docstring)."""
-    return threads - 1 if threads >= 2 and games_to_prepare > 0 else 0
+def workers(threads: int, games_to_prepare: int, device: str) -> int:
+    """Preparation processes of a job of ``threads`` cores (see the module's docstring).
+
+    >>> workers(16, 9, "cuda"), workers(16, 9, "cpu"), workers(1, 9, "cpu"), workers(16, 0, "cpu")
+    (15, 16, 0, 0)
+    """
+    if threads < 2 or games_to_prepare == 0:
+        return 0
+    return threads if device == "cpu" else threads - 1
+
+
+def ahead(device: str) -> int:
+    """Chunks prepared beyond the one being scored: none on a CPU (the phases alternate)."""
+    return 0 if device == "cpu" else AHEAD
 
 
 def game_tables(game: np.ndarray) -> Tables:
@@ -78,7 +92,6 @@ class Preparer:
             if n_workers > 0
             else None
         )
-        self.futures: list[Future] = []
 
     def submit(self, ids: Sequence[int], games: list[np.ndarray]) -> Pending:
         """Start the tables of ``games`` (validation indices ``ids``)."""
@@ -86,13 +99,7 @@ class Preparer:
             return Pending(ids, [], games)
         futures = [self.pool.submit(many_tables, games[i : i + TASK_GAMES])
                    for i in range(0, len(games), TASK_GAMES)]  # fmt: skip
-        self.futures = [f for f in self.futures if not f.done()] + futures
         return Pending(ids, futures, [])
-
-    def busy(self) -> int:
-        """Workers computing now (at most ``n_workers``)."""
-        self.futures = [f for f in self.futures if not f.done()]
-        return min(self.n_workers, len(self.futures))
 
     def __enter__(self) -> Preparer:
         return self
