@@ -777,6 +777,35 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
         assert np.array_equal(one[key], other[key]), key
 
 
+def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):
+    """A job killed by SIGKILL (the OOM killer) takes its idle preparation workers with it:
+    without ``prepare``'s death signal they would wait for tasks forever, handed to init."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, numpy as np\n"
+        "from chesslm.play import prepare\n"
+        "prep = prepare.Preparer(1)\n"
+        "prep.submit([0], [np.array([69, 70], dtype=np.uint8)]).tables()\n"
+        "print(*[p.pid for p in prep.pool._processes.values()], flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    # the pid line only, then the job's end: a lingering worker holds the pipe open
+    job = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    (worker,) = map(int, job.stdout.readline().split())
+    assert job.wait(timeout=60) == -9
+    job.stdout.close()
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{worker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = not os.path.exists(f"/proc/{worker}")
+    if not gone:
+        os.kill(worker, 9)
+    assert gone, f"worker {worker} outlived its job"
+
+
 # ------------------------------------------------------------- threads, progress, honesty
 
 
