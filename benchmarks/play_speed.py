@@ -13,9 +13,12 @@ and a second pass one stage at a time with a sync after each (plan, prepare = ho
 copy = host to device, mask, forward, post = log-softmax/rank over the legal moves, fetch =
 results to the host), so a GPU run shows where the time goes.
 
-Games: the embedded Lichess sample (legal moves from python-chess, as the token cache stores
-them; that one-time preparation is timed apart). The weights are freshly initialised: the
-speed does not depend on them. Target: >= 100,000 positions/s for ``baseline`` on one H200.
+Games: the embedded Lichess sample, tokenised (the PGN parse timed apart), their legal moves
+from python-chess as rule play prepares the games its token cache lacks (``chesslm.play.
+prepare`` on ``--prep-workers`` processes): each variant's ``end_to_end_positions_per_s``
+counts that preparation and the scoring, one after the other, beside the scorer's own rate.
+The weights are freshly initialised: the speed does not depend on them. Target: >= 100,000
+positions/s for ``baseline`` on one H200.
 
 ``phases``: the whole play evaluation (``python -m chesslm.play.evaluate``, a fresh process and
 run directory each time) of a trained run's best.pt with its config's play settings, with 1
@@ -50,30 +53,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import outputs, scoring  # noqa: E402
+from chesslm.play import outputs, prepare, scoring  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 
 
-def load_games(n: int | None, context: int) -> tuple[list[scoring.GameInput], list]:
-    inputs, moves_of = [], []
+def load_games(n: int | None, context: int) -> tuple[list[np.ndarray], list]:
+    """The sample's first ``n`` games that fit ``context``: tokens (as the token cache holds
+    them, BOS to EOS) and moves."""
+    games, moves_of = [], []
     with open(SAMPLE, "rb") as fh:
         text = io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8")
-        while n is None or len(inputs) < n:
+        while n is None or len(games) < n:
             game = chess.pgn.read_game(text)
             if game is None:
                 break
             moves = list(game.mainline_moves())
             if not moves or 2 + 3 * len(moves) > context:
                 continue
-            board, legal = chess.Board(), []
-            for move in moves:
-                legal.append(scoring.legal_codes(board))
-                board.push(move)
-            main = np.array(tokens.encode_moves(moves)[:-1], dtype=np.int64)
-            inputs.append(scoring.GameInput.from_plies(main, legal))
+            games.append(np.array(tokens.encode_moves(moves), dtype=np.uint8))
             moves_of.append(moves)
-    return inputs, moves_of
+    return games, moves_of
+
+
+def prepare_inputs(games: list[np.ndarray], workers: int) -> list[scoring.GameInput]:
+    """Every game's legal moves (python-chess), as rule play prepares the games its token
+    cache lacks: ``chesslm.play.prepare`` on ``workers`` processes (0: this one)."""
+    with prepare.Preparer(workers) as prep:
+        tables = prep.submit(range(len(games)), games).tables()
+    return [scoring.game_input(g, *tables[i]) for i, g in enumerate(games)]
 
 
 STAGES = ("plan", "prepare", "copy", "mask", "forward", "post", "fetch")
@@ -184,6 +192,8 @@ def main() -> None:
     parser.add_argument("--pad-to", type=_list(int), default=[1],
                         help="pad rows to a multiple of this many tokens")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--prep-workers", type=int, default=max(0, (os.cpu_count() or 1) - 1),
+                        help="processes preparing legal moves (default: cores - 1)")  # fmt: skip
     parser.add_argument("--oracle-plies", type=int, default=12)
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no new variant after this many seconds")  # fmt: skip
@@ -203,13 +213,16 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
     block_size = gpt.config_for(args.preset).block_size
     t0 = time.perf_counter()
-    inputs, moves_of = load_games(args.games, block_size)
-    prep = time.perf_counter() - t0
+    games, moves_of = load_games(args.games, block_size)
+    t1 = time.perf_counter()
+    inputs = prepare_inputs(games, args.prep_workers)
+    prep = time.perf_counter() - t1
     plies = sum(g.plies for g in inputs)
     common = {"preset": args.preset, "device": args.device,
               "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
               "torch": torch.__version__, "games": len(inputs), "positions": plies,
-              "game_preparation_seconds": round(prep, 1)}  # fmt: skip
+              "pgn_parse_seconds": round(t1 - t0, 1), "preparation_workers": args.prep_workers,
+              "game_preparation_seconds": round(prep, 2)}  # fmt: skip
     print(json.dumps(common), flush=True)
     results, skipped = [], []
     net = None
@@ -228,7 +241,7 @@ def main() -> None:
                 skipped.append(v)
                 continue
             try:
-                results.append(run_variant(net, inputs, args, v, plies))
+                results.append(run_variant(net, inputs, args, v, plies, prep))
             except Exception as error:  # noqa: BLE001 - one failing variant must not end the run
                 results.append({**v, "error": f"{type(error).__name__}: {error}"[:500]})
             print(json.dumps(results[-1]), flush=True)
@@ -259,7 +272,7 @@ def main() -> None:
         files.write_json_atomic(args.json, {"summary": summary, "variants": results})
 
 
-def run_variant(net, inputs, args, v: dict, plies: int) -> dict:  # noqa: ANN001
+def run_variant(net, inputs, args, v: dict, plies: int, prep: float) -> dict:  # noqa: ANN001
     t0 = time.perf_counter()
     # warm-up: one whole pass, so that every batch shape is compiled before the timed runs
     batched(net, inputs, args.device, v)
@@ -275,6 +288,9 @@ def run_variant(net, inputs, args, v: dict, plies: int) -> dict:  # noqa: ANN001
         **v,
         "batched_seconds": round(seconds, 3),
         "batched_positions_per_s": round(positions / seconds),
+        # raw (tokenised) games to results: the preparation, then the scoring (not overlapped,
+        # as rule play overlaps them: a lower bound; benchmarks/play_rule_speed.py times that)
+        "end_to_end_positions_per_s": round(positions / (prep + seconds)),
         "stage_seconds": {k: round(x, 4) for k, x in parts.items()},
         "stage_share": {k: round(x / sum(parts.values()), 3) for k, x in parts.items()},
         "stages_positions_per_s": round(positions / sum(parts.values())),

@@ -37,6 +37,7 @@ from chesslm.play import (
     matching,
     outputs,
     plots,
+    prepare,
     protocols,
     records,
     scoring,
@@ -741,6 +742,68 @@ def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subse
     bounded = evaluator(small, 4, "s3")
     assert bounded.selected.tolist() == [0, 5, 10, 15]
     assert bounded.selection().startswith("4 of 20 validation games (match.games = 4: evenly")
+
+
+def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, net):
+    """With 3 threads on a CPU, 3 forked workers prepare the 13 games the cache stores no tables
+    for, chunk by chunk: the same tables as in-process (the cache's: the test above) and the
+    same positions and numbers as the serial path (1 thread); torch's threads are the job's
+    again after it."""
+    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                       legality_games=7)  # fmt: skip
+
+    def evaluator(threads, state):
+        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=4,
+                                  batch_tokens=4096, device=torch.device("cpu"),
+                                  threads=threads)  # fmt: skip
+
+    serial, parallel = evaluator(1, "s"), evaluator(3, "p")
+    assert (serial.workers, parallel.workers) == (0, 3)
+    ids = [g for g in range(20) if parallel.ply_start[g] < 0]
+    with prepare.Preparer(parallel.workers) as prep:
+        pending = prep.submit(ids, [np.asarray(parallel.games[g]) for g in ids])
+        assert len(pending.futures) == 1 and not pending.games  # in the workers, not here
+        tables = pending.tables()
+    for g in ids:
+        mine, theirs = parallel.game(g, tables[g]), serial.game(g)
+        assert mine.codes.tolist() == theirs.codes.tolist(), g
+        assert mine.counts.tolist() == theirs.counts.tolist(), g
+    before = torch.get_num_threads()
+    assert serial.run(time.monotonic() + 300) and parallel.run(time.monotonic() + 300)
+    assert torch.get_num_threads() == before
+    one, other = serial.positions(), parallel.positions()
+    assert len(one["game"]) == serial.positions_total
+    for key in matching.CHUNK_FIELDS:
+        assert np.array_equal(one[key], other[key]), key
+
+
+def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):
+    """A job killed by SIGKILL (the OOM killer) takes its idle preparation workers with it:
+    without ``prepare``'s death signal they would wait for tasks forever, handed to init."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, numpy as np\n"
+        "from chesslm.play import prepare\n"
+        "prep = prepare.Preparer(1)\n"
+        "prep.submit([0], [np.array([69, 70], dtype=np.uint8)]).tables()\n"
+        "print(*[p.pid for p in prep.pool._processes.values()], flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    # the pid line only, then the job's end: a lingering worker holds the pipe open
+    job = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    (worker,) = map(int, job.stdout.readline().split())
+    assert job.wait(timeout=60) == -9
+    job.stdout.close()
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{worker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = not os.path.exists(f"/proc/{worker}")
+    if not gone:
+        os.kill(worker, 9)
+    assert gone, f"worker {worker} outlived its job"
 
 
 # ------------------------------------------------------------- threads, progress, honesty

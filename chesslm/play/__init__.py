@@ -1,5 +1,6 @@
 """Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of every
-legal move, ``matching`` move-matching tables with bootstrap intervals, ``games`` the model's
+legal move, ``matching`` move-matching tables with bootstrap intervals (``prepare`` the legal
+moves of games the token cache lacks, on the job's spare cores), ``games`` the model's
 best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their round robin
 (rule ladder), ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
 ``evaluate`` the parts bounded and resumable, ``workstate`` their work in progress (resumed

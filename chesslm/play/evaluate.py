@@ -11,8 +11,9 @@ evaluation reads validation splits only; a path to a test split is refused. Work
 lives in ``{run_dir}/play/state`` (``workstate``): after a job stopped by a part's time
 budget, the next one with the same checkpoint, settings and ladder resumes its finished chunks
 and games; any other job starts afresh. torch uses exactly ``threads`` threads (the rule's
-``threads:``); each part logs its progress (positions, games) at least every 10 s of work
-(the Elo part: after each anchor).
+``threads:``), less those move-matching gives to preparing games (``prepare``); each part
+logs its progress (positions, games) at least every 10 s of work (the Elo part: after each
+anchor).
 """
 
 from __future__ import annotations
@@ -246,6 +247,7 @@ def _evaluator(job: Job, cache_dir: Path, state: Path) -> matching.Evaluator:
         batch_tokens=m["batch_tokens"],
         device=job.device,
         attention=m["attention"],
+        threads=job.host["torch_threads"],
     )
 
 
@@ -275,6 +277,7 @@ def _match_dataset(
         "complete": complete,
         "metadata": meta_state,
         "seconds_this_run": seconds,
+        "preparation_workers": evaluator.workers,  # chesslm.play.prepare's split of threads
         **matching.counts(pos, meta, features, chosen),
         "table": table,
     }

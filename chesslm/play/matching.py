@@ -27,10 +27,10 @@ import numpy as np
 import torch
 
 from chesslm import files
-from chesslm.data import cache, metadata
+from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
+from chesslm.play import prepare, scoring
 from chesslm.play import ratings as rating_prefix
-from chesslm.play import scoring
 from chesslm.play.progress import Progress
 from chesslm.play.protocols import Protocol
 
@@ -89,10 +89,13 @@ class Evaluator:
         device: torch.device,
         attention: str = "dense",
         ratings: tuple[int, int] | None = None,
+        threads: int = 1,
     ) -> None:
         """``ratings``: (White's, Black's) for every game instead of its own (a conditioned
-        model only; a model without conditioning reads no ratings)."""
+        model only; a model without conditioning reads no ratings). ``threads``: the job's
+        cores, split between torch and preparing games as ``chesslm.play.prepare`` says."""
         self.net, self.device, self.attention = net, device, attention
+        self.threads = threads
         self.cache = TokenCache(cache_dir)
         self.games = self.cache.validation
         self.codes, self.code_offsets = self.cache.legal_moves()
@@ -109,6 +112,8 @@ class Evaluator:
         self.chunks = [
             self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
         ]
+        unstored = int((self.ply_start[self.selected] < 0).sum())
+        self.workers = prepare.workers(threads, unstored, device.type)
         self.batch_tokens = batch_tokens
         self.prefixes = self._prefixes(cache_dir, ratings)
         self.state_dir = state_dir
@@ -140,7 +145,8 @@ class Evaluator:
 
     def run(self, deadline: float, progress: Progress | None = None) -> bool:
         """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
-        every chunk is done. ``progress`` gets the positions done after each batch."""
+        every chunk is done. ``progress`` gets the positions done after each batch. Games
+        without stored tables are prepared by ``prepare``'s workers, as it says."""
         done = self.positions_done
 
         def batch_done(positions: int) -> None:
@@ -149,23 +155,38 @@ class Evaluator:
             if progress is not None:
                 progress.update(done)
 
-        for i, chunk in enumerate(self.chunks):
-            if self.chunk_path(i).exists():
-                continue
-            if time.monotonic() >= deadline:
-                return False
-            result = self.evaluate_games(chunk, batch_done)
-            files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
+        todo = [i for i in range(len(self.chunks)) if not self.chunk_path(i).exists()]
+        threads = torch.get_num_threads()
+        if self.workers and self.device.type != "cpu":
+            torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
+        try:
+            with prepare.Preparer(self.workers) as prep:
+                ahead: dict[int, prepare.Pending] = {}
+                for k, i in enumerate(todo):
+                    if time.monotonic() >= deadline:
+                        return False
+                    for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
+                        ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
+                    tables = ahead.pop(i).tables()
+                    result = self.evaluate_games(self.chunks[i], batch_done, tables)
+                    files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
+        finally:
+            torch.set_num_threads(threads)  # the job's, for the parts after this one
         return True
 
-    def game(self, g: int) -> scoring.GameInput:
+    def _submit(self, prep: prepare.Preparer, chunk: np.ndarray) -> prepare.Pending:
+        """Start preparing the games of ``chunk`` whose tables the cache does not store."""
+        ids = [int(g) for g in chunk if self.ply_start[g] < 0]
+        return prep.submit(ids, [np.asarray(self.games[g]) for g in ids])
+
+    def game(self, g: int, tables: prepare.Tables | None = None) -> scoring.GameInput:
+        """Validation game ``g``'s input: its stored tables, else ``tables`` (prepared), else
+        computed here."""
         p0, n = self.ply_start[g], self.plies[g]
         if p0 >= 0:
             codes, offsets = self.codes, self.code_offsets[p0 : p0 + n + 1]
         else:
-            per_ply = cache.legal_tables(np.asarray(self.games[g]))[1]  # as the cache builds them
-            offsets = np.concatenate([[0], np.cumsum([len(c) for c in per_ply])])
-            codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
+            codes, offsets = tables if tables is not None else prepare.game_tables(self.games[g])
         return scoring.game_input(self.games[g], codes, offsets, prefix=self.prefixes[g])
 
     def selection(self) -> str:
@@ -184,12 +205,16 @@ class Evaluator:
         return f"{chosen} of {n} validation games{why}{note}"
 
     def evaluate_games(
-        self, games: np.ndarray, batch_done: Callable[[int], None] | None = None
+        self,
+        games: np.ndarray,
+        batch_done: Callable[[int], None] | None = None,
+        prepared: dict[int, prepare.Tables] | None = None,
     ) -> dict[str, np.ndarray]:
         """Per-position results of ``games`` (validation indices); ``batch_done`` gets each
-        batch's number of positions."""
+        batch's number of positions; ``prepared``: tables of games the cache lacks."""
         ids = np.asarray(games, dtype=np.int64)
-        inputs = [self.game(int(g)) for g in ids]
+        prepared = prepared or {}
+        inputs = [self.game(int(g), prepared.get(int(g))) for g in ids]
         out: dict[str, list[np.ndarray]] = {k: [] for k in CHUNK_FIELDS}
         for group, batch, host in scoring.score_many(
             self.net,

@@ -35,7 +35,7 @@ rule play:
         "logs/{run}/play.log",
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
-    # torch in the job uses exactly these threads (runs.NAME.play.threads, default 1)
+    # the job's cores (runs.NAME.play.threads, default 1): torch and preparing games (prepare)
     threads: of_run(lambda s: s.play.threads)
     resources:
         gpu=get_play_gpus,

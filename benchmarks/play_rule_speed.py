@@ -1,0 +1,203 @@
+"""Move-matching as rule play runs it, against the batched scorer alone, same run.
+
+    python benchmarks/play_rule_speed.py --preset tiny --device cpu --threads 2      # here
+    python benchmarks/play_rule_speed.py --preset baseline --device cuda --threads 16 \\
+        --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \\
+        --validation 0.35 --legality-games 1024                                # one H200
+
+The PGN files become a dataset and a token cache (``chesslm.data.convert``, ``cache``; no
+snakemake) whose ``legality_games`` is smaller than the validation split, so move-matching
+must prepare the other games' legal moves (python-chess), as the rule does. Then, alternating
+``--repeats`` times:
+
+* part: ``matching.Evaluator`` over the whole validation split (``--chunk-games``, chunks
+  written to a fresh state directory), with the job's ``--threads`` split between torch and
+  preparation as ``chesslm.play.prepare`` says; its wall time from the evaluator's opening to
+  its last chunk written;
+* scorer: ``scoring.score_many`` over the same chunks' inputs, prepared beforehand (what
+  ``benchmarks/play_speed.py`` times), torch with every one of ``--threads``.
+
+Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
+scorer; 1 = preparation costs nothing), its median and spread, and the rows' tables (the
+bootstrap) timed apart. Weights are freshly initialised: the speed does not depend on them.
+Needs torch, numpy, chess, zstandard and rust-pgn-reader only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from chesslm import files  # noqa: E402
+from chesslm.data import cache, convert, integrity  # noqa: E402
+from chesslm.model import gpt  # noqa: E402
+from chesslm.play import matching, prepare, protocols, scoring  # noqa: E402
+
+
+def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
+    """A verified dataset of ``pgns`` and its token cache (legality tables for a subset)."""
+    dataset, out = work / "dataset", work / "token-cache"
+    settings = convert.Settings(context=args.context, validation=args.validation, test=0.01)
+    convert.convert(pgns, dataset, settings, workers=args.threads)
+    receipt = dataset / "integrity-receipt.json"
+    files.write_json_atomic(receipt, integrity.verify_dataset(dataset))
+    cache.build_from_dataset(dataset, receipt, out, workers=args.threads,
+                             legality_games=args.legality_games)  # fmt: skip
+    return out
+
+
+def evaluator(net, cache_dir: Path, state: Path, args, serial: bool = False):  # noqa: ANN001, ANN201
+    """The rule's evaluator (``serial``: as before chesslm.play.prepare, every game's tables
+    computed in-process when its chunk is scored, torch on every core)."""
+    shutil.rmtree(state, ignore_errors=True)
+    torch.set_num_threads(args.threads)
+    ev = matching.Evaluator(net, cache_dir, state, games=None, chunk_games=args.chunk_games,
+                            batch_tokens=args.batch_tokens, device=torch.device(args.device),
+                            attention=args.attention, threads=args.threads)  # fmt: skip
+    if serial:
+        ev.workers = 0
+    return ev
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def part(net, cache_dir: Path, state: Path, args, serial: bool = False):  # noqa: ANN001, ANN201
+    """The rule's move-matching of every validation game: positions, wall seconds, evaluator."""
+    sync(args.device)
+    t0 = time.perf_counter()
+    ev = evaluator(net, cache_dir, state, args, serial)
+    assert ev.run(float("inf"))
+    sync(args.device)
+    return ev.positions_total, time.perf_counter() - t0, ev
+
+
+def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
+    """``score_many`` over the chunks' prepared inputs: positions and seconds."""
+    torch.set_num_threads(args.threads)
+    positions = 0
+    sync(args.device)
+    t0 = time.perf_counter()
+    for inputs in chunks:
+        for _, _, host in scoring.score_many(
+            net, inputs, batch_tokens=args.batch_tokens, device=args.device,
+            attention=args.attention,
+        ):  # fmt: skip
+            positions += len(host["rank"])
+    sync(args.device)
+    return positions, time.perf_counter() - t0
+
+
+def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[scoring.GameInput]], float]:
+    """Every chunk's inputs, tables computed with the job's workers (timed: seconds)."""
+    t0 = time.perf_counter()
+    with prepare.Preparer(ev.workers) as prep:
+        pending = [ev._submit(prep, chunk) for chunk in ev.chunks]  # noqa: SLF001
+        chunks = []
+        for chunk, p in zip(ev.chunks, pending, strict=True):
+            tables = p.tables()
+            chunks.append([ev.game(int(g), tables.get(int(g))) for g in chunk])
+    return chunks, time.perf_counter() - t0
+
+
+def one_round(net, cache_dir: Path, work: Path, chunks, args) -> dict:  # noqa: ANN001
+    """The part, the scorer (and with ``--serial`` the part as before), one after the other."""
+    n_part, part_s, done = part(net, cache_dir, work / "state", args)
+    n_score, score_s = scorer(net, chunks, args)
+    assert n_part == n_score == done.positions_total, (n_part, n_score)
+    t1 = time.perf_counter()
+    meta = matching.load_metadata(cache_dir, done.games.offsets)[0]
+    chosen = protocols.chosen(list(protocols.DEFAULT))
+    matching.tables(done.positions(), meta, chosen, replicates=1000, seed=0)
+    row = {"part_seconds": round(part_s, 2), "part_positions_per_s": round(n_part / part_s),
+           "scorer_seconds": round(score_s, 2),
+           "scorer_positions_per_s": round(n_score / score_s),
+           "ratio": round(score_s / part_s, 3),
+           "tables_seconds": round(time.perf_counter() - t1, 2)}  # fmt: skip
+    if args.serial:
+        _, serial_s, _ = part(net, cache_dir, work / "serial", args, serial=True)
+        row |= {"serial_part_positions_per_s": round(n_part / serial_s),
+                "serial_ratio": round(score_s / serial_s, 3)}  # fmt: skip
+    return row | {"loadavg_1min": os.getloadavg()[0]}
+
+
+def summary(runs: list[dict], common: dict) -> dict:
+    """Medians over the rounds, and the ratio's spread."""
+    ratios = [r["ratio"] for r in runs]
+    keys = ["part_positions_per_s", "scorer_positions_per_s", "serial_part_positions_per_s",
+            "serial_ratio"]  # fmt: skip
+    medians = {f"{k}_median": round(float(np.median([r[k] for r in runs])), 3)
+               for k in keys if k in runs[0]}  # fmt: skip
+    return {**common, "runs": len(runs), "ratio_median": round(float(np.median(ratios)), 3),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), **medians}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="the job's cores (rule play's threads:)")  # fmt: skip
+    parser.add_argument("--pgn", type=Path, nargs="+",
+                        default=[ROOT / "resources/lichess-sample.pgn.zst"])  # fmt: skip
+    parser.add_argument("--validation", type=float, default=0.05, help="validation fraction")
+    parser.add_argument("--legality-games", type=int, default=64,
+                        help="validation games whose tables the cache stores")  # fmt: skip
+    parser.add_argument("--cache", type=Path, help="an existing token cache instead")
+    parser.add_argument("--chunk-games", type=int, default=512)
+    parser.add_argument("--batch-tokens", type=int, default=65536)
+    parser.add_argument("--attention", default="dense")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--serial", action="store_true",
+                        help="also the part as before (no workers), same rounds")  # fmt: skip
+    parser.add_argument("--json", type=Path, help="also write every result here")
+    args = parser.parse_args()
+    args.context = gpt.config_for(args.preset).block_size
+    if args.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    with tempfile.TemporaryDirectory(prefix="play-rule-speed-") as tmp:
+        work = Path(tmp)
+        t0 = time.perf_counter()
+        cache_dir = args.cache or build_cache(work, args.pgn, args)
+        setup_s = time.perf_counter() - t0
+        torch.manual_seed(0)
+        net = gpt.build(args.preset, device=args.device).eval()
+        ev = evaluator(net, cache_dir, work / "state", args)
+        chunks, prep_s = prepared_chunks(ev)
+        common = {
+            "preset": args.preset, "device": args.device, "threads": args.threads,
+            "cores": os.cpu_count(), "torch": torch.__version__,
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+            "validation_games": len(ev.games), "games_selected": len(ev.selected),
+            "positions": ev.positions_total, "selection": ev.selection(),
+            "preparation_workers": ev.workers, "cache_seconds": round(setup_s, 1),
+            "preparation_alone_seconds": round(prep_s, 2),
+        }  # fmt: skip
+        print(json.dumps(common), flush=True)
+        scorer(net, chunks[:1], args)  # warm-up: allocator, kernels
+        runs = []
+        for rep in range(args.repeats):
+            runs.append(one_round(net, cache_dir, work, chunks, args) | {"repeat": rep})
+            print(json.dumps(runs[-1]), flush=True)
+        out = summary(runs, common)
+        print(json.dumps(out), flush=True)
+        if args.json:
+            files.write_json_atomic(args.json, {"summary": out, "runs": runs})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Legal moves of the validation games whose tables the token cache does not store (beyond
+its ``legality_games``), computed on every core of the job.
+
+How a move-matching job of ``threads`` cores (the rule's ``threads:``) shares them
+(``workers``, ``ahead``): with one core, or when every selected game's tables are stored,
+nothing changes (torch has every core; a missing table is computed in-process when its game is
+scored). Otherwise worker processes prepare chunks of games:
+
+* on a GPU, ``threads - 1`` workers, up to ``AHEAD`` chunks beyond the one being scored, while
+  torch keeps one intra-op thread (the forward runs on the device; the host only launches it
+  and builds batches): preparation overlaps the scoring;
+* on a CPU, where the forward needs every core too, ``threads`` workers prepare each chunk
+  while torch waits, then torch scores it on ``threads`` threads while the workers wait: each
+  phase has every core, and they never run at once.
+
+Memory does not grow with the number of games (at most ``AHEAD`` + 1 chunks' tables). The
+tables are ``chesslm.data.cache.legal_tables``'s, as the cache builds them: the same codes in
+the same order, whichever process computes them. Importing this module imports no torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import signal
+import sys
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+
+import numpy as np
+
+from chesslm.data import cache
+
+AHEAD = 2  # chunks prepared beyond the one being scored
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+TASK_GAMES = 32  # games per worker task: small, so that the workers share a chunk evenly
+
+Tables = tuple[np.ndarray, np.ndarray]  # (legal codes back to back, offsets per ply)
+
+
+def workers(threads: int, games_to_prepare: int, device: str) -> int:
+    """Preparation processes of a job of ``threads`` cores (see the module's docstring).
+
+    >>> workers(16, 9, "cuda"), workers(16, 9, "cpu"), workers(1, 9, "cpu"), workers(16, 0, "cpu")
+    (15, 16, 0, 0)
+    """
+    if threads < 2 or games_to_prepare == 0:
+        return 0
+    return threads if device == "cpu" else threads - 1
+
+
+def ahead(device: str) -> int:
+    """Chunks prepared beyond the one being scored: none on a CPU (the phases alternate)."""
+    return 0 if device == "cpu" else AHEAD
+
+
+def game_tables(game: np.ndarray) -> Tables:
+    """(codes, offsets) of one tokenised game's plies, as the token cache stores them."""
+    per_ply = cache.legal_tables(np.asarray(game))[1]
+    offsets = np.zeros(len(per_ply) + 1, dtype=np.int64)
+    np.cumsum([len(c) for c in per_ply], out=offsets[1:])
+    codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
+    return codes, offsets
+
+
+def many_tables(games: Sequence[np.ndarray]) -> list[Tables]:
+    """``game_tables`` of each game (one worker task)."""
+    return [game_tables(g) for g in games]
+
+
+def _die_with_parent() -> None:
+    """A worker's start: killed with the job (a job killed by SIGKILL or the OOM killer would
+    leave its idle workers waiting for tasks forever, handed to init)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class Pending:
+    """The tables of one chunk's games, being computed (``tables`` waits for them)."""
+
+    def __init__(self, ids: Sequence[int], futures: list[Future], games: list[np.ndarray]):
+        self.ids, self.futures, self.games = list(ids), futures, games
+
+    def tables(self) -> dict[int, Tables]:
+        """Game id -> tables (computed here, in-process, when there is no pool)."""
+        if self.futures:
+            done = [t for f in self.futures for t in f.result()]
+        else:
+            done = many_tables(self.games)
+        return dict(zip(self.ids, done, strict=True))
+
+
+class Preparer:
+    """A pool of ``n_workers`` processes computing games' tables (none: in-process, lazily).
+
+    Forked, as chesslm.data.workers' are: a spawned worker would re-run the job's main script
+    (Snakemake's), and the workers touch neither torch nor the device."""
+
+    def __init__(self, n_workers: int) -> None:
+        self.n_workers = n_workers
+        self.pool = (
+            ProcessPoolExecutor(
+                n_workers,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_die_with_parent,
+            )  # fmt: skip
+            if n_workers > 0
+            else None
+        )
+
+    def submit(self, ids: Sequence[int], games: list[np.ndarray]) -> Pending:
+        """Start the tables of ``games`` (validation indices ``ids``)."""
+        if self.pool is None:
+            return Pending(ids, [], games)
+        futures = [self.pool.submit(many_tables, games[i : i + TASK_GAMES])
+                   for i in range(0, len(games), TASK_GAMES)]  # fmt: skip
+        return Pending(ids, futures, [])
+
+    def __enter__(self) -> Preparer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            # chunks ahead of a budget stop are dropped; a running task is one small batch
+            self.pool.shutdown(wait=True, cancel_futures=True)
