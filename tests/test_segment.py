@@ -404,8 +404,17 @@ def test_a_segment_another_trainer_trained_meanwhile_is_refused_writing_nothing(
     after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == {p: b for p, b in before.items() if p.name != ".lock"}
 
-    # its status file gone too (removed by hand): last.pt says the run is past it
+    # its status file removed since (a second snakemake's job removes its outputs first):
+    # restored from the trainer's own copy, nothing trained
     (run_dir / "segments/0.json").unlink()
+    assert segment_module.main(args) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(REFUSED_PREFIX) and "its record restored" in err, err
+    assert (run_dir / "segments/0.json").read_bytes() == before[run_dir / "segments/0.json"]
+
+    # both gone (removed by hand): last.pt says the run is past it
+    (run_dir / "segments/0.json").unlink()
+    (run_dir / "segments/.0.json.kept").unlink()
     last = run_dir / "train/last.pt"
     saved = checkpoint.load(last)
     saved["lineage"] = {"segment": 1, "parent_sha256": status_sha(before, run_dir)}

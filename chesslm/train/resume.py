@@ -24,7 +24,7 @@ from typing import Any
 from chesslm import files
 from chesslm.files import read_json, sha256_file
 from chesslm.model import checkpoint
-from chesslm.train import distributed
+from chesslm.train import distributed, status
 from chesslm.train.deadline import Deadline
 from chesslm.train.runlock import RunDirLocked as RunDirLocked  # segment's refusals
 from chesslm.train.runlock import lock_run_dir
@@ -57,6 +57,18 @@ def trained_elsewhere(status_out: Path, lock: Path) -> str:
         f"{status_out}: segment already trained by another trainer{done} while this one"
         f" waited for {lock}; nothing written, its records stand (two snakemakes on one run:"
         " --nolock lets both start the same job)"
+    )
+
+
+def restore(status_out: Path) -> str:
+    """A segment trained whose status file was removed since (by a second snakemake's job,
+    which removes its outputs first): its record restored from the trainer's copy, nothing
+    trained; the refusal's line."""
+    files.copy_atomic(status.kept_copy(status_out), status_out)
+    return (
+        f"{status_out}: segment already trained, its status file removed since (a second"
+        " snakemake started the same job: --nolock); its record restored from"
+        f" {status.kept_copy(status_out).name}, nothing trained"
     )
 
 
@@ -138,6 +150,8 @@ def decide(
         nonlocal saved
         if status_out and Path(status_out).exists():
             raise AlreadyTrained(trained_elsewhere(Path(status_out), train_dir / ".lock"))
+        if status_out and status.kept_copy(Path(status_out)).exists():
+            raise AlreadyTrained(restore(Path(status_out)))
         remove_temporaries(scratch)  # under the lock: nobody else is writing here
         previous = read_json(Path(previous_status)) if previous_status else None
         if probe_results and not Path(probe_results).exists():

@@ -109,7 +109,19 @@ def write_status(
     }
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(kept_copy(path), record)  # first: a status may exist only beside it
     write_json_atomic(path, record)
+
+
+def kept_copy(status: Path) -> Path:
+    """The trainer's own copy of a segment's status, beside it: Snakemake removes a job's
+    outputs before it runs, so a second snakemake (``--nolock``) starting the same segment
+    removes the first's status file; the copy tells the next trainer the segment was trained.
+
+    >>> kept_copy(Path("results/demo/segments/1.json")).as_posix()
+    'results/demo/segments/.1.json.kept'
+    """
+    return status.with_name(f".{status.name}.kept")
 
 
 def finish_terminal(
