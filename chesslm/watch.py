@@ -33,6 +33,7 @@ import sys
 ENV = "CHESSLM_WATCH_PID"
 POLL_S = 0.25  # the fallback's interval where pidfds are missing (Linux < 5.3)
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+PR_SET_PDEATHSIG = 1
 USAGE = "usage: python -m chesslm.watch -- COMMAND [ARG...]"
 
 
@@ -151,10 +152,21 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _subreaper() -> None:
+def _prctl(option: int, value: int, name: str) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({name}) failed")
+
+
+def _subreaper() -> None:
+    _prctl(PR_SET_CHILD_SUBREAPER, 1, "PR_SET_CHILD_SUBREAPER")
+
+
+def die_with_parent() -> None:
+    """This process is SIGKILLed when its parent (thread) exits (Linux; elsewhere nothing):
+    torchrun's workers, play's preparation workers."""
+    if sys.platform.startswith("linux"):
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "PR_SET_PDEATHSIG")
 
 
 def _say(line: str) -> None:

@@ -20,19 +20,16 @@ the same order, whichever process computes them. Importing this module imports n
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
-import signal
-import sys
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
 import numpy as np
 
+from chesslm import watch
 from chesslm.data import cache
 
 AHEAD = 2  # chunks prepared beyond the one being scored
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 TASK_GAMES = 32  # games per worker task: small, so that the workers share a chunk evenly
 
 Tables = tuple[np.ndarray, np.ndarray]  # (legal codes back to back, offsets per ply)
@@ -68,13 +65,6 @@ def many_tables(games: Sequence[np.ndarray]) -> list[Tables]:
     return [game_tables(g) for g in games]
 
 
-def _die_with_parent() -> None:
-    """A worker's start: killed with the job (a job killed by SIGKILL or the OOM killer would
-    leave its idle workers waiting for tasks forever, handed to init)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class Pending:
     """The tables of one chunk's games, being computed (``tables`` waits for them)."""
 
@@ -102,7 +92,9 @@ class Preparer:
             ProcessPoolExecutor(
                 n_workers,
                 mp_context=multiprocessing.get_context("fork"),
-                initializer=_die_with_parent,
+                # killed with the job (a job killed outright would leave its idle
+                # workers waiting for tasks forever, handed to init)
+                initializer=watch.die_with_parent,
             )  # fmt: skip
             if n_workers > 0
             else None

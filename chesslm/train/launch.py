@@ -19,13 +19,12 @@ own, so killing the launcher's process group alone would leave them training and
 from __future__ import annotations
 
 import atexit
-import ctypes
 import logging
 import math
 import os
-import signal
 import sys
 
+from chesslm import watch
 from chesslm.train.settings import RunSettings
 
 # SEGMENT_OVERHEAD_S: torchrun start, data and model setup, last validation, last.pt.
@@ -33,7 +32,6 @@ SEGMENT_OVERHEAD_S = 180
 # DEADLINE_MARGIN_S: checkpoint write and process exit after the soft stop.
 DEADLINE_MARGIN_S = 60
 C10D_PORT = 29500
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def gpus(s: RunSettings) -> int:
@@ -116,9 +114,7 @@ def bind_to_launcher() -> None:
     """
     if not sys.platform.startswith("linux") or "TORCHELASTIC_RUN_ID" not in os.environ:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    watch.die_with_parent()
     # the parent is torchrun's agent; if it was killed before the prctl above, this process
     # was handed to init or a subreaper, and nobody waits for it
     if not _is_torchrun(os.getppid()):
