@@ -21,13 +21,14 @@ from chesslm.play import protocols
 
 def run_records(runs: dict[str, dict[str, Any]], scores: dict[str, Path]) -> list[dict[str, Any]]:
     """Per run: its dataset, training games (the manifest's), games per update, best step and
-    validation NLL (results.json), and what it was scored with (scores.json)."""
+    validation NLL (results.json), and what it was scored with (scores.json, sealed; its table
+    checked by ``positions.load`` already)."""
     out = []
     for name in scores:  # the comparison's order
         info = runs[name]
         manifest = files.read_json(Path(info["manifest"]))
         results = files.read_json(Path(info["results"]))
-        scored = scores_module.read_record(scores[name])  # sealed, its table checked
+        scored = scores_module.read_record(scores[name], table=False)
         step = scored["model"]["step"]
         out.append({
             "name": name, "dataset": info["dataset"],

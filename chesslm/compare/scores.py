@@ -40,15 +40,16 @@ def ids_digest(ids: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(ids).tobytes()).hexdigest()
 
 
-def read_record(out_dir: Path) -> dict[str, Any]:
+def read_record(out_dir: Path, *, table: bool = True) -> dict[str, Any]:
     """``out_dir``'s scores.json, its seal checked, once ``positions.npz`` matches the sha256
-    it holds.
+    it holds (``table=False``: a caller that checked the table already, not hashed again).
 
     :raises seal.SealError: naming the file and the command that rebuilds both."""
     command = seal.rebuild(out_dir / "scores.json", "score")
     record = seal.read(out_dir / "scores.json", command)
-    path = out_dir / "positions.npz"
-    seal.check_file(path, record.get("positions_sha256"), out_dir / "scores.json", command)
+    if table:
+        path = out_dir / "positions.npz"
+        seal.check_file(path, record.get("positions_sha256"), out_dir / "scores.json", command)
     return record
 
 
