@@ -202,20 +202,56 @@ def held(lock: Path) -> bool:
         os.close(fd)
 
 
+def lock_holder(lock: Path) -> int:
+    """The pid a trainer wrote into the run's lock once it took it."""
+    give_up = time.monotonic() + 30
+    while not (words := lock.read_text().split()):
+        assert time.monotonic() < give_up, f"{lock} held but no pid written"
+        time.sleep(0.05)
+    return int(words[0])
+
+
+def segment_trainer_started(snakemake_pid: int) -> bool:
+    """Whether a process below this snakemake runs `chesslm.train.segment train`."""
+    for pid in descendants(snakemake_pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"chesslm.train.segment" in argv and b"train" in argv:
+            return True
+    return False
+
+
 def test_two_snakemakes_with_nolock_train_the_run_once(
     after_segment_0: Path, unbroken: Path, tmp_path: Path
 ) -> None:
     """Two `snakemake --nolock` on one run, the second started while the first's trainer holds
     the run: the second's trainer refuses in one line (the segment trained meanwhile, or still
-    held after 30 s) and writes nothing; the records and results.json are the first's."""
+    held after 30 s) and writes nothing; the records and results.json are the first's.
+
+    The first trainer's rank 0 is stopped (SIGSTOP) from the moment it holds the lock until
+    the second's trainer has started: on a loaded machine the 3-update segment could otherwise
+    end before the second snakemake has planned, which would then have nothing to train."""
     work = copy_of(after_segment_0, tmp_path)
     consoles = [tmp_path / "first.txt", tmp_path / "second.txt"]
+    lock = work / RUN / "train/.lock"
     first = start_snakemake(work, "--nolock", console=consoles[0])
     give_up = time.monotonic() + 240
-    while not held(work / RUN / "train/.lock"):
+    while not held(lock):
         assert first.poll() is None and time.monotonic() < give_up, consoles[0].read_text()
         time.sleep(0.05)
-    second = start_snakemake(work, "--nolock", console=consoles[1])
+    holder = lock_holder(lock)
+    os.kill(holder, signal.SIGSTOP)
+    try:
+        second = start_snakemake(work, "--nolock", console=consoles[1])
+        give_up = time.monotonic() + 240
+        while not segment_trainer_started(second.pid):
+            assert second.poll() is None, consoles[1].read_text()[-4000:]
+            assert time.monotonic() < give_up, "the second snakemake started no trainer"
+            time.sleep(0.05)
+    finally:
+        os.kill(holder, signal.SIGCONT)
     assert first.wait(timeout=600) == 0, consoles[0].read_text()[-4000:]
     second.wait(timeout=600)
     text = consoles[1].read_text()
