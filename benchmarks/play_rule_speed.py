@@ -4,13 +4,16 @@
     python benchmarks/play_rule_speed.py --preset baseline --device cuda --threads 16 \\
         --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \\
         --validation 0.35 --legality-games 1024                                # one H200
+    python benchmarks/play_rule_speed.py --preset baseline --device cuda --threads 16 \\
+        --pgn month.pgn.zst --validation 0.05 --games 10000 --compile   # a month, as the rule
 
 The PGN files become a dataset and a token cache (``chesslm.data.convert``, ``cache``; no
 snakemake) whose ``legality_games`` is smaller than the validation split, so move-matching
 must prepare the other games' legal moves (python-chess), as the rule does. Then, alternating
 ``--repeats`` times:
 
-* part: ``matching.Evaluator`` over the whole validation split (``--chunk-games``, chunks
+* part: ``matching.Evaluator`` over the validation split (``--games``: the rule's ``match.games``,
+  games chosen by its seeded key; every game by default; ``--chunk-games``, chunks
   written to a fresh state directory), with the job's ``--threads`` split between torch and
   preparation as ``chesslm.play.prepare`` says; its wall time from the evaluator's opening to
   its last chunk written;
@@ -63,7 +66,7 @@ def evaluator(net, cache_dir: Path, state: Path, args, serial: bool = False):  #
     computed in-process when its chunk is scored, torch on every core)."""
     shutil.rmtree(state, ignore_errors=True)
     torch.set_num_threads(args.threads)
-    ev = matching.Evaluator(net, cache_dir, state, games=None, chunk_games=args.chunk_games,
+    ev = matching.Evaluator(net, cache_dir, state, games=args.games, chunk_games=args.chunk_games,
                             batch_tokens=args.batch_tokens, device=torch.device(args.device),
                             attention=args.attention, threads=args.threads)  # fmt: skip
     if serial:
@@ -161,6 +164,8 @@ def main() -> None:
     parser.add_argument("--chunk-games", type=int, default=512)
     parser.add_argument("--batch-tokens", type=int, default=65536)
     parser.add_argument("--attention", default="dense")
+    parser.add_argument("--games", type=int, help="rule play's match.games (default: every game)")
+    parser.add_argument("--compile", action="store_true", help="rule play's match.compile: true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--serial", action="store_true",
                         help="also the part as before (no workers), same rounds")  # fmt: skip
@@ -176,11 +181,14 @@ def main() -> None:
         setup_s = time.perf_counter() - t0
         torch.manual_seed(0)
         net = gpt.build(args.preset, device=args.device).eval()
+        if args.compile:  # as rule play's match.compile (chesslm.play.evaluate)
+            for block in net.transformer.h:
+                block.compile(dynamic=True)
         ev = evaluator(net, cache_dir, work / "state", args)
         chunks, prep_s = prepared_chunks(ev)
         common = {
             "preset": args.preset, "device": args.device, "threads": args.threads,
-            "cores": os.cpu_count(), "torch": torch.__version__,
+            "cores": os.cpu_count(), "torch": torch.__version__, "compile": args.compile,
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "validation_games": len(ev.games), "games_selected": len(ev.selected),
             "positions": ev.positions_total, "selection": ev.selection(),
