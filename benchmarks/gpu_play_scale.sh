@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 33 on one GPU host: rule play's move-matching (benchmarks/play_rule_speed.py: the
+# rule's evaluator, games prepared on every core, against the batched scorer in the same run),
+# one step a call of the device tool:
+#   bash benchmarks/gpu_play_scale.sh split   # both corpora, 35 % validation (>= 8,000 games),
+#                                             # every game, eager then match.compile: true
+#   bash benchmarks/gpu_play_scale.sh month   # a generated 10M-game month, 5 % validation,
+#                                             # match.games 10,000 (the default), compiled
+# JSON and a progress log go to $OUT.
+set -uo pipefail
+. benchmarks/device-env.sh
+export PYTHONUNBUFFERED=1
+CORES=$(nproc)
+mark() { echo "[$(date +%s)] $*" | tee -a "$OUT/progress.log"; }
+mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
+BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
+case "${1:-split}" in
+split)
+  for compiled in no yes; do
+    flag=(); [ "$compiled" = yes ] && flag=(--compile)
+    timeout -k 5 250 "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
+      --validation 0.35 --legality-games 1024 --repeats 3 "${flag[@]}" \
+      --json "$OUT/play-rule-split-compile-$compiled.json" > "$OUT/split-$compiled.log" 2>&1
+    rc=$?
+    mark "split, compile $compiled: rc=$rc $(tail -1 "$OUT/split-$compiled.log")"
+  done
+  ;;
+month)
+  pgn=/tmp/month-10m.pgn.zst
+  t0=$(date +%s)
+  timeout -k 5 150 python3 benchmarks/month_pgn.py --games 10000000 --out "$pgn" > "$OUT/month-gen.log" 2>&1
+  rc=$?
+  mark "generated 10M games in $(( $(date +%s) - t0 )) s: rc=$rc $(ls -la "$pgn" 2>&1)"
+  timeout -k 5 420 "${BENCH[@]}" --pgn "$pgn" --validation 0.05 --legality-games 1024 --games 10000 \
+    --compile --repeats 2 --json "$OUT/play-rule-month-10m.json" > "$OUT/month.log" 2>&1
+  rc=$?
+  mark "month, 10,000 of its validation games, compiled: rc=$rc $(tail -1 "$OUT/month.log")"
+  ;;
+esac
+mark done
