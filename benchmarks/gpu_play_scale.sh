@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 33 on one GPU host: rule play's move-matching (benchmarks/play_rule_speed.py: the
 # rule's evaluator, games prepared on every core, against the batched scorer in the same run),
-# one step a call of the device tool:
+# the steps named (several in one call: `split parts`):
 #   bash benchmarks/gpu_play_scale.sh split   # both corpora, 35 % validation (>= 8,000 games),
-#                                             # every game, eager then match.compile: true
+#                                             # every game, match.compile: true (COMPILE="no yes":
+#                                             # eager too)
+#   bash benchmarks/gpu_play_scale.sh parts   # legality and the games against the anchors, old
+#                                             # path and new (benchmarks/play_parts_speed.py)
 #   bash benchmarks/gpu_play_scale.sh month   # a generated 10M-game month, 5 % validation,
 #                                             # match.games 10,000 (the default), compiled
 # JSON and a progress log go to $OUT.
@@ -14,16 +17,25 @@ CORES=$(nproc)
 mark() { echo "[$(date +%s)] $*" | tee -a "$OUT/progress.log"; }
 mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
-case "${1:-split}" in
+for step in "${@:-split}"; do
+case "$step" in
 split)
-  for compiled in no yes; do
+  for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
     timeout -k 5 250 "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
-      --validation 0.35 --legality-games 1024 --repeats 3 "${flag[@]}" \
+      --validation 0.35 --legality-games 1024 --repeats 2 "${flag[@]}" \
       --json "$OUT/play-rule-split-compile-$compiled.json" > "$OUT/split-$compiled.log" 2>&1
     rc=$?
     mark "split, compile $compiled: rc=$rc $(tail -1 "$OUT/split-$compiled.log")"
   done
+  ;;
+parts)
+  [ -d .deb ] && dpkg -x .deb/stockfish_*.deb /tmp/sf  # Debian's stockfish, carried
+  export PATH=$PATH:/tmp/sf/usr/games
+  timeout -k 5 400 python3 benchmarks/play_parts_speed.py --preset baseline --device cuda \
+    --json "$OUT/play-parts-h200.json" > "$OUT/parts.log" 2>&1
+  rc=$?
+  mark "parts: rc=$rc $(tail -3 "$OUT/parts.log")"
   ;;
 month)
   pgn=/tmp/month-10m.pgn.zst
@@ -36,5 +48,7 @@ month)
   rc=$?
   mark "month, 10,000 of its validation games, compiled: rc=$rc $(tail -1 "$OUT/month.log")"
   ;;
+*) echo "unknown step $step (split, parts, month)" >&2; exit 2 ;;
 esac
+done
 mark done
