@@ -326,10 +326,20 @@ class ModelPlayer:
     def new_game(self, seed: int) -> None:
         self.generator.manual_seed(seed)
 
+    def twin(self) -> ModelPlayer:
+        """The same model and settings with a generator of its own: one per game in flight
+        (``inflight``), each seeded by its game as this one would be."""
+        return ModelPlayer(self.net, name=self.name, sample=self.sample, elo=self.elo)
+
+    def moves(self, seats: list[ModelPlayer], boards: list[chess.Board]) -> list[chess.Move]:
+        """Each seat's move on its board (a twin's, in its game), in one batched pass; the
+        same moves as ``move`` on each board alone, each drawn from its seat's generator."""
+        leads = [self.mover_prefix(self.net, b, *s.elo) for s, b in zip(seats, boards, strict=True)]
+        return self.best_moves(self.net, boards, sample=self.sample, prefixes=leads,
+                               generators=[s.generator for s in seats])  # fmt: skip
+
     def move(self, board: chess.Board) -> chess.Move:
-        lead = self.mover_prefix(self.net, board, *self.elo)
-        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator,
-                               prefixes=[lead])[0]  # fmt: skip
+        return self.moves([self], [board])[0]
 
     def close(self) -> None:
         pass

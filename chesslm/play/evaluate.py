@@ -42,6 +42,7 @@ from chesslm.play import (
     counterfactual,
     elo,
     games,
+    inflight,
     ladder,
     matching,
     outputs,
@@ -400,8 +401,9 @@ def _ladder_engine(stored: dict[str, Any], path: Path) -> str:
 def _play_ladder(
     job: Job, stored: dict[str, Any], settings: ladder.LadderSettings, engine: str
 ) -> dict[str, dict[str, Any]]:
-    """The model's games against each anchor (rows, complete), each anchor's kept in the
-    state as it ends and reused by a rerun on the same ladder."""
+    """The model's games against each anchor (rows, complete), all in flight together
+    (``inflight``), each anchor's kept in the state as its last game ends and reused by a
+    rerun on the same ladder."""
     per = job.settings["elo"]["games_per_anchor"]
     state_file = job.state / "elo-games.json"
     kept = files.read_json(state_file) if state_file.exists() else {}
@@ -411,12 +413,16 @@ def _play_ladder(
     kept_games = sum(len(d["rows"]) for d in played.values() if d["complete"])
     progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,
                         "games", every=job.progress_every, done=kept_games)  # fmt: skip
-    for spec in settings.anchors:
-        if not played.get(spec.name, {}).get("complete"):
-            rows = ladder.play_anchor(player, spec, settings, engine, per, deadline)
-            played[spec.name] = {"rows": rows, "complete": len(rows) == per}
-            files.write_json_atomic(state_file, {"ladder_key": stored["key"], "anchors": played})
+
+    def ended(spec: anchors.AnchorSpec, rows: list[dict[str, Any]]) -> None:
+        played[spec.name] = {"rows": rows, "complete": len(rows) == per}
+        files.write_json_atomic(state_file, {"ladder_key": stored["key"], "anchors": played})
         progress.update(sum(len(d["rows"]) for d in played.values()), f"{spec.name} done")
+
+    todo = [a for a in settings.anchors if not played.get(a.name, {}).get("complete")]
+    inflight.play_anchors_together(player, todo, settings, engine, per, deadline=deadline,
+                                   on_anchor=ended)  # fmt: skip
+    played = {a.name: played[a.name] for a in settings.anchors if a.name in played}  # ladder order
     complete = all(d["complete"] for d in played.values())
     progress.finish("complete" if complete else "stopped by the time budget")
     return played

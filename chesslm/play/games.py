@@ -50,9 +50,11 @@ def best_moves(
     sample: bool = False,
     generator: torch.Generator | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
+    generators: Sequence[torch.Generator] | None = None,
 ) -> list[chess.Move]:
     """Each board's best legal move under the legal-renormalised factorisation (``scoring``),
-    or a move sampled from it (``sample``); one batched pass for all boards. ``prefixes``:
+    or a move sampled from it (``sample``: from ``generator``, board after board, or from
+    each board's own of ``generators``); one batched pass for all boards. ``prefixes``:
     each board's tokens before BOS (``mover_prefix``; none: the default ratings')."""
     if not boards:
         return []
@@ -72,7 +74,8 @@ def best_moves(
         codes = inputs[p].legal(0)
         lp = logp[idx]
         if sample:
-            choice = int(torch.multinomial(lp.exp(), 1, generator=generator))
+            gen = generator if generators is None else generators[p]
+            choice = int(torch.multinomial(lp.exp(), 1, generator=gen))
         else:
             choice = int(torch.argmax(lp))
         moves.append(scoring.decode_code(codes[choice]))
