@@ -284,6 +284,9 @@ def _match_dataset(
     }
 
 
+MODES = {"greedy": 0.0, "temperature_1": 1.0}  # legality's modes: their temperatures
+
+
 def legality(job: Job) -> Result:
     """Part ``legality``: free-running legality, greedy and at temperature 1."""
     lg = job.settings["legality"]
@@ -294,25 +297,20 @@ def legality(job: Job) -> Result:
     done = files.read_json(cached)["modes"] if cached.exists() else {}
     started = time.monotonic()
     deadline = started + lg["seconds"]
-    for mode, temperature in (("greedy", 0.0), ("temperature_1", 1.0)):
-        if mode in done and done[mode]["complete"]:
-            legality_json["modes"][mode] = done[mode]
-            continue
-        progress = Progress(f"free-running legality {mode}",
-                            games.self_play_games(lg["games"], temperature), "games finished",
-                            every=job.progress_every)  # fmt: skip
-        legality_json["modes"][mode] = result = games.self_play(
-            job.net,
-            games=lg["games"],
-            max_plies=lg["max_plies"],
-            temperature=temperature,
-            seed=job.settings["seed"],
-            deadline=deadline,
-            progress=progress,
-            elo=elo_pair,
-        )
-        progress.finish("complete" if result["complete"] else "stopped by the time budget")
-        files.write_json_atomic(cached, legality_json)
+    todo = {m: t for m, t in MODES.items() if not (m in done and done[m]["complete"])}
+    legality_json["modes"] = {m: done[m] for m in MODES if m not in todo}
+    progress = {m: Progress(f"free-running legality {m}", games.self_play_games(lg["games"], t),
+                            "games finished", every=job.progress_every)
+                for m, t in todo.items()}  # fmt: skip
+    if todo:  # every mode's games in one batch per ply
+        legality_json["modes"] |= games.self_play_modes(
+            job.net, todo, games=lg["games"], max_plies=lg["max_plies"], seed=job.settings["seed"],
+            deadline=deadline, progress=progress, elo=elo_pair)  # fmt: skip
+    legality_json["modes"] = {m: legality_json["modes"][m] for m in MODES}
+    for m in todo:
+        progress[m].finish("complete" if legality_json["modes"][m]["complete"] else
+                           "stopped by the time budget")  # fmt: skip
+    files.write_json_atomic(cached, legality_json)
     legality_json["protocol"] = (
         "self-play from the start position, no legality mask (grammar only: squares, squares,"
         " promotion token); an illegal proposal is counted and replaced by the model's best legal"
