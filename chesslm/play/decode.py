@@ -42,31 +42,36 @@ class Decoder:
             )
         t = self.net.transformer
         pos = torch.arange(at, at + n, dtype=torch.long, device=self.device)
+        # attention over the whole cache, every position after a new token's own masked out:
+        # one shape for every step of n tokens (kernels picked per shape, as cuDNN's attention
+        # is, are picked once), not a longer one each step
+        seen = torch.arange(self.shape[2], device=self.device) <= pos.unsqueeze(1)  # (n, L)
         with gpt.autocast(self.device):
             x = t.wte(idx) + t.wpe(pos)
             for layer, block in enumerate(t.h):
-                x = x + self._attend(layer, block.attn, block.ln_1(x), at)
+                x = x + self._attend(layer, block.attn, block.ln_1(x), at, seen)
                 x = x + block.mlp(block.ln_2(x))
             logits = self.net.lm_head(t.ln_f(x))
         return logits.float()
 
-    def _attend(self, layer: int, attn: gpt.CausalSelfAttention, x: torch.Tensor, at: int):  # noqa: ANN202
+    def _attend(
+        self,
+        layer: int,
+        attn: gpt.CausalSelfAttention,
+        x: torch.Tensor,
+        at: int,
+        seen: torch.Tensor,
+    ) -> torch.Tensor:
         B, n, C = x.size()
         q, k, v = attn.c_attn(x).split(C, dim=2)
         q, k, v = (z.view(B, n, attn.n_head, C // attn.n_head).transpose(1, 2) for z in (q, k, v))
-        if self.keys[layer] is None:  # the dtype autocast gives (BF16 on CUDA)
-            self.keys[layer] = torch.empty(self.shape, dtype=k.dtype, device=self.device)
-            self.values[layer] = torch.empty(self.shape, dtype=v.dtype, device=self.device)
+        if self.keys[layer] is None:  # zeros: masked keys must not be NaN; autocast's dtype
+            self.keys[layer] = torch.zeros(self.shape, dtype=k.dtype, device=self.device)
+            self.values[layer] = torch.zeros(self.shape, dtype=v.dtype, device=self.device)
         keys, values = self.keys[layer], self.values[layer]
         keys[:, :, at : at + n] = k
         values[:, :, at : at + n] = v
-        # token i of the step sees positions up to at + i; a single token sees all: no mask
-        mask = None
-        if n > 1:
-            mask = torch.ones(n, at + n, dtype=torch.bool, device=self.device).tril(at)
-        y = F.scaled_dot_product_attention(
-            q, keys[:, :, : at + n], values[:, :, : at + n], attn_mask=mask
-        )
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=seen)
         return attn.c_proj(y.transpose(1, 2).contiguous().view(B, n, C))
 
     def keep(self, rows: torch.Tensor) -> None:

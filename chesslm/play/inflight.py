@@ -30,13 +30,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import chess
+import chess.engine
 
 from chesslm.play import anchors as anchor_players
 from chesslm.play import ladder
 from chesslm.play.anchors import AnchorSpec, ModelPlayer, Player
 
-# games (so engine processes) at once: a Stockfish anchor holds about 25 MB (16 MB of hash)
-MAX_IN_FLIGHT = 128
+# games (so engine processes) at once, each Stockfish about 25 MB (16 MB of hash). More buys
+# little: the longest games (against the weakest anchors, up to max_plies) set the number of
+# steps anyway, and 96 games of the default ladder end in about as many steps with 32
+MAX_IN_FLIGHT = 32
+# engines started at once: dozens at once on a busy 2-core machine ran past python-chess's
+# 10 s start timeout
+OPEN_AT_ONCE = 8
 
 
 @dataclass
@@ -62,25 +68,36 @@ class Flight:
 
 
 class AnchorStock:
-    """Anchor players by anchor: opened when a game needs one (engines start concurrently),
-    handed back when it ends for that anchor's next game, all closed by ``close``."""
+    """Anchor players by anchor: opened when a game needs one, handed back when it ends for
+    that anchor's next game. Once an anchor's games are over its engines serve the anchors
+    after it, configured anew (a start costs 0.1-0.4 s; each game starts with ``ucinewgame``
+    anyway), so no more engines run than games in flight. ``close`` ends every engine."""
 
     def __init__(self, engine_path: str) -> None:
         self.engine_path = engine_path
         self.free: dict[str, list[Player]] = collections.defaultdict(list)
-        self.opened: list[Player] = []
+        self.idle: list[chess.engine.SimpleEngine] = []  # engines of anchors whose games ended
+        self.engines: list[chess.engine.SimpleEngine] = []  # every engine running
 
-    def take(self, specs: Sequence[AnchorSpec], pool: concurrent.futures.Executor) -> list[Player]:
+    def take(self, specs: Sequence[AnchorSpec]) -> list[Player]:
         got: list[Player | None] = [self.free[s.name].pop() if self.free[s.name] else None
                                     for s in specs]  # fmt: skip
         fresh = [i for i, p in enumerate(got) if p is None]
-        opening = [pool.submit(anchor_players.open_player, specs[i], self.engine_path)
-                   for i in fresh]  # fmt: skip
-        concurrent.futures.wait(opening)
+        if not fresh:
+            return got  # type: ignore[return-value]
+        reuse = {i: self.idle.pop() for i in fresh if specs[i].kind in ENGINE_KINDS and self.idle}
+        # on threads: an engine's start is mostly waiting (process, handshake)
+        with concurrent.futures.ThreadPoolExecutor(min(len(fresh), OPEN_AT_ONCE)) as pool:
+            opening = [pool.submit(anchor_players.open_player, specs[i], self.engine_path,
+                                   reuse.get(i)) for i in fresh]  # fmt: skip
         for i, future in zip(fresh, opening, strict=True):
-            if future.exception() is None:  # every one opened is closed, even if one failed
+            if future.exception() is None:  # every engine started is ended, even if one failed
                 got[i] = future.result()
-                self.opened.append(got[i])
+                engine = engine_of(got[i])
+                if engine is not None and i not in reuse:
+                    self.engines.append(engine)
+            elif i in reuse:  # EnginePlayer ended it
+                self.engines.remove(reuse[i])
         for future in opening:
             future.result()  # the first error, if any
         return got  # type: ignore[return-value]
@@ -89,15 +106,25 @@ class AnchorStock:
         self.free[spec.name].append(player)
 
     def retire(self, spec: AnchorSpec) -> None:
-        """Close the anchor's players once its games are over (fewer processes held)."""
+        """The anchor's games are over: its engines wait for the next anchors."""
         for player in self.free.pop(spec.name, []):
-            self.opened.remove(player)
-            player.close()
+            engine = engine_of(player)
+            if engine is not None:
+                self.idle.append(engine)
 
     def close(self) -> None:
-        for player in self.opened:
-            player.close()
-        self.opened.clear()
+        for engine in self.engines:
+            engine.quit()
+        self.engines.clear()
+        self.idle.clear()
+
+
+ENGINE_KINDS = ("stockfish", "stockfish_elo")
+
+
+def engine_of(player: Player) -> chess.engine.SimpleEngine | None:
+    """The engine an anchor player (diluted or not) plays with; None for the others."""
+    return getattr(getattr(player, "inner", player), "engine", None)
 
 
 def default_engines() -> int:
@@ -148,7 +175,7 @@ def play_anchors_together(
                     while queue:  # no game starts at or after the deadline
                         ended(queue.popleft()[0])
                 room = min(len(queue), max_in_flight - len(flying))
-                flying += _start(player, [queue.popleft() for _ in range(room)], stock, pool)
+                flying += _start(player, [queue.popleft() for _ in range(room)], stock)
                 for flight in [
                     f for f in flying if not ladder.game_on(f.board, settings.max_plies)
                 ]:
@@ -169,12 +196,11 @@ def _start(
     player: ModelPlayer,
     starts: list[tuple[AnchorSpec, ladder.GamePlan]],
     stock: AnchorStock,
-    pool: concurrent.futures.Executor,
 ) -> list[Flight]:
     """New games in flight: each with an anchor player (opened or reused) and a model twin,
     both told of the game as ``ladder.play_game`` tells them."""
     out = []
-    for (spec, plan), anchor in zip(starts, stock.take([s for s, _ in starts], pool), strict=True):
+    for (spec, plan), anchor in zip(starts, stock.take([s for s, _ in starts]), strict=True):
         flight = Flight(spec, plan, player.twin(), anchor, chess.Board())
         flight.board = ladder.start_game(flight.white, flight.black, seed=plan.seed,
                                          opening=plan.opening)  # fmt: skip

@@ -250,7 +250,9 @@ def play_anchors(
     """``player`` (a run's model: ``anchors.ModelPlayer``) against every anchor of the ladder,
     ``games_per_anchor`` games each, colours and openings as in the ladder's own games (the
     same openings for every run's model); no game started at or after ``deadline``
-    (monotonic); ``progress(done, total)`` after each anchor."""
+    (monotonic); ``progress(done, total)`` after each anchor. One game at a time: the
+    reference that ``inflight.play_anchors_together`` (what play runs, every game in flight
+    at once) is tested and timed against."""
     rows: list[dict[str, Any]] = []
     for done, spec in enumerate(settings.anchors, 1):
         rows += play_anchor(player, spec, settings, engine_path, games_per_anchor, deadline)
