@@ -399,9 +399,9 @@ def _ladder_engine(stored: dict[str, Any], path: Path) -> str:
 def _play_ladder(
     job: Job, stored: dict[str, Any], settings: ladder.LadderSettings, engine: str
 ) -> dict[str, dict[str, Any]]:
-    """The model's games against each anchor (rows, complete), all in flight together
-    (``inflight``), each anchor's kept in the state as its last game ends and reused by a
-    rerun on the same ladder."""
+    """The model's games against each anchor (rows, complete), on CUDA up to
+    ``inflight.MAX_IN_FLIGHT`` in flight together (``inflight``), each anchor's kept in the
+    state as its last game ends and reused by a rerun on the same ladder."""
     per = job.settings["elo"]["games_per_anchor"]
     state_file = job.state / "elo-games.json"
     kept = files.read_json(state_file) if state_file.exists() else {}
@@ -418,8 +418,12 @@ def _play_ladder(
         progress.update(sum(len(d["rows"]) for d in played.values()), f"{spec.name} done")
 
     todo = [a for a in settings.anchors if not played.get(a.name, {}).get("complete")]
+    # on a CPU the batch buys nothing (the forward is bound by the cores the engines need:
+    # BENCHMARKS.md, issue 33 item 3): one game at a time there
+    cuda = games.model_device(job.net).type == "cuda"
     inflight.play_anchors_together(player, todo, settings, engine, per, deadline=deadline,
-                                   on_anchor=ended)  # fmt: skip
+                                   on_anchor=ended,
+                                   max_in_flight=inflight.MAX_IN_FLIGHT if cuda else 1)  # fmt: skip
     played = {a.name: played[a.name] for a in settings.anchors if a.name in played}  # ladder order
     complete = all(d["complete"] for d in played.values())
     progress.finish("complete" if complete else "stopped by the time budget")
