@@ -173,11 +173,15 @@ class GreedyPlayer(RandomPlayer):
 class EnginePlayer:
     """Stockfish as an anchor: node-limited (deterministic) or strength-limited (random)."""
 
-    def __init__(self, spec: AnchorSpec, engine_path: str) -> None:
+    def __init__(
+        self, spec: AnchorSpec, engine_path: str, engine: chess.engine.SimpleEngine | None = None
+    ) -> None:
+        """``engine``: a running engine to configure for ``spec`` (another anchor's, done with
+        its games) instead of starting one; each game starts with ``ucinewgame`` either way."""
         self.name = spec.name
         self.spec = spec
         self.limit = chess.engine.Limit(nodes=spec.nodes)
-        self.engine = chess.engine.SimpleEngine.popen_uci(engine_path)
+        self.engine = engine or chess.engine.SimpleEngine.popen_uci(engine_path)
         self.game: object = object()
         options: dict[str, Any] = {"Threads": 1, "Hash": HASH_MB}
         if spec.kind == "stockfish_elo":
@@ -227,15 +231,18 @@ class DilutedPlayer(RandomPlayer):
         self.inner.close()
 
 
-def open_player(spec: AnchorSpec, engine_path: str) -> Player:
-    """The anchor ``spec`` describes, ready to play (an engine anchor starts its process)."""
+def open_player(
+    spec: AnchorSpec, engine_path: str, engine: chess.engine.SimpleEngine | None = None
+) -> Player:
+    """The anchor ``spec`` describes, ready to play (an engine anchor starts its process, or
+    configures ``engine``)."""
     player: Player
     if spec.kind == "random":
         return RandomPlayer(spec.name)
     if spec.kind == "greedy":
         player = GreedyPlayer(spec.name)
     else:
-        player = EnginePlayer(spec, engine_path)
+        player = EnginePlayer(spec, engine_path, engine)
     return DilutedPlayer(player, spec.random_share) if spec.random_share else player
 
 
@@ -326,10 +333,20 @@ class ModelPlayer:
     def new_game(self, seed: int) -> None:
         self.generator.manual_seed(seed)
 
+    def twin(self) -> ModelPlayer:
+        """The same model and settings with a generator of its own: one per game in flight
+        (``inflight``), each seeded by its game as this one would be."""
+        return ModelPlayer(self.net, name=self.name, sample=self.sample, elo=self.elo)
+
+    def moves(self, seats: list[ModelPlayer], boards: list[chess.Board]) -> list[chess.Move]:
+        """Each seat's move on its board (a twin's, in its game), in one batched pass; the
+        same moves as ``move`` on each board alone, each drawn from its seat's generator."""
+        leads = [self.mover_prefix(self.net, b, *s.elo) for s, b in zip(seats, boards, strict=True)]
+        return self.best_moves(self.net, boards, sample=self.sample, prefixes=leads,
+                               generators=[s.generator for s in seats])  # fmt: skip
+
     def move(self, board: chess.Board) -> chess.Move:
-        lead = self.mover_prefix(self.net, board, *self.elo)
-        return self.best_moves(self.net, [board], sample=self.sample, generator=self.generator,
-                               prefixes=[lead])[0]  # fmt: skip
+        return self.moves([self], [board])[0]
 
     def close(self) -> None:
         pass

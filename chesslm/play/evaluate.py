@@ -42,6 +42,7 @@ from chesslm.play import (
     counterfactual,
     elo,
     games,
+    inflight,
     ladder,
     matching,
     outputs,
@@ -283,6 +284,9 @@ def _match_dataset(
     }
 
 
+MODES = {"greedy": 0.0, "temperature_1": 1.0}  # legality's modes: their temperatures
+
+
 def legality(job: Job) -> Result:
     """Part ``legality``: free-running legality, greedy and at temperature 1."""
     lg = job.settings["legality"]
@@ -293,25 +297,20 @@ def legality(job: Job) -> Result:
     done = files.read_json(cached)["modes"] if cached.exists() else {}
     started = time.monotonic()
     deadline = started + lg["seconds"]
-    for mode, temperature in (("greedy", 0.0), ("temperature_1", 1.0)):
-        if mode in done and done[mode]["complete"]:
-            legality_json["modes"][mode] = done[mode]
-            continue
-        progress = Progress(f"free-running legality {mode}",
-                            games.self_play_games(lg["games"], temperature), "games finished",
-                            every=job.progress_every)  # fmt: skip
-        legality_json["modes"][mode] = result = games.self_play(
-            job.net,
-            games=lg["games"],
-            max_plies=lg["max_plies"],
-            temperature=temperature,
-            seed=job.settings["seed"],
-            deadline=deadline,
-            progress=progress,
-            elo=elo_pair,
-        )
-        progress.finish("complete" if result["complete"] else "stopped by the time budget")
-        files.write_json_atomic(cached, legality_json)
+    todo = {m: t for m, t in MODES.items() if not (m in done and done[m]["complete"])}
+    legality_json["modes"] = {m: done[m] for m in MODES if m not in todo}
+    progress = {m: Progress(f"free-running legality {m}", games.self_play_games(lg["games"], t),
+                            "games finished", every=job.progress_every)
+                for m, t in todo.items()}  # fmt: skip
+    if todo:  # every mode's games in one batch per ply
+        legality_json["modes"] |= games.self_play_modes(
+            job.net, todo, games=lg["games"], max_plies=lg["max_plies"], seed=job.settings["seed"],
+            deadline=deadline, progress=progress, elo=elo_pair)  # fmt: skip
+    legality_json["modes"] = {m: legality_json["modes"][m] for m in MODES}
+    for m in todo:
+        progress[m].finish("complete" if legality_json["modes"][m]["complete"] else
+                           "stopped by the time budget")  # fmt: skip
+    files.write_json_atomic(cached, legality_json)
     legality_json["protocol"] = (
         "self-play from the start position, no legality mask (grammar only: squares, squares,"
         " promotion token); an illegal proposal is counted and replaced by the model's best legal"
@@ -400,8 +399,9 @@ def _ladder_engine(stored: dict[str, Any], path: Path) -> str:
 def _play_ladder(
     job: Job, stored: dict[str, Any], settings: ladder.LadderSettings, engine: str
 ) -> dict[str, dict[str, Any]]:
-    """The model's games against each anchor (rows, complete), each anchor's kept in the
-    state as it ends and reused by a rerun on the same ladder."""
+    """The model's games against each anchor (rows, complete), on CUDA up to
+    ``inflight.MAX_IN_FLIGHT`` in flight together (``inflight``), each anchor's kept in the
+    state as its last game ends and reused by a rerun on the same ladder."""
     per = job.settings["elo"]["games_per_anchor"]
     state_file = job.state / "elo-games.json"
     kept = files.read_json(state_file) if state_file.exists() else {}
@@ -411,12 +411,20 @@ def _play_ladder(
     kept_games = sum(len(d["rows"]) for d in played.values() if d["complete"])
     progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,
                         "games", every=job.progress_every, done=kept_games)  # fmt: skip
-    for spec in settings.anchors:
-        if not played.get(spec.name, {}).get("complete"):
-            rows = ladder.play_anchor(player, spec, settings, engine, per, deadline)
-            played[spec.name] = {"rows": rows, "complete": len(rows) == per}
-            files.write_json_atomic(state_file, {"ladder_key": stored["key"], "anchors": played})
+
+    def ended(spec: anchors.AnchorSpec, rows: list[dict[str, Any]]) -> None:
+        played[spec.name] = {"rows": rows, "complete": len(rows) == per}
+        files.write_json_atomic(state_file, {"ladder_key": stored["key"], "anchors": played})
         progress.update(sum(len(d["rows"]) for d in played.values()), f"{spec.name} done")
+
+    todo = [a for a in settings.anchors if not played.get(a.name, {}).get("complete")]
+    # on a CPU the batch buys nothing (the forward is bound by the cores the engines need:
+    # BENCHMARKS.md, issue 33 item 3): one game at a time there
+    cuda = games.model_device(job.net).type == "cuda"
+    inflight.play_anchors_together(player, todo, settings, engine, per, deadline=deadline,
+                                   on_anchor=ended,
+                                   max_in_flight=inflight.MAX_IN_FLIGHT if cuda else 1)  # fmt: skip
+    played = {a.name: played[a.name] for a in settings.anchors if a.name in played}  # ladder order
     complete = all(d["complete"] for d in played.values())
     progress.finish("complete" if complete else "stopped by the time budget")
     return played

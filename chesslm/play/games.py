@@ -24,7 +24,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.play import ratings, scoring
+from chesslm.play import decode, ratings, scoring
 from chesslm.play.progress import Progress
 
 logger = logging.getLogger(__name__)
@@ -47,13 +47,16 @@ def best_moves(
     net: torch.nn.Module,
     boards: Sequence[chess.Board],
     *,
-    sample: bool = False,
+    sample: bool | Sequence[bool] = False,
     generator: torch.Generator | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
+    generators: Sequence[torch.Generator | None] | None = None,
 ) -> list[chess.Move]:
     """Each board's best legal move under the legal-renormalised factorisation (``scoring``),
-    or a move sampled from it (``sample``); one batched pass for all boards. ``prefixes``:
-    each board's tokens before BOS (``mover_prefix``; none: the default ratings')."""
+    or a move sampled from it (``sample``, for all boards or each board's: from ``generator``,
+    board after board, or from each board's own of ``generators``); one batched pass for all
+    boards. ``prefixes``: each board's tokens before BOS (``mover_prefix``; none: the default
+    ratings')."""
     if not boards:
         return []
     if prefixes is None:
@@ -66,13 +69,15 @@ def best_moves(
     ]
     batch = scoring.build_batch(inputs, model_device(net))
     logp = scoring.score(net, batch).move_logp.cpu()
+    samples = [sample] * len(boards) if isinstance(sample, bool) else sample
     moves = []
     for p in range(len(boards)):
         idx = np.nonzero(batch.move_ply == p)[0]
         codes = inputs[p].legal(0)
         lp = logp[idx]
-        if sample:
-            choice = int(torch.multinomial(lp.exp(), 1, generator=generator))
+        if samples[p]:
+            gen = generator if generators is None else generators[p]
+            choice = int(torch.multinomial(lp.exp(), 1, generator=gen))
         else:
             choice = int(torch.argmax(lp))
         moves.append(scoring.decode_code(codes[choice]))
@@ -97,8 +102,180 @@ class SelfPlay:
     proposals: int = 0
 
 
+def _judge(board: chess.Board, triple: tuple[int, int, int]) -> chess.Move | None:
+    try:
+        move = tokens.decode_move(triple)
+    except ValueError:
+        return None
+    return move if board.is_legal(move) else None
+
+
+def self_play_games(games: int, temperature: float) -> int:
+    """Games self-play plays: greedy games from one start are identical, so one."""
+    return 1 if temperature == 0 else games
+
+
+GRAMMAR = ((0, 64), (0, 64), (tokens.PROMO_NONE, tokens.PROMO_NONE + 5))  # each token's range
+
+
+def self_play(
+    net: torch.nn.Module,
+    *,
+    games: int,
+    max_plies: int,
+    temperature: float,
+    seed: int,
+    deadline: float,
+    progress: Progress | None = None,
+    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+) -> dict[str, Any]:
+    """``games`` self-play games from the start position without a legality mask. An illegal
+    proposal is counted, then replaced by the model's best legal move (sampled at temperature
+    1) so the game goes on. Greedy games from one start are identical: one is played.
+    ``progress`` gets the games finished after each ply; ``elo``: (self, opponent), White's
+    and Black's ratings for a conditioned model."""
+    one = {"mode": temperature}
+    return self_play_modes(net, one, games=games, max_plies=max_plies, seed=seed,
+                           deadline=deadline, progress={"mode": progress},
+                           elo=elo)["mode"]  # fmt: skip
+
+
+def self_play_modes(
+    net: torch.nn.Module,
+    modes: dict[str, float],
+    *,
+    games: int,
+    max_plies: int,
+    seed: int,
+    deadline: float,
+    progress: dict[str, Progress | None] | None = None,
+    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+) -> dict[str, dict[str, Any]]:
+    """``self_play`` at each mode's temperature, every mode's games in one batch per ply
+    (``free_games``): each mode's summary."""
+    play, complete = free_games(net, modes, games=games, max_plies=max_plies, seed=seed,
+                                deadline=deadline, progress=progress, elo=elo)  # fmt: skip
+    return {
+        mode: summarise_self_play(play[mode], max_plies, t, games_asked=games, complete=complete)
+        for mode, t in modes.items()
+    }
+
+
+def free_games(
+    net: torch.nn.Module,
+    modes: dict[str, float],
+    *,
+    games: int,
+    max_plies: int,
+    seed: int,
+    deadline: float,
+    progress: dict[str, Progress | None] | None = None,
+    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+) -> tuple[dict[str, list[SelfPlay]], bool]:
+    """Each mode's self-play games, and whether they ended before ``deadline``. Every mode's
+    games advance in one batch per ply, each mode drawing from a generator of its own seeded
+    by ``seed`` (so each mode's games are the ones it plays alone). Every live game is at the
+    same ply, so the decoder's cache (``decode``) holds one length: a ply is three one-token
+    steps and one three-token step (the move played, over the proposal), not three passes
+    over the whole sequences."""
+    lead = list(ratings.prefix(net, *elo))
+    rows = [
+        (mode, SelfPlay()) for mode, t in modes.items() for _ in range(self_play_games(games, t))
+    ]
+    play = {mode: [g for m, g in rows if m == mode] for mode in modes}
+    gens = {mode: torch.Generator().manual_seed(seed) for mode in modes}
+    device = model_device(net)
+    decoder = decode.Decoder(net, len(rows), len(lead) + 1 + 3 * max_plies)
+    start = torch.tensor([lead + [tokens.BOS]] * len(rows), dtype=torch.long, device=device)
+    last = decoder.step(start, 0)[:, -1]
+    complete = True
+    for ply in range(1, max_plies + 1):
+        alive = [i for i, (_, g) in enumerate(rows) if not g.board.is_game_over(claim_draw=False)]
+        if not alive:
+            break
+        if time.monotonic() >= deadline:
+            complete = False
+            break
+        if len(alive) < len(rows):  # ended games leave the batch
+            keep = torch.tensor(alive, device=device)
+            decoder.keep(keep)
+            last, rows = last[keep], [rows[i] for i in alive]
+        at = len(lead) + 1 + 3 * (ply - 1)
+        triples = _propose(decoder, last, at, _groups(rows, modes, gens, device))
+        played = _settle(net, rows, triples, ply, modes, gens, lead)
+        if ply < max_plies:
+            last = decoder.step(torch.tensor(played, device=device), at)[:, -1]
+        for mode, each in (progress or {}).items():
+            if each is not None:
+                over = sum(g.board.is_game_over(claim_draw=False) for g in play[mode])
+                each.update(
+                    over if ply < max_plies else len(play[mode]), f"ply {ply} of {max_plies}"
+                )
+    return play, complete
+
+
+Group = tuple[torch.Tensor, float, torch.Generator]  # a mode's rows, temperature, generator
+
+
+def _groups(rows, modes, gens, device) -> list[Group]:  # noqa: ANN001
+    """Each mode's rows of the batch (a device index), its temperature and generator."""
+    out = []
+    for mode, t in modes.items():
+        mine = [i for i, (m, _) in enumerate(rows) if m == mode]
+        if mine:
+            out.append((torch.tensor(mine, device=device), t, gens[mode]))
+    return out
+
+
 @torch.no_grad()
 def _propose(
+    decoder: decode.Decoder, last: torch.Tensor, at: int, groups: list[Group]
+) -> list[tuple[int, int, int]]:
+    """Each row's next move triple, token by token, with the grammar only (no legality mask):
+    greedy rows' argmax stays on the device; sampled rows draw on the host from their mode's
+    generator, as ``_propose_plain`` does."""
+    logits, out = last, []
+    for phase, (low, high) in enumerate(GRAMMAR):
+        allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
+        allowed[low:high] = True
+        logits = logits.masked_fill(~allowed, float("-inf"))
+        nxt = logits.argmax(-1)
+        for rows, t, gen in groups:
+            if t != 0:
+                probs = torch.softmax(logits[rows] / t, -1).cpu()
+                drawn = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+                nxt[rows] = drawn.to(nxt.device)
+        out.append(nxt)
+        if phase < 2:
+            logits = decoder.step(nxt.unsqueeze(1), at + phase)[:, -1]
+    return [tuple(triple) for triple in torch.stack(out, 1).cpu().tolist()]
+
+
+def _settle(net, rows, triples, ply, modes, gens, lead) -> list[tuple[int, int, int]]:  # noqa: ANN001
+    """Each game's proposal judged: legal ones played, illegal ones counted and replaced by
+    the model's best legal move (one batched pass for every mode's); the triples played."""
+    need = []
+    for (mode, g), triple in zip(rows, triples, strict=True):
+        g.proposals += 1
+        move = _judge(g.board, triple)
+        if move is None:
+            g.illegal_plies.append(ply)
+            need.append((mode, g))
+        else:
+            g.board.push(move)
+    boards, sampled = [g.board for _, g in need], [modes[m] != 0 for m, _ in need]
+    replacements = best_moves(net, boards, sample=sampled, prefixes=[lead] * len(need),
+                              generators=[gens[m] for m, _ in need])  # fmt: skip
+    for (_, g), move in zip(need, replacements, strict=True):
+        g.board.push(move)
+    return [tokens.move_tokens(g.board.peek()) for _, g in rows]
+
+
+# ------------------------------------------------------------------ the reference
+
+
+@torch.no_grad()
+def _propose_plain(
     net: torch.nn.Module, seqs: list[list[int]], temperature: float, gen: torch.Generator | None
 ) -> list[tuple[int, int, int]]:
     """Each sequence's next move triple, token by token, with the grammar only (squares,
@@ -125,20 +302,7 @@ def _propose(
     return [tuple(int(t) for t in triple) for triple in torch.stack(out, 1).cpu().tolist()]
 
 
-def _judge(board: chess.Board, triple: tuple[int, int, int]) -> chess.Move | None:
-    try:
-        move = tokens.decode_move(triple)
-    except ValueError:
-        return None
-    return move if board.is_legal(move) else None
-
-
-def self_play_games(games: int, temperature: float) -> int:
-    """Games self-play plays: greedy games from one start are identical, so one."""
-    return 1 if temperature == 0 else games
-
-
-def self_play(
+def free_games_plain(
     net: torch.nn.Module,
     *,
     games: int,
@@ -146,14 +310,11 @@ def self_play(
     temperature: float,
     seed: int,
     deadline: float,
-    progress: Progress | None = None,
     elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
-) -> dict[str, Any]:
-    """``games`` self-play games from the start position without a legality mask. An illegal
-    proposal is counted, then replaced by the model's best legal move (sampled at temperature
-    1) so the game goes on. Greedy games from one start are identical: one is played.
-    ``progress`` gets the games finished after each ply; ``elo``: (self, opponent), White's
-    and Black's ratings for a conditioned model."""
+) -> tuple[list[SelfPlay], bool]:
+    """``free_games`` of one mode as first written, the reference the tests and the benchmark
+    compare it with: each ply three forward passes over every whole sequence, one per
+    token."""
     lead = ratings.prefix(net, *elo)
     n = self_play_games(games, temperature)
     gen = torch.Generator().manual_seed(seed)
@@ -166,7 +327,9 @@ def self_play(
         if time.monotonic() >= deadline:
             complete = False
             break
-        triples = _propose(net, [lead + move_tokens_of(g.board) for g in live], temperature, gen)
+        triples = _propose_plain(
+            net, [lead + move_tokens_of(g.board) for g in live], temperature, gen
+        )
         need: list[SelfPlay] = []
         for g, triple in zip(live, triples, strict=True):
             g.proposals += 1
@@ -180,10 +343,7 @@ def self_play(
                                   generator=gen, prefixes=[lead] * len(need))  # fmt: skip
         for g, move in zip(need, replacements, strict=True):
             g.board.push(move)
-        if progress is not None:
-            over = sum(g.board.is_game_over(claim_draw=False) for g in play)
-            progress.update(over if ply < max_plies else n, f"ply {ply} of {max_plies}")
-    return summarise_self_play(play, max_plies, temperature, games_asked=games, complete=complete)
+    return play, complete
 
 
 BUCKET = 10

@@ -136,21 +136,30 @@ def random_opening(seed: int, plies: int) -> list[chess.Move]:
     return list(board.move_stack)
 
 
-def play_game(
-    white: Player, black: Player, *, seed: int, opening: Sequence[chess.Move], max_plies: int
-) -> dict[str, Any]:
-    """One game from ``opening``; a row with White's score (a draw after ``max_plies``)."""
+def start_game(
+    white: Player, black: Player, *, seed: int, opening: Sequence[chess.Move]
+) -> chess.Board:
+    """Both players told of a new game (seeded by its place); the board after ``opening``."""
     white.new_game(game_seed(seed, "white"))
     black.new_game(game_seed(seed, "black"))
     board = chess.Board()
     for move in opening:
         board.push(move)
-    while not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies:
-        player = white if board.turn == chess.WHITE else black
-        move = player.move(board)
-        if not board.is_legal(move):
-            raise LadderError(f"{player.name} played an illegal move {move} in {board.fen()}")
-        board.push(move)
+    return board
+
+
+def game_on(board: chess.Board, max_plies: int) -> bool:
+    return not board.is_game_over(claim_draw=True) and len(board.move_stack) < max_plies
+
+
+def push_move(player: Player, board: chess.Board, move: chess.Move) -> None:
+    if not board.is_legal(move):
+        raise LadderError(f"{player.name} played an illegal move {move} in {board.fen()}")
+    board.push(move)
+
+
+def game_row(white: Player, black: Player, board: chess.Board) -> dict[str, Any]:
+    """A finished game's row with White's score (a draw when it was cut at ``max_plies``)."""
     over = board.is_game_over(claim_draw=True)
     result = board.result(claim_draw=True) if over else "1/2-1/2"
     return {
@@ -164,22 +173,52 @@ def play_game(
     }
 
 
+def play_game(
+    white: Player, black: Player, *, seed: int, opening: Sequence[chess.Move], max_plies: int
+) -> dict[str, Any]:
+    """One game from ``opening``; a row with White's score (a draw after ``max_plies``)."""
+    board = start_game(white, black, seed=seed, opening=opening)
+    while game_on(board, max_plies):
+        player = white if board.turn == chess.WHITE else black
+        push_move(player, board, player.move(board))
+    return game_row(white, black, board)
+
+
+@dataclass(frozen=True)
+class GamePlan:
+    """One game of ``a`` against ``b`` in ``play_pair``'s order: its index, seed and opening."""
+
+    index: int
+    seed: int
+    opening: tuple[chess.Move, ...]
+
+    @property
+    def a_is_white(self) -> bool:
+        return self.index % 2 == 0
+
+
+def pair_plan(settings: LadderSettings, a: str, b: str, games: int) -> list[GamePlan]:
+    """Game 2k with ``a`` White, 2k+1 with ``b`` White, both from the same random opening."""
+    plans = []
+    for index in range(games):
+        opening_seed = game_seed(settings.seed, a, b, index // 2)
+        opening = tuple(random_opening(opening_seed, settings.opening_plies))
+        plans.append(GamePlan(index, game_seed(settings.seed, a, b, index), opening))
+    return plans
+
+
 def play_pair(
     a: Player, b: Player, settings: LadderSettings, games: int, deadline: float | None = None
 ) -> list[dict[str, Any]]:
-    """``games`` games of ``a`` against ``b``: game 2k with ``a`` White, 2k+1 with ``b`` White,
-    both from the same random opening; none started at or after ``deadline`` (monotonic)."""
+    """``games`` games of ``a`` against ``b`` (``pair_plan``); none started at or after
+    ``deadline`` (monotonic)."""
     rows = []
-    for index in range(games):
+    for plan in pair_plan(settings, a.name, b.name, games):
         if deadline is not None and time.monotonic() >= deadline:
             break
-        opening_seed = game_seed(settings.seed, a.name, b.name, index // 2)
-        opening = random_opening(opening_seed, settings.opening_plies)
-        white, black = (a, b) if index % 2 == 0 else (b, a)
-        seed = game_seed(settings.seed, a.name, b.name, index)
-        rows.append(
-            play_game(white, black, seed=seed, opening=opening, max_plies=settings.max_plies)
-        )
+        white, black = (a, b) if plan.a_is_white else (b, a)
+        rows.append(play_game(white, black, seed=plan.seed, opening=plan.opening,
+                              max_plies=settings.max_plies))  # fmt: skip
     return rows
 
 
@@ -211,7 +250,9 @@ def play_anchors(
     """``player`` (a run's model: ``anchors.ModelPlayer``) against every anchor of the ladder,
     ``games_per_anchor`` games each, colours and openings as in the ladder's own games (the
     same openings for every run's model); no game started at or after ``deadline``
-    (monotonic); ``progress(done, total)`` after each anchor."""
+    (monotonic); ``progress(done, total)`` after each anchor. One game at a time: the
+    reference that ``inflight.play_anchors_together`` (what play runs, every game in flight
+    at once) is tested and timed against."""
     rows: list[dict[str, Any]] = []
     for done, spec in enumerate(settings.anchors, 1):
         rows += play_anchor(player, spec, settings, engine_path, games_per_anchor, deadline)
