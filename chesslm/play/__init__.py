@@ -1,8 +1,9 @@
 """Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of every
 legal move, ``matching`` move-matching tables with bootstrap intervals (``prepare`` the legal
 moves of games the token cache lacks, on the job's spare cores), ``games`` the model's
-best moves and self-play, ``anchors`` the Elo ladder's players, ``ladder`` their round robin
-(rule ladder), ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
+best moves and self-play (``decode`` its incremental decoding, a KV cache), ``anchors`` the Elo
+ladder's players, ``ladder`` their round robin (rule ladder), ``inflight`` the model's games
+against them all in flight, ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
 ``evaluate`` the parts bounded and resumable, ``workstate`` their work in progress (resumed
 after a budget stop only), ``progress`` their log lines, ``outputs`` the table of their files,
 ``records`` the one reader of each record (the report's and the model card's), ``plots`` the
