@@ -3,8 +3,8 @@ legal move, ``matching`` move-matching tables with bootstrap intervals (``prepar
 moves of games the token cache lacks, on the job's spare cores), ``games`` the model's
 best moves and self-play (``decode`` its incremental decoding, a KV cache), ``anchors`` the Elo
 ladder's players, ``ladder`` their round robin (rule ladder), ``inflight`` the model's games
-against them all in flight, ``elo`` the Elo fits, ``protocols`` which positions move-matching counts,
-``evaluate`` the parts bounded and resumable, ``workstate`` their work in progress (resumed
+against them all in flight, ``elo`` the Elo fits, ``protocols`` which positions
+move-matching counts, ``evaluate`` the parts bounded and resumable, ``workstate`` their work in progress (resumed
 after a budget stop only), ``progress`` their log lines, ``outputs`` the table of their files,
 ``records`` the one reader of each record (the report's and the model card's), ``plots`` the
 figures; ``ratings`` the rating prefix a conditioned model plays behind, ``counterfactual`` its
