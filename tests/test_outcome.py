@@ -346,3 +346,55 @@ def checks(run_dir: Path) -> list[dict]:
     """The validation checks of a run's results, without their timings."""
     history = json.loads((run_dir / "train/results.json").read_text())["history"]
     return [{k: v for k, v in h["validation"].items() if k != "seconds"} for h in history]
+
+
+# ------------------------------------------------------------------ the UCI engine's score
+
+
+def uci_engine(ckpt: Path) -> chess.engine.SimpleEngine:
+    import os
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(ckpt)]
+    return chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120)
+
+
+def head_wdl(net: gpt.GPT, board: chess.Board, extra: chess.Move | None = None) -> list[float]:
+    """The head's win/draw/loss from the side to move after ``board`` (and ``extra``)."""
+    moves = [*board.move_stack, *([extra] if extra else [])]
+    game = [tokens.BOS] + [t for m in moves for t in tokens.move_tokens(m)]
+    with torch.no_grad():
+        return net(torch.tensor([game]), outcome=True)[1][0, -1].softmax(-1).tolist()
+
+
+def test_the_engine_scores_from_the_head_and_a_plain_checkpoint_does_not(tmp_path: Path) -> None:
+    from chesslm.play import wdl
+
+    from .helpers import model_checkpoint
+
+    ckpt = model_checkpoint(tmp_path / "outcome.pt", spread=0.3, outcome=True)
+    net = weights.load_model(ckpt, "cpu")
+    board = chess.Board()
+    for text in ("e2e4", "c7c5", "g1f3"):
+        board.push_uci(text)  # Black to move: the score is Black's
+    w, d, l_ = head_wdl(net, board)
+    with uci_engine(ckpt) as engine:
+        plain = engine.analyse(board, chess.engine.Limit(nodes=1))
+        engine.configure({"UCI_ShowWDL": True})
+        info = engine.analyse(board, chess.engine.Limit(nodes=1))
+        lines = engine.analyse(board, chess.engine.Limit(nodes=1), multipv=3)
+    assert "wdl" not in plain and plain["score"] == info["score"]
+    assert info["score"].relative.score() == wdl.centipawns(w + d / 2)
+    assert info["score"].turn == chess.BLACK
+    assert list(info["wdl"].relative) == wdl.permille([w, d, l_])
+    assert sum(info["wdl"].relative) == 1000
+    for line in lines:  # each line: the position after its move, flipped to the engine's side
+        cw, cd, cl = head_wdl(net, board, line["pv"][0])
+        assert list(line["wdl"].relative) == wdl.permille([cl, cd, cw])
+        assert line["score"].relative.score() == wdl.centipawns(cl + cd / 2)
+    plain_ckpt = model_checkpoint(tmp_path / "plain.pt", spread=0.3)
+    with uci_engine(plain_ckpt) as engine:
+        engine.configure({"UCI_ShowWDL": True})
+        info = engine.analyse(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
+    assert "score" not in info and "wdl" not in info and "pv" in info
