@@ -88,6 +88,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 
 
 _SAMPLE_MOVES: list[tuple[chess.Move, ...]] = []  # the longest prefix parsed so far
+_SAMPLE_RESULTS: list[str] = []  # their PGN Result tags
 
 
 def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
@@ -95,6 +96,7 @@ def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
     sample is parsed once for the longest ``n`` asked for so far)."""
     if len(_SAMPLE_MOVES) < n:
         _SAMPLE_MOVES[:] = []
+        _SAMPLE_RESULTS[:] = []
         with open(SAMPLE, "rb") as fh:
             text = io.TextIOWrapper(
                 zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8"
@@ -102,6 +104,7 @@ def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
             while len(_SAMPLE_MOVES) < n and (game := chess.pgn.read_game(text)) is not None:
                 if moves := tuple(game.mainline_moves()):
                     _SAMPLE_MOVES.append(moves)
+                    _SAMPLE_RESULTS.append(game.headers.get("Result", "*"))
     return [
         np.array(tokens.encode_moves(moves[:max_plies]), dtype=np.uint8)
         for moves in _SAMPLE_MOVES[:n]
@@ -117,14 +120,21 @@ def make_cache(
     fingerprint: str = "test-fingerprint",
     legality_games: int | None = cache.LEGALITY_GAMES,
     ratings: bool = False,
+    results: bool = False,
 ) -> Path:
     """``ratings``: give the games seeded White and Black Elos (every 5th one unknown, -1)
-    instead of none at all (every column at its sentinel)."""
+    instead of none at all (every column at its sentinel); ``results``: their sample games'
+    real results (index into ``metadata.RESULTS``), every 7th made unknown (``*``, -1)."""
     games = sample_games(n_train + n_val, max_plies=max_plies)
+    tags = _SAMPLE_RESULTS[: n_train + n_val]
+    outcomes = [metadata.RESULTS.index(r) if r in metadata.RESULTS else -1 for r in tags]
     shards = directory / "shards"
     shards.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(26)
-    for split, part in (("train", games[:n_train]), ("validation", games[n_train:])):
+    for split, part, known in (
+        ("train", games[:n_train], outcomes[:n_train]),
+        ("validation", games[n_train:], outcomes[n_train:]),
+    ):
         gamearrays.save(
             shards / split, gamearrays.pack(part, [f"{split}{i}" for i in range(len(part))])
         )
@@ -132,6 +142,10 @@ def make_cache(
             elo = rng.integers(600, 3500, len(part)).astype(np.int16)
             elo[::5] = -1
             gamearrays.save_npy(metadata.column_path(shards / split, column), elo)
+        if results:
+            result = np.array(known, dtype=np.int8)
+            result[3::7] = -1
+            gamearrays.save_npy(metadata.column_path(shards / split, "result"), result)
     out = directory / "token-cache"
     cache.build(
         out,
@@ -282,6 +296,12 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def rated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tiny_cache``'s games with seeded ratings (conditioned runs' tests)."""
     return make_cache(tmp_path_factory.mktemp("rated"), n_train=24, n_val=6, ratings=True)
+
+
+@pytest.fixture(scope="session")
+def outcome_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_cache``'s games with their real results (every 7th unknown: outcome runs)."""
+    return make_cache(tmp_path_factory.mktemp("outcome"), n_train=24, n_val=6, results=True)
 
 
 def segment_args(cache: Path, run_dir: Path, n: int) -> list[str]:

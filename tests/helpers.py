@@ -120,13 +120,15 @@ def model_checkpoint(
     seed: int = 0,
     spread: float = 0.0,
     conditioning: str | None = None,
+    outcome: bool = False,
 ) -> Path:
     """A checkpoint of a freshly initialised model, written by the project's saver and loadable
     like a trained run's best.pt; ``spread`` > 0 adds Gaussian noise of that scale to every
     parameter (so LayerNorm gains and biases are not their trivial 1 and 0); ``conditioning``:
-    the identity's input layout (``elo``: rating-conditioned), absent when None."""
+    the identity's input layout (``elo``: rating-conditioned), absent when None; ``outcome``:
+    with the outcome head."""
     torch.manual_seed(seed)
-    net = gpt.build(preset)
+    net = gpt.build(preset, outcome=outcome)
     with torch.no_grad():
         for p in net.parameters():
             p.add_(spread * torch.randn_like(p))

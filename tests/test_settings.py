@@ -77,6 +77,7 @@ def test_from_config_names_the_run_and_identity_is_the_marked_fields() -> None:
     assert set(s.identity()) == {
         "seed", "micro", "accum", "lr", "epochs", "schedule_steps", "warmup_steps",
         "max_updates", "validation_every_steps", "legality_eval_games", "conditioning",
+        "outcome", "outcome_weight",
     }  # fmt: skip
     assert s.identity()["seed"] == 1
 

@@ -12,6 +12,11 @@ padded, so every real target only ever attends to real tokens before it and need
 
 Packed rows also pass ``pos=`` (B, T) position ids that restart at every game.
 
+``GPTConfig.outcome`` adds ``outcome_head``, a linear map of the same final hidden state the
+move logits read to three logits: the game's result from the side to move (win, draw, loss);
+``forward(..., outcome=True)`` returns both. Without it the model is exactly the one before
+the head existed (no parameter, no random draw at init).
+
 ``GPTConfig.conditioning`` is the input layout the model was trained with (``none`` or ``elo``:
 two rating tokens before BOS); the network is the same, so what feeds it reads the layout from
 ``net.config`` (``chesslm.play.ratings``) and builds the same inputs.
@@ -34,7 +39,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from chesslm.data import conditioning as input_layouts
-from chesslm.model.presets import BASELINE_PARAMETERS, GPTConfig, config_for
+from chesslm.model.presets import (
+    BASELINE_PARAMETERS,
+    OUTCOME_CLASSES,
+    GPTConfig,
+    config_for,
+    outcome_parameters,
+)
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
     from torch.nn.attention.flex_attention import BlockMask, flex_attention
@@ -146,6 +157,9 @@ class GPT(nn.Module):
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        if config.outcome:  # last, so the trunk's init draws are those of a model without it
+            self.outcome_head = nn.Linear(config.n_embd, len(OUTCOME_CLASSES), bias=config.bias)
+            self._init_weights(self.outcome_head)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -161,9 +175,15 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: torch.Tensor, *, pos: torch.Tensor | None = None, mask: Mask = None
-    ) -> torch.Tensor:
-        """Logits (B, T, vocab) for token ids (B, T); see the module docstring for the masks."""
+        self,
+        idx: torch.Tensor,
+        *,
+        pos: torch.Tensor | None = None,
+        mask: Mask = None,
+        outcome: bool = False,
+    ) -> Any:
+        """Logits (B, T, vocab) for token ids (B, T); see the module docstring for the masks.
+        ``outcome``: (logits, outcome logits (B, T, 3)), which needs the outcome head."""
         _, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds the context {self.config.block_size}")
@@ -172,6 +192,11 @@ class GPT(nn.Module):
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
         for block in self.transformer.h:
             x = block(x, mask)
+        if outcome:
+            if not self.config.outcome:
+                raise ValueError("forward(outcome=True) needs a model with GPTConfig.outcome")
+            h = self.transformer.ln_f(x)
+            return self.lm_head(h), self.outcome_head(h)
         return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
 
     def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
@@ -183,12 +208,19 @@ class GPT(nn.Module):
         ]
 
 
-def build(preset: str, *, device: torch.device | str = "cpu", conditioning: str = "none") -> GPT:
-    """The model of a preset reading inputs of ``conditioning``'s layout, initialised from
-    torch's current RNG, FP32, on ``device``."""
-    config = dataclasses.replace(config_for(preset), conditioning=conditioning)
+def build(
+    preset: str,
+    *,
+    device: torch.device | str = "cpu",
+    conditioning: str = "none",
+    outcome: bool = False,
+) -> GPT:
+    """The model of a preset reading inputs of ``conditioning``'s layout (with the outcome
+    head if ``outcome``), initialised from torch's current RNG, FP32, on ``device``."""
+    config = dataclasses.replace(config_for(preset), conditioning=conditioning, outcome=outcome)
     model = GPT(config).to(device)
-    if preset == "baseline" and model.num_parameters() != BASELINE_PARAMETERS:
+    expected = BASELINE_PARAMETERS + outcome_parameters(config)
+    if preset == "baseline" and model.num_parameters() != expected:
         raise ValueError(f"baseline parameter mismatch: {model.num_parameters()}")
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise ValueError("expected FP32 weights")

@@ -20,6 +20,9 @@ class GPTConfig:
     # the input layout it reads (chesslm.data.conditioning.LAYOUTS): "elo" puts two rating
     # tokens before BOS; the network is the same, what feeds it builds other inputs
     conditioning: str = "none"
+    # an outcome head (``runs.NAME.outcome``): n_embd -> len(OUTCOME_CLASSES) logits of the
+    # game's result from the side to move, read at each position (chesslm.train.outcome)
+    outcome: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -33,6 +36,19 @@ PRESETS: dict[str, GPTConfig] = {
     "small": GPTConfig(n_layer=4, n_head=4, n_embd=128),
 }
 BASELINE_PARAMETERS = 85_940_736
+# the outcome head's classes, from the side to move (chesslm.train.outcome maps RESULTS)
+OUTCOME_CLASSES = ("win", "draw", "loss")
+
+
+def outcome_parameters(config: GPTConfig) -> int:
+    """The outcome head's parameters (0 without it): one n_embd x 3 matrix and its bias.
+
+    >>> outcome_parameters(GPTConfig(outcome=True)), outcome_parameters(GPTConfig())
+    (2307, 0)
+    """
+    if not config.outcome:
+        return 0
+    return len(OUTCOME_CLASSES) * (config.n_embd + (1 if config.bias else 0))
 
 
 def config_for(preset: str) -> GPTConfig:

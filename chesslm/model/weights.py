@@ -4,7 +4,8 @@ shape), in eval mode.
 
 The model's config carries the input layout it was trained with (``net.config.conditioning``:
 ``none`` or ``elo``, from the checkpoint's identity) so whatever feeds it builds the same
-inputs (``chesslm.play.ratings``)."""
+inputs (``chesslm.play.ratings``), and whether it has the outcome head (``net.config.outcome``,
+``identity.model.outcome``; absent in checkpoints from before it: no head)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
         layout = conditioning.of_identity(payload["identity"])
     except ValueError as error:
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
+    outcome = lookup(payload, "identity.model.outcome")
+    if outcome not in (None, True, False):
+        raise checkpoint.CheckpointError(f"{path}: identity.model.outcome is {outcome!r}")
     try:
-        net = gpt.build(preset, device=device, conditioning=layout)
+        net = gpt.build(preset, device=device, conditioning=layout, outcome=bool(outcome))
     except ValueError as error:
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
     unfit = misfit(net.state_dict(), payload["model"])

@@ -8,9 +8,9 @@ parts bounded and resumable, ``workstate`` their work in progress (resumed after
 only), ``progress`` their log lines, ``outputs`` the table of their files, ``records`` the one
 reader of each record (the report's and the model card's), ``plots`` the figures; ``ratings`` the
 rating prefix a conditioned model plays behind, ``counterfactual`` its positions at counterfactual
-ratings; ``uci`` the UCI engine (``chesslm-uci``), ``analyse`` a PGN scored move by move
-(``chesslm-analyse``; rule analyse: a dataset's validation split); ``settings`` a run's play
-settings (``PlaySettings``, torch-free).
+ratings; ``uci`` the UCI engine (``chesslm-uci``), ``wdl`` its score from an outcome checkpoint's
+head, ``analyse`` a PGN scored move by move (``chesslm-analyse``; rule analyse: a dataset's
+validation split); ``settings`` a run's play settings (``PlaySettings``, torch-free).
 
 The summary.md section of ``results/{run}/play`` is ``chesslm.report.play_section``. Importing
 this package imports nothing (``outputs``, ``records`` and ``settings`` are read without

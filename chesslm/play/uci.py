@@ -21,8 +21,14 @@ It declares the options GUIs, python-chess and lichess-bot's shipped config send
 ``Move Overhead``, ``SyzygyPath``, ``UCI_ShowWDL``, ``Ponder``, ``UCI_LimitStrength``), since a
 client refuses to set an option the engine did not declare: each is accepted and ignored with
 one ``info string`` saying why. ``MultiPV`` k prints the k most probable legal moves, best
-first, each ``info`` line ending in ``string p=…`` (its probability), then ``bestmove``; no
-line carries a ``score``, since the model has no evaluation to give.
+first, each ``info`` line ending in ``string p=…`` (its probability), then ``bestmove``.
+
+A checkpoint with the outcome head (``runs.NAME.outcome``) evaluates too: each ``info`` line of
+a move the model chose carries ``score cp N`` from the head's expected score W + D/2 (Lichess's
+win-percentage curve read backwards, ``chesslm.play.wdl``) and, with ``UCI_ShowWDL`` on,
+``wdl W D L`` in permille; with ``MultiPV`` 1 that is the position's own evaluation, with
+several lines each line's is the position after its move, from the engine's side. A checkpoint
+without the head prints no score, and ``UCI_ShowWDL`` is accepted and ignored.
 
 Ratings, as Maia-3's engine has them: ``SelfElo`` (the engine's own rating), ``OppoElo`` (its
 opponent's) and ``Elo`` (sets both at once), spins of 0-4000, default 1500. Each ``setoption``
@@ -53,7 +59,7 @@ import torch
 from chesslm.data import tokens
 from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
-from chesslm.play import ratings, scoring
+from chesslm.play import ratings, scoring, wdl
 
 NAME = "chesslm"
 AUTHOR = "the chesslm authors"
@@ -83,7 +89,7 @@ IGNORED = {
     "hash": "no search, so no hash table",
     "move overhead": "one forward pass answers at once, whatever the clock",
     "syzygypath": "no tablebase probing: the model plays its own moves",
-    "uci_showwdl": "no win/draw/loss estimate: the model predicts moves only",
+    "uci_showwdl": "no win/draw/loss estimate: this checkpoint has no outcome head",
     "ponder": "go ponder is answered at ponderhit; there is nothing to think ahead",
     "uci_limitstrength": "the strength is the model's own (UCI_Elo sets a conditioned model's"
     " rating)",
@@ -173,6 +179,8 @@ class Engine:
         self.rng = torch.Generator().manual_seed(self.seed)
         self.self_elo = self.oppo_elo = ratings.DEFAULT
         self.multipv = 1
+        self.evaluates = bool(getattr(net.config, "outcome", False))  # has the outcome head
+        self.show_wdl = False
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.commands = {
             "uci": self.uci,
@@ -221,6 +229,9 @@ class Engine:
     def setoption(self, args: list[str]) -> None:
         name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
         name, value = name.strip(), value.strip()
+        if name.lower() == "uci_showwdl" and self.evaluates:
+            self.show_wdl = value.lower() == "true"
+            return
         if name.lower() in IGNORED:
             self.info(f"option {name} accepted and ignored: {IGNORED[name.lower()]}")
             return
@@ -302,7 +313,12 @@ class Engine:
             move, why = self.random_move(f"the model failed ({type(error).__name__}: {error})")
             ranked = []
         ms = round(1000 * (time.perf_counter() - started))
-        lines = self.pv_lines(move, ranked, ms)
+        try:
+            scores = self.scores(ranked)
+        except Exception as error:  # noqa: BLE001 - a failed evaluation still plays its move
+            scores = None
+            self.info(f"no score: the outcome head failed ({type(error).__name__}: {error})")
+        lines = self.pv_lines(move, ranked, ms, scores)
         # a client files an info line without multipv under the first line: with several,
         # the reason goes first so that each line keeps its own probability
         if len(lines) > 1:
@@ -322,22 +338,50 @@ class Engine:
             self.send(self.held)
             self.held = None
 
-    def pv_lines(self, move: chess.Move | None, ranked: list[Ranked], ms: int) -> list[str]:
+    def pv_lines(
+        self,
+        move: chess.Move | None,
+        ranked: list[Ranked],
+        ms: int,
+        scores: list[str] | None = None,
+    ) -> list[str]:
         """The ``info`` lines of a ``go``: with ``MultiPV`` k > 1 the k most probable legal
         moves, best first, each with its probability (an ``info string`` at the line's end,
-        which python-chess reads as the line's ``string``); else the move played. No
-        ``score``: the model has no evaluation to give."""
+        which python-chess reads as the line's ``string``); else the move played. ``scores``:
+        each line's ``score …`` words (``scores``), or None: no score."""
         head = f"info depth 1 nodes 1 time {ms}"
         if move is None:
             return []
         if self.multipv == 1 or not ranked:
             p = dict(ranked).get(move)
             said = f" string p={p:.4f}" if p is not None else ""
-            return [f"{head} multipv 1 pv {move.uci()}{said}"]
+            score = f" {scores[0]}" if scores else ""
+            return [f"{head} multipv 1{score} pv {move.uci()}{said}"]
         return [
-            f"{head} multipv {i} pv {m.uci()} string p={p:.4f}"
+            f"{head} multipv {i}{f' {scores[i - 1]}' if scores else ''} pv {m.uci()}"
+            f" string p={p:.4f}"
             for i, (m, p) in enumerate(ranked[: self.multipv], 1)
         ]
+
+    def scores(self, ranked: list[Ranked]) -> list[str] | None:
+        """The ``score`` words of each info line of a move the model chose (``ranked``: its
+        legal moves, best first), from the outcome head; None without it, or when a line's
+        position does not fit the context. ``MultiPV`` 1: the position's own evaluation;
+        k > 1: each line's move played, the head read from the opponent's side, flipped."""
+        if not self.evaluates or not ranked:
+            return None
+        game = [*self.prefix(), tokens.BOS]
+        for move in self.board.move_stack:
+            game.extend(tokens.move_tokens(move))
+        if self.multipv == 1:
+            return [
+                wdl.score_words(wdl.evaluations(self.net, [game], self.device)[0], self.show_wdl)
+            ]
+        lines = [game + list(tokens.move_tokens(m)) for m, _ in ranked[: self.multipv]]
+        if len(lines[0]) > self.net.config.block_size:
+            return None
+        children = wdl.evaluations(self.net, lines, self.device)
+        return [wdl.score_words([w[2], w[1], w[0]], self.show_wdl) for w in children]
 
     def choose(self) -> tuple[chess.Move | None, str, list[Ranked]]:
         """The move to play, a line saying how it was chosen, and the legal moves with the

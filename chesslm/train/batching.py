@@ -30,6 +30,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.train import distributed
+from chesslm.train import outcome as outcome_loss
 from chesslm.train.loss import IGNORE, loss_sum
 
 CHUNK_BATCHES = 64  # global batches per length bucket: large enough to group similar lengths
@@ -360,6 +361,9 @@ class Microbatch(NamedTuple):
     doc: torch.Tensor | None
     targets: int
     padded: int
+    # the outcome head's targets and their count (runs.NAME.outcome; None, 0 without it)
+    outcome: torch.Tensor | None = None
+    outcome_targets: int = 0
 
 
 class GroupPass:
@@ -374,6 +378,10 @@ class GroupPass:
     rows (fixed shapes for CUDA graphs; packed microbatches always have ``micro`` rows).
     ``prefixes``: the rating prefix of each game (``chesslm.train.prefix.Prefixes``, called
     with game indices); its positions have no targets, so the loss counts moves only.
+    ``outcomes``: the games' results (``chesslm.train.outcome.Outcomes``) under
+    ``outcome: true``: each microbatch then carries outcome targets, scaled by
+    ``outcome_scale`` (the weight over the group's outcome targets on all ranks), and the
+    statistics add the outcome loss and its targets.
 
     Every count comes from the game lengths on the host, so nothing waits for the device.
     """
@@ -392,6 +400,7 @@ class GroupPass:
         rows: int | None = None,
         averaged_over: int = 1,
         prefixes: Any = None,
+        outcomes: Any = None,
     ) -> None:
         self.games, self.micro, self.device = games, micro, device
         # None under conditioning none: the batches are built exactly as before it existed
@@ -407,7 +416,14 @@ class GroupPass:
         self.parts = [batch[rank * micro : (rank + 1) * micro] for batch in group]
         total = sum(n_targets(games, item, self.packed) for batch in group for item in batch)
         self.scale = averaged_over / float(total)
-        self.stats = torch.zeros(3, dtype=torch.float64, device=device)
+        self.outcomes = outcomes  # None under outcome: false: the batches of before it
+        self.outcome_scale = 0.0
+        if outcomes is not None:
+            told = sum(outcomes.count(games, batch, self.packed) for batch in group)
+            # a group of games with unknown results only: no outcome gradient
+            self.outcome_scale = outcomes.weight * averaged_over / told if told else 0.0
+        width = 3 if outcomes is None else 5  # + outcome loss sum, outcome targets
+        self.stats = torch.zeros(width, dtype=torch.float64, device=device)
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -428,7 +444,8 @@ class GroupPass:
                 n_rows=self.micro,
                 prefixes=None if pre is None else [pre(row) for row in part],
             )
-            return Microbatch(x, y, pos, doc, targets, len(part) * self.row_tokens)
+            padded = len(part) * self.row_tokens
+            return self._with_outcome(Microbatch(x, y, pos, doc, targets, padded), part)
         x, y = collate(
             [games[i] for i in part],
             self.device,
@@ -437,13 +454,31 @@ class GroupPass:
             rows=self.rows,
             prefixes=None if pre is None or not len(part) else pre(part),
         )
-        return Microbatch(x, y, None, None, targets, len(part) * y.size(1))
+        batch = Microbatch(x, y, None, None, targets, len(part) * y.size(1))
+        return self._with_outcome(batch, part)
 
-    def add(self, loss: torch.Tensor, batch: Microbatch) -> None:
-        """Account for one microbatch's summed loss (a device tensor: no host sync)."""
+    def _with_outcome(self, batch: Microbatch, part: list[Any]) -> Microbatch:
+        """The microbatch with its outcome targets (built on the host), if the run has them."""
+        if self.outcomes is None:
+            return batch
+        packed = self.packed
+        o = self.outcomes.targets(
+            self.games, part, tuple(batch.y.shape), prefix=self.prefix_length, packed=packed
+        )
+        count = self.outcomes.count(self.games, part, packed)
+        return batch._replace(outcome=to_device(o, self.device), outcome_targets=count)
+
+    def add(
+        self, loss: torch.Tensor, batch: Microbatch, outcome: torch.Tensor | None = None
+    ) -> None:
+        """Account for one microbatch's summed loss (and outcome loss): device tensors, no
+        host sync."""
         self.stats[0] += loss.detach().double()
         self.stats[1] += float(batch.targets)
         self.stats[2] += float(batch.padded)
+        if outcome is not None:
+            self.stats[3] += outcome.detach().double()
+            self.stats[4] += float(batch.outcome_targets)
 
     def result(self, *, as_tensor: bool) -> Any:
         """The group's (loss_sum, valid_targets, padded_tokens) summed over ranks: a float64
@@ -451,11 +486,20 @@ class GroupPass:
         stats = distributed.all_reduce_sum(self.stats)
         if as_tensor:
             return stats
-        return {
-            "loss_sum": stats[0].item(),
-            "valid_targets": int(stats[1].item()),
-            "padded_tokens": int(stats[2].item()),
-        }
+        return stats_dict(stats.tolist())
+
+
+def stats_dict(values: list[float]) -> dict[str, Any]:
+    """A group's statistics by name: (loss_sum, valid_targets, padded_tokens), then the
+    outcome head's (outcome_loss_sum, outcome_targets) when the run has one."""
+    out = {
+        "loss_sum": values[0],
+        "valid_targets": int(values[1]),
+        "padded_tokens": int(values[2]),
+    }
+    if len(values) > 3:
+        out["outcome_loss_sum"], out["outcome_targets"] = values[3], int(values[4])
+    return out
 
 
 def backward_group(
@@ -470,12 +514,11 @@ def backward_group(
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
     ``layout``: ``GroupPass``'s keywords (``micro``, ``rank``, ``device``, ``pad_multiple``,
-    ``max_len``, ``row_tokens``, ``prefixes``). Loss scale and statistics as ``GroupPass``
-    says; DDP averages gradients over ranks, hence ``averaged_over=world``. A rank with no
-    games runs a zero-target dummy so that its DDP all-reduce still matches the other ranks'.
-    With
-    ``row_tokens`` the global batches are packed rows (lists of games, ``packed_batches``) and
-    each microbatch runs with per-game positions and a document mask.
+    ``max_len``, ``row_tokens``, ``prefixes``, ``outcomes``). Loss scale and statistics as
+    ``GroupPass`` says; DDP averages gradients over ranks, hence ``averaged_over=world``. A
+    rank with no games runs a zero-target dummy so that its DDP all-reduce still matches the
+    other ranks'. With ``row_tokens`` the global batches are packed rows (lists of games,
+    ``packed_batches``) and each microbatch runs with per-game positions and a document mask.
 
     Returns ``GroupPass.result``: the group's (loss_sum, valid_targets, padded_tokens)
     summed over ranks, as a float64 device tensor if ``as_tensor``, else as a dict of numbers.
@@ -488,7 +531,13 @@ def backward_group(
         # gradients are all-reduced only on the group's last microbatch
         sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
         with sync:
-            loss = loss_sum(net, batch.x, batch.y, device, **forward)
-            (loss * core.scale).backward()
-        core.add(loss, batch)
+            if batch.outcome is None:
+                loss, outcome = loss_sum(net, batch.x, batch.y, device, **forward), None
+                (loss * core.scale).backward()
+            else:
+                loss, outcome = outcome_loss.loss_sums(
+                    net, batch.x, batch.y, batch.outcome, device, **forward
+                )
+                (loss * core.scale + outcome * core.outcome_scale).backward()
+        core.add(loss, batch, outcome)
     return core.result(as_tensor=as_tensor)

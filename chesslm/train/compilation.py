@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -92,8 +93,8 @@ def compile_model(
         block.compile(**options)
 
 
-def _inference(net: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    return net(x)
+def _inference(net: torch.nn.Module, x: torch.Tensor, **kwargs: Any) -> Any:
+    return net(x, **kwargs)  # kwargs: outcome=True (the outcome head's validation)
 
 
 def compile_inference(

@@ -51,6 +51,7 @@ import torch
 import torch.distributed as dist
 
 from chesslm.train import batching, distributed
+from chesslm.train import outcome as outcome_loss
 from chesslm.train.loss import loss_sum
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
@@ -188,13 +189,17 @@ class Buckets:
 
 
 class Static:
-    """One shape's static buffers: inputs, targets, packed rows' positions, document ids
-    and mask; per graph (``False``: plain, ``True``: with the bucketed all-reduce) the
-    summed loss it writes; the graphs (none on the CPU)."""
+    """One shape's static buffers: inputs, targets, the outcome head's targets (``outcome``),
+    packed rows' positions, document ids and mask; per graph (``False``: plain, ``True``:
+    with the bucketed all-reduce) the summed loss it writes (and the outcome loss); the
+    graphs (none on the CPU)."""
 
-    def __init__(self, rows: int, T: int, device: torch.device, packed: bool) -> None:
+    def __init__(
+        self, rows: int, T: int, device: torch.device, packed: bool, outcome: bool = False
+    ) -> None:
         self.x = torch.zeros((rows, T), dtype=torch.long, device=device)
         self.y = torch.full((rows, T), batching.IGNORE, dtype=torch.long, device=device)
+        self.o = torch.full_like(self.y, batching.IGNORE) if outcome else None
         self.forward: dict[str, Any] = {}
         self.doc: torch.Tensor | None = None
         if packed:
@@ -203,11 +208,16 @@ class Static:
             pos = torch.zeros((rows, T), dtype=torch.long, device=device)
             self.forward = {"pos": pos, "mask": batching.document_mask(self.doc)}
         self.loss: dict[bool, torch.Tensor] = {}
+        self.outcome_loss: dict[bool, torch.Tensor] = {}
         self.graph: dict[bool, torch.cuda.CUDAGraph] = {}
 
-    def load(self, x: torch.Tensor, y: torch.Tensor, pos: Any = None, doc: Any = None) -> None:
+    def load(
+        self, x: torch.Tensor, y: torch.Tensor, pos: Any = None, doc: Any = None, o: Any = None
+    ) -> None:
         self.x.copy_(x)
         self.y.copy_(y)
+        if self.o is not None:
+            self.o.copy_(o)
         if self.doc is not None:
             self.forward["pos"].copy_(pos)
             self.doc.copy_(doc)
@@ -253,6 +263,9 @@ class MicrobatchGraphs:
         self.capture = device.type == "cuda"
         self.grads = FlatGradients(net)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
+        # the outcome head's loss scale (GroupPass.outcome_scale), when the model has one
+        self.outcome = bool(getattr(getattr(net, "config", None), "outcome", False))
+        self.outcome_scale = torch.zeros((), dtype=torch.float32, device=device)
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
         self.shapes: dict[tuple[int, int], Static] = {}
         self.buckets: Buckets | None = None
@@ -267,21 +280,30 @@ class MicrobatchGraphs:
     def graphs(self) -> int:
         return sum(len(s.graph) for s in self.shapes.values())
 
-    def _run(self, s: Static, reduce: bool = False) -> torch.Tensor:
-        loss = loss_sum(
-            self.net, s.x, s.y, self.device, autocast_cache=not self.capture, **s.forward
-        )
+    def _run(self, s: Static, reduce: bool = False) -> tuple[torch.Tensor, Any]:
+        """(summed loss, summed outcome loss or None) of the shape's buffers, backward done."""
+        cache = not self.capture
+        outcome = None
+        if s.o is None:
+            loss = loss_sum(self.net, s.x, s.y, self.device, autocast_cache=cache, **s.forward)
+            total = loss * self.scale
+        else:
+            loss, outcome = outcome_loss.loss_sums(
+                self.net, s.x, s.y, s.o, self.device, autocast_cache=cache, **s.forward
+            )
+            total = loss * self.scale + outcome * self.outcome_scale
         if reduce:
             self.buckets.arm()
-        (loss * self.scale).backward()
+        total.backward()
         if reduce:
             self.buckets.finish()
-        return loss.detach()
+        return loss.detach(), None if outcome is None else outcome.detach()
 
     def _static(self, shape: tuple[int, int]) -> Static:
         s = self.shapes.get(shape)
         if s is None:
-            s = self.shapes[shape] = Static(*shape, self.device, packed=self.row_tokens is not None)
+            packed = self.row_tokens is not None
+            s = self.shapes[shape] = Static(*shape, self.device, packed, self.outcome)
         return s
 
     def _capture(self, s: Static, reduce: bool) -> None:
@@ -296,7 +318,7 @@ class MicrobatchGraphs:
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            s.loss[reduce] = self._run(s, reduce)
+            s.loss[reduce], s.outcome_loss[reduce] = self._run(s, reduce)
         s.graph[reduce] = graph
         self.grads.buffer.copy_(saved)
 
@@ -319,30 +341,40 @@ class MicrobatchGraphs:
             if True not in s.graph:
                 self._capture(s, reduce=True)
 
-    def microbatch(self, batch: batching.Microbatch, reduce: bool = False) -> torch.Tensor:
+    def microbatch(
+        self, batch: batching.Microbatch, reduce: bool = False
+    ) -> tuple[torch.Tensor, Any]:
         """Run one collated microbatch (accumulating gradients) through its shape's graph
         (``reduce``: the one that all-reduces the gradients in buckets as they complete);
-        returns its summed loss."""
+        returns its summed loss and summed outcome loss (None without the head)."""
         s = self._static((batch.x.size(0), batch.x.size(1)))
         if self.capture and reduce not in s.graph:
             if reduce:  # captured beforehand on every rank together (_capture_reduce_graphs)
                 raise RuntimeError(f"no reducing graph for shape {tuple(batch.x.shape)}")
             self._capture(s, reduce)
-        s.load(batch.x, batch.y, batch.pos, batch.doc)
+        s.load(batch.x, batch.y, batch.pos, batch.doc, batch.outcome)
         if not self.capture:
             return self._run(s, reduce)
         s.graph[reduce].replay()
-        return s.loss[reduce]
+        return s.loss[reduce], s.outcome_loss.get(reduce)
 
     def backward_group(
-        self, games: Any, group: list[list[Any]], *, micro: int, rank: int, prefixes: Any = None
+        self,
+        games: Any,
+        group: list[list[Any]],
+        *,
+        micro: int,
+        rank: int,
+        prefixes: Any = None,
+        outcomes: Any = None,
     ) -> torch.Tensor:
         """``batching.backward_group`` for this path, through the same core
         (``batching.GroupPass``: microbatches, loss scale, statistics), with every microbatch
         padded to ``micro`` rows; the gradients are summed over ranks (during the last
         microbatch's backward, or in one all-reduce at the end), not averaged; ``prefixes``:
-        the games' rating prefixes, as ``GroupPass``'s. Returns (loss_sum, valid_targets,
-        padded_tokens) over all ranks."""
+        the games' rating prefixes, ``outcomes`` their results, as ``GroupPass``'s. Returns
+        (loss_sum, valid_targets, padded_tokens[, outcome_loss_sum, outcome_targets]) over all
+        ranks."""
         core = batching.GroupPass(
             games,
             group,
@@ -354,14 +386,17 @@ class MicrobatchGraphs:
             row_tokens=self.row_tokens,
             rows=micro,
             prefixes=prefixes,
+            outcomes=outcomes,
         )
         self.grads.zero()
         self.scale.fill_(core.scale)
+        self.outcome_scale.fill_(core.outcome_scale)
         if self.buckets is not None and self.capture:
             self._capture_reduce_graphs(core, group[-1])
         for k, batch in enumerate(core):
             reduce = self.buckets is not None and k == len(core) - 1
-            core.add(self.microbatch(batch, reduce), batch)
+            loss, outcome = self.microbatch(batch, reduce)
+            core.add(loss, batch, outcome)
         if distributed.active() and self.buckets is None:
             dist.all_reduce(self.grads.buffer)
         return core.result(as_tensor=True)

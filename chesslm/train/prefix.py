@@ -39,7 +39,7 @@ class Prefixes:
         if conditioning.PREFIX_LENGTH[conditioning.check(layout)] == 0:
             return cls(layout)
         games = len(getattr(cache, split))
-        columns = [_column(Path(cache.directory) / split, name, games) for name in _ELO]
+        columns = [game_column(Path(cache.directory) / split, name, games) for name in _ELO]
         return cls(layout, *columns)
 
     def __call__(self, games: Any) -> np.ndarray:
@@ -63,14 +63,16 @@ class Prefixes:
 _ELO = ("white_elo", "black_elo")
 
 
-def _column(prefix: Path, name: str, games: int) -> np.ndarray:
+def game_column(prefix: Path, name: str, games: int) -> np.ndarray:
+    """A per-game metadata column of a cache split (memory-mapped), one value per game
+    (the rating prefix's Elos, the outcome head's results)."""
     path = metadata.column_path(prefix, name)
     try:
         column = np.load(path, mmap_mode="r")
     except OSError as error:
         raise ValueError(f"{path}: {error.strerror or error}; rebuild the token cache") from None
     if column.shape != (games,):
-        raise ValueError(f"{path}: shape {column.shape}, want one Elo per game ({games},)")
+        raise ValueError(f"{path}: shape {column.shape}, want one value per game ({games},)")
     return column
 
 

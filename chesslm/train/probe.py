@@ -47,8 +47,14 @@ def probe(
         longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
         games = [cache.train[longest]] * (8 * ctx.world)
         prefixes = trainer.prefixes.repeated(longest, len(games))  # with its rating prefix
+        # and its result: the outcome head's targets and loss are measured too
+        outcomes = (
+            None if trainer.outcomes is None else trainer.outcomes.repeated(longest, len(games))
+        )
         start = time.perf_counter()
-        results = [measure(trainer, ctx, games, prefixes, micro, progress) for micro in (2, 8)]
+        results = [
+            measure(trainer, ctx, games, (prefixes, outcomes), micro, progress) for micro in (2, 8)
+        ]
         progress.say("one validation forward (it warms the validation graph)")
         if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
@@ -59,11 +65,13 @@ def probe(
                 pad_multiple=trainer.pad_multiple,
                 forward=trainer.inference,
                 prefixes=Prefixes.of_cache(cache, "validation", settings.conditioning),
+                outcome=settings.outcome,
             )
             result = {
                 "status": "passed",
                 "run": run,
-                "parameters": trainer.parameters,
+                "parameters": trainer.parameters,  # the outcome head's too, when it has one
+                "outcome": settings.outcome,  # its updates ran the head's forward and loss
                 "model": settings.model,
                 "device": settings.device,
                 "world_size": ctx.world,
@@ -83,12 +91,13 @@ def measure(
     trainer: Trainer,
     ctx: distributed.Context,
     games: list[Any],
-    prefixes: Prefixes,
+    labels: tuple[Prefixes, Any],
     micro: int,
     progress: Progress,
 ) -> dict[str, Any]:
-    """Three updates of ``micro`` copies of the longest game (with its ``prefixes``) per
-    rank, the last two timed."""
+    """Three updates of ``micro`` copies of the longest game (with its ``labels``: rating
+    prefixes and outcome results, or None) per rank, the last two timed."""
+    prefixes, outcomes = labels
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     times = []
@@ -100,7 +109,7 @@ def measure(
         batch: list[Any] = list(range(micro * ctx.world))
         if trainer.packing:  # one game per row: the longest game, padded to a row
             batch = [[i] for i in batch]
-        values, _ = trainer.update(games, [batch], micro, prefixes)
+        values, _ = trainer.update(games, [batch], micro, prefixes, outcomes)
         synchronize(ctx)
         if rep:
             times.append(time.perf_counter() - t)

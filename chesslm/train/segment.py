@@ -240,6 +240,7 @@ class Segment:
             ctx.device,
             legality_games=settings.legality_eval_games,
             conditioning=settings.conditioning,
+            outcome=settings.outcome,
         )
         self.state = TrainState()
         self.resume_action = "fresh"

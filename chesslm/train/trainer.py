@@ -28,6 +28,7 @@ from chesslm.train import (
     optim,
     prefix,
 )
+from chesslm.train.outcome import Outcomes
 from chesslm.train.settings import RunSettings, legality_request_error
 
 LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
@@ -117,9 +118,13 @@ class Trainer:
         self.lengths = game_lengths(cache.train.offsets)
         # the train split's rating prefixes (none: length 0, batches as without conditioning)
         self.prefixes = prefix.Prefixes.of_cache(cache, "train", s.conditioning)
+        # the train split's results for the outcome head (None without it: today's batches)
+        self.outcomes = Outcomes.of_cache(cache, "train", s.outcome_weight) if s.outcome else None
         torch.manual_seed(s.seed)
         random.seed(s.seed)
-        self.net = gpt.build(s.model, device=ctx.device, conditioning=s.conditioning)
+        self.net = gpt.build(
+            s.model, device=ctx.device, conditioning=s.conditioning, outcome=s.outcome
+        )
         check_prefix_fits(self, run_dir)
         self.parameters = self.net.num_parameters()
         self.compiled = compilation.resolve(s.compile, s.device)
@@ -217,36 +222,53 @@ class Trainer:
         )
 
     def update(
-        self, games: Any, group: list[list[int]], micro: int, prefixes: Any = None
+        self,
+        games: Any,
+        group: list[list[int]],
+        micro: int,
+        prefixes: Any = None,
+        outcomes: Any = None,
     ) -> tuple[dict[str, float], float]:
         """One optimizer update and its numbers; raises on a non-finite gradient norm (the
         optimizer step was skipped)."""
-        return self.launch(games, group, micro, prefixes).result()
+        return self.launch(games, group, micro, prefixes, outcomes).result()
 
     def launch(
-        self, games: Any, group: list[list[int]], micro: int, prefixes: Any = None
+        self,
+        games: Any,
+        group: list[list[int]],
+        micro: int,
+        prefixes: Any = None,
+        outcomes: Any = None,
     ) -> PendingUpdate:
         """Queue one optimizer update on the device and return at once (on CUDA): the next
         update can be prepared while this one runs. ``.result()`` reads its numbers back.
         ``prefixes``: the games' rating prefixes (``prefix.Prefixes``); default the train
-        split's, for ``games`` the train split.
+        split's, for ``games`` the train split; ``outcomes`` likewise their results
+        (``outcome.Outcomes``) when the run has the outcome head.
 
         On CUDA nothing here waits for the device: counts come from the host, the clip does
         not check, and a non-finite norm makes the fused AdamW skip the step on the device
         (``found_inf``); ``result()`` then raises."""
-        return PendingUpdate(*self.update_async(games, group, micro, prefixes))
+        return PendingUpdate(*self.update_async(games, group, micro, prefixes, outcomes))
 
     def update_async(
-        self, games: Any, group: list[list[Any]], micro: int, prefixes: Any = None
+        self,
+        games: Any,
+        group: list[list[Any]],
+        micro: int,
+        prefixes: Any = None,
+        outcomes: Any = None,
     ) -> tuple[Any, Any]:
         """The update without reading anything back on CUDA: (stats tensor, norm tensor).
 
         On the CPU, the exact eager path of before: (values dict, norm)."""
         cuda = self.ctx.device.type == "cuda"
         prefixes = self.prefixes if prefixes is None else prefixes
+        outcomes = self.outcomes if outcomes is None else outcomes
         if self.graphs is not None:
             stats = self.graphs.backward_group(
-                games, group, micro=micro, rank=self.ctx.rank, prefixes=prefixes
+                games, group, micro=micro, rank=self.ctx.rank, prefixes=prefixes, outcomes=outcomes
             )
             norm = self.graphs.grads.clip(optim.GRAD_CLIP)
         else:
@@ -263,6 +285,7 @@ class Trainer:
                 max_len=self.net.config.block_size,
                 row_tokens=self.row_tokens,
                 prefixes=prefixes,
+                outcomes=outcomes,
                 as_tensor=cuda,
             )
             params = self.net.parameters()
@@ -289,7 +312,7 @@ class PendingUpdate:
         if isinstance(stats, dict):  # the CPU's eager path has its numbers already
             self._values = (stats, float(norm))
             return
-        self.host = torch.empty(4, dtype=torch.float64, pin_memory=True)
+        self.host = torch.empty(stats.numel() + 1, dtype=torch.float64, pin_memory=True)
         self.host.copy_(torch.cat([stats, norm.double().view(1)]), non_blocking=True)
         self.event = torch.cuda.Event()
         self.event.record()
@@ -297,18 +320,13 @@ class PendingUpdate:
     def result(self) -> tuple[dict[str, float], float]:
         if self._values is None:
             self.event.synchronize()
-            loss_sum, valid, padded, norm = self.host.tolist()
+            *stats, norm = self.host.tolist()
             if not math.isfinite(norm):
                 raise RuntimeError(
                     f"The total norm of order 2.0 for gradients is non-finite ({norm}),"
                     " so it cannot be clipped; the optimizer step was skipped"
                 )
-            values = {
-                "loss_sum": loss_sum,
-                "valid_targets": int(valid),
-                "padded_tokens": int(padded),
-            }
-            self._values = (values, norm)
+            self._values = (batching.stats_dict(stats), norm)
         return self._values
 
 

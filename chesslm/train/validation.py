@@ -9,6 +9,11 @@ it is not a free-running legal-move rate.
 Under rating conditioning the games are fed with their rating prefix; the prefix positions
 (which have no targets) are cut from the logits before anything is counted, so every metric
 counts move positions only, with phases relative to BOS, exactly as without conditioning.
+
+With the outcome head (``runs.NAME.outcome``) the same forward also gives the outcome logits:
+the record's ``outcome`` entry has their NLL over every validation position of a game with a
+known result, and the frequency baseline's (``chesslm.train.outcome``). Best and patience
+stay the move NLL's.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from chesslm.model import gpt
 from chesslm.train import batching
 from chesslm.train.deadline import Deadline
 from chesslm.train.loss import IGNORE
+from chesslm.train.outcome import ValidationOutcomes
 from chesslm.train.prefix import Prefixes
 from chesslm.train.settings import legality_request_error
 
@@ -84,13 +90,16 @@ class ValidationSet:
         legality_games: int | None,
         key: str = "legality_eval_games",
         conditioning: str = "none",
+        outcome: bool = False,
     ) -> None:
         """``conditioning``: the run's layout (the games' rating prefix, from the cache's Elo
-        columns). :raises ValueError: naming ``key`` if ``legality_games`` is more games than
+        columns); ``outcome``: score the outcome head too (the cache's result columns).
+        :raises ValueError: naming ``key`` if ``legality_games`` is more games than
         the cache has legality tables for."""
         self.games = cache.validation
         self.device = device
         self.prefixes = Prefixes.of_cache(cache, "validation", conditioning)
+        self.outcomes = ValidationOutcomes(cache, device) if outcome else None
         n = len(self.games)
         subset = cache.legality_games()
         error = legality_request_error(
@@ -169,7 +178,7 @@ def evaluate(
     keys = list(sums)
     s = dict(zip(keys, torch.stack([sums[k].double() for k in keys]).tolist(), strict=True))
     targets = int(s["targets"])
-    return {
+    result = {
         "nll": s["nll_sum"] / targets,
         "valid_targets": targets,
         "games": len(data),
@@ -184,8 +193,11 @@ def evaluate(
         "legality_targets": int(s["legality_targets"]),
         "legality_subset": LEGALITY_SUBSET,
         "protocol": PROTOCOL,
-        "seconds": time.perf_counter() - start,
     }
+    if data.outcomes is not None:
+        result["outcome"] = data.outcomes.result(s)
+    result["seconds"] = time.perf_counter() - start
+    return result
 
 
 @torch.no_grad()
@@ -198,9 +210,11 @@ def warm_up(
     pad_multiple: int = 1,
     forward: Forward | None = None,
     prefixes: Prefixes | None = None,
+    outcome: bool = False,
 ) -> float:
     """One validation forward of the first ``micro`` games (with their ``prefixes``),
-    exactly as ``evaluate`` runs it; returns its seconds. The probe calls it so that a
+    exactly as ``evaluate`` runs it (``outcome``: with the outcome head's logits); returns
+    its seconds. The probe calls it so that a
     compiled model's inference graph is compiled (into the run's compile cache) before
     segment 0's first validation needs it."""
     start = time.perf_counter()
@@ -208,7 +222,7 @@ def warm_up(
         index = list(range(min(micro, len(games))))
         pre = None if prefixes is None else prefixes(index)
         first = [games[i] for i in index]
-        logits, _ = _forward(net, forward or net, first, device, pad_multiple, pre)
+        logits, _, _ = _forward(net, forward or net, first, device, pad_multiple, pre, outcome)
         logits.sum().item()  # wait for it
     return time.perf_counter() - start
 
@@ -231,9 +245,11 @@ def _forward(
     device: torch.device,
     pad_multiple: int,
     prefixes: np.ndarray | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """FP32 logits and targets of one validation batch, from BOS on: the positions of the
-    games' rating ``prefixes`` ((games, P) tokens) are fed, then cut (they have no target)."""
+    outcome: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """FP32 logits, targets and (``outcome``) outcome logits of one validation batch, from
+    BOS on: the positions of the games' rating ``prefixes`` ((games, P) tokens) are fed,
+    then cut (they have no target)."""
     P = 0 if prefixes is None else prefixes.shape[1]
     x, y = batching.collate(
         games,
@@ -243,10 +259,13 @@ def _forward(
         prefixes=prefixes if P else None,
     )
     with gpt.autocast(device):
-        logits = forward(x)
+        out = forward(x, outcome=True) if outcome else forward(x)
+    logits, results = out if outcome else (out, None)
+    if results is not None:
+        results = results[:, P:].float()
     if P:  # position t of what is left is target t of the game, as without a prefix
-        return logits[:, P:].float().contiguous(), y[:, P:].contiguous()
-    return logits.float(), y
+        return logits[:, P:].float().contiguous(), y[:, P:].contiguous(), results
+    return logits.float(), y, results
 
 
 def _accumulate(
@@ -275,8 +294,12 @@ def _accumulate(
             return None
         index = list(range(first, min(first + micro, len(data))))
         games = [data.games[i] for i in index]
-        logits, y = _forward(net, forward, games, device, pad_multiple, data.prefixes(index))
+        on = data.outcomes is not None
+        pre = data.prefixes(index)
+        logits, y, results = _forward(net, forward, games, device, pad_multiple, pre, on)
         _add_batch(sums, data, index, logits, y)
+        if on:
+            data.outcomes.add(sums, index, [len(g) for g in games], results)
     return sums
 
 

@@ -1,0 +1,400 @@
+"""The outcome head (``runs.NAME.outcome``): where its targets sit and what they say, its loss,
+the model without it (today's, bit for bit), the probe, and two-rank gloo runs that resume
+bitwise, padded and packed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import chess
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from chesslm.data import metadata, tokens
+from chesslm.data.cache import TokenCache
+from chesslm.model import checkpoint, gpt, weights
+from chesslm.model.presets import BASELINE_PARAMETERS, OUTCOME_CLASSES
+from chesslm.train import batching, cuda_graphs, outcome, validation
+from chesslm.train.loss import IGNORE
+from chesslm.train.outcome import Outcomes
+from chesslm.train.prefix import Prefixes
+
+from .conftest import run_segment, segment_args
+
+# the tiny preset's state_dict keys before the outcome head existed (commit 82394f1)
+TODAYS_KEYS = [
+    "transformer.wte.weight",
+    "transformer.wpe.weight",
+    *(
+        f"transformer.h.{i}.{name}"
+        for i in range(2)
+        for name in (
+            "ln_1.weight",
+            "ln_1.bias",
+            "attn.c_attn.weight",
+            "attn.c_attn.bias",
+            "attn.c_proj.weight",
+            "attn.c_proj.bias",
+            "ln_2.weight",
+            "ln_2.bias",
+            "mlp.c_fc.weight",
+            "mlp.c_fc.bias",
+            "mlp.c_proj.weight",
+            "mlp.c_proj.bias",
+        )
+    ),
+    "transformer.ln_f.weight",
+    "transformer.ln_f.bias",
+    "lm_head.weight",
+]
+
+
+def mover_class(board: chess.Board, result: str) -> int:
+    """python-chess's side to move against the PGN result: the target's meaning."""
+    if result == "1/2-1/2":
+        return OUTCOME_CLASSES.index("draw")
+    white_won = result == "1-0"
+    return OUTCOME_CLASSES.index("win" if white_won == (board.turn == chess.WHITE) else "loss")
+
+
+def decode(game: np.ndarray) -> list[chess.Move]:
+    plies = (len(game) - 2) // 3
+    return [tokens.decode_move([int(t) for t in game[1 + 3 * k : 4 + 3 * k]]) for k in range(plies)]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("layout", ["none", "elo"])
+def test_targets_sit_where_the_next_move_is_predicted_and_say_the_movers_result(
+    outcome_cache: Path, packed: bool, layout: str
+) -> None:
+    cache = TokenCache(outcome_cache)
+    games, n = cache.train, 10
+    outcomes = Outcomes.of_cache(cache, "train")
+    prefixes = Prefixes("elo", np.full(n, 1500), np.full(n, 1500)) if layout == "elo" else None
+    P = 0 if prefixes is None else 2
+    if packed:
+        rows = [list(range(0, 5)), list(range(5, n))]
+        pre = None if prefixes is None else [prefixes(r) for r in rows]
+        x, y, pos, doc = batching.collate_packed(games, rows, "cpu", row_tokens=1024, prefixes=pre)
+        o = outcomes.targets(games, rows, tuple(y.shape), prefix=P, packed=True)
+        # each game's document starts where its positions restart (the row's tail is padding)
+        starts = [(r, int(s)) for r in range(2) for s in torch.nonzero(pos[r] == 0).flatten()]
+        places = [(r, s + P) for r, s in starts if doc[r, s] < len(rows[r])]
+        order = [i for row in rows for i in row]
+    else:
+        order = list(range(n))
+        x, y = batching.collate(
+            [games[i] for i in order], "cpu", prefixes=prefixes and prefixes(order)
+        )
+        o = outcomes.targets(games, order, tuple(y.shape), prefix=P)
+        places = [(r, P) for r in range(n)]
+    seen = 0
+    assert len(places) == n
+    for (r, bos), i in zip(places, order, strict=True):
+        game = games[i]
+        assert x[r, bos] == tokens.BOS
+        result = int(outcomes([i])[0])
+        board = chess.Board()
+        moves = decode(game)
+        for k in range(len(moves) + 1):
+            t = bos + 3 * k
+            # the next move's source (or EOS) is predicted here: the position after k plies
+            assert y[r, t] == (tokens.EOS if k == len(moves) else game[1 + 3 * k])
+            want = IGNORE if result < 0 else mover_class(board, metadata.RESULTS[result])
+            assert o[r, t] == want, (i, k)
+            seen += want != IGNORE
+            if k < len(moves):
+                assert o[r, t + 1] == IGNORE and o[r, t + 2] == IGNORE
+                board.push(moves[k])
+    assert (
+        int(o.ne(IGNORE).sum()) == seen == outcomes.count(games, rows if packed else order, packed)
+    )
+    assert seen > 0 and int(outcomes(order).min()) == -1  # an unknown result is among them
+
+
+def test_the_loss_is_the_game_by_game_cross_entropy(outcome_cache: Path) -> None:
+    cache = TokenCache(outcome_cache)
+    games, outcomes = cache.train, Outcomes.of_cache(cache, "train", weight=0.5)
+    torch.manual_seed(0)
+    net = gpt.build("tiny", outcome=True)
+    group = [[0, 1], [2, 3, 4]]
+    values = batching.backward_group(
+        net, games, group, micro=3, rank=0, world=1, device="cpu", outcomes=outcomes
+    )
+    moves = results = 0.0
+    counted = 0
+    for i in range(5):
+        full = torch.tensor(games[i], dtype=torch.long)
+        logits, heads = net(full[None, :-1], outcome=True)
+        moves += F.cross_entropy(logits[0], full[1:], reduction="sum").item()
+        o = outcome.padded_targets(outcomes([i]), [len(full)], (1, len(full) - 1), prefix=0)[0]
+        results += F.cross_entropy(heads[0], o, ignore_index=IGNORE, reduction="sum").item()
+        counted += int(o.ne(IGNORE).sum())
+    assert values["loss_sum"] == pytest.approx(moves, rel=1e-5)
+    assert values["outcome_loss_sum"] == pytest.approx(results, rel=1e-5)
+    assert values["outcome_targets"] == counted > 0
+    assert net.outcome_head.weight.grad.abs().sum() > 0
+
+
+def test_the_graphs_path_keeps_the_outcome_gradient(outcome_cache: Path) -> None:
+    """``cuda_graphs.MicrobatchGraphs`` (uncaptured on the CPU: the same static buffers)
+    against the default path, packed rows and padded games."""
+    cache = TokenCache(outcome_cache)
+    games, outcomes = cache.train, Outcomes.of_cache(cache, "train", weight=0.3)
+    for row_tokens, group in ((None, [[0, 1], [2]]), (512, [[[0, 1], [2]], [[3, 4]]])):
+        nets = []
+        for graphs in (False, True):
+            torch.manual_seed(0)
+            net = gpt.build("tiny", outcome=True)
+            kw = dict(micro=2, rank=0, outcomes=outcomes)
+            if graphs:
+                g = cuda_graphs.MicrobatchGraphs(
+                    net, device=torch.device("cpu"), pad_multiple=64, max_len=1024,
+                    row_tokens=row_tokens,
+                )  # fmt: skip
+                stats = g.backward_group(games, group, **kw).tolist()
+            else:
+                values = batching.backward_group(
+                    net, games, group, world=1, device="cpu", row_tokens=row_tokens, **kw
+                )
+                stats = [values["loss_sum"], values["outcome_loss_sum"], values["outcome_targets"]]
+            nets.append((net, stats))
+        (a, sa), (b, sb) = nets
+        assert sb[3] == pytest.approx(sa[1], rel=1e-5) and sb[4] == sa[2] > 0
+        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_without_the_head_the_model_and_its_update_are_todays() -> None:
+    torch.manual_seed(0)
+    plain = gpt.build("tiny")
+    torch.manual_seed(0)
+    headed = gpt.build("tiny", outcome=True)
+    assert list(plain.state_dict()) == TODAYS_KEYS and not hasattr(plain, "outcome_head")
+    # the head is initialised last: the trunk's weights are drawn as without it
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(tensor, headed.state_dict()[name]), name
+    assert set(headed.state_dict()) - set(plain.state_dict()) == {
+        "outcome_head.weight",
+        "outcome_head.bias",
+    }
+    with pytest.raises(ValueError, match="GPTConfig.outcome"):
+        plain(torch.tensor([[tokens.BOS]]), outcome=True)
+    # the update without outcomes: exactly the summed cross-entropy of before, bit for bit
+    from .test_batching import games_fixture
+
+    games, group = games_fixture(), [[0, 1], [2, 3], [4]]
+    values = batching.backward_group(plain, games, group, micro=2, rank=0, world=1, device="cpu")
+    assert set(values) == {"loss_sum", "valid_targets", "padded_tokens"}
+    torch.manual_seed(0)
+    twin = gpt.build("tiny")
+    total = sum(len(g) - 1 for g in games)
+    for part in ([0, 1], [2, 3], [4]):
+        x, y = batching.collate([games[i] for i in part], "cpu")
+        loss = F.cross_entropy(
+            twin(x).view(-1, 128), y.view(-1), ignore_index=IGNORE, reduction="sum"
+        )
+        (loss * (1 / float(total))).backward()
+    for (name, p), q in zip(plain.named_parameters(), twin.parameters(), strict=True):
+        assert torch.equal(p.grad, q.grad), name
+
+
+def test_the_baseline_with_the_head_has_its_parameters_and_a_checkpoint_reloads_it() -> None:
+    with torch.device("meta"):
+        net = gpt.build("baseline", device="meta", outcome=True)
+    assert net.num_parameters() == BASELINE_PARAMETERS + 3 * 768 + 3 == 85_943_043
+    torch.manual_seed(0)
+    net = gpt.build("tiny", outcome=True)
+    payload = {
+        "model": net.state_dict(),
+        "identity": {"model": {"preset": "tiny", **net.config.to_dict()}},
+    }
+    loaded = weights.model_of(payload, "x.pt", "cpu")
+    assert loaded.config.outcome and torch.equal(
+        loaded.outcome_head.weight, net.outcome_head.weight
+    )
+    del payload["identity"]["model"]["outcome"]  # a checkpoint from before the head
+    with pytest.raises(checkpoint.CheckpointError, match="unexpected: outcome_head"):
+        weights.model_of(payload, "x.pt", "cpu")
+
+
+def test_validation_reports_the_outcome_nll_and_the_frequency_baseline(
+    outcome_cache: Path,
+) -> None:
+    cache = TokenCache(outcome_cache)
+    cpu = torch.device("cpu")
+    torch.manual_seed(0)
+    net = gpt.build("tiny", outcome=True)
+    plain = validation.evaluate(net, validation.ValidationSet(cache, cpu, legality_games=None))
+    data = validation.ValidationSet(cache, cpu, legality_games=None, outcome=True)
+    both = validation.evaluate(net, data)
+    assert "outcome" not in plain
+    assert {k: v for k, v in both.items() if k not in ("outcome", "seconds")} == {
+        k: v for k, v in plain.items() if k != "seconds"
+    }
+    o = both["outcome"]
+    results = Outcomes.of_cache(cache, "validation")(range(len(cache.validation)))
+    assert o["unknown_games"] == int((results < 0).sum()) == 1 and o["games"] == 5
+    total = counted = 0.0
+    for i in range(len(cache.validation)):
+        full = torch.tensor(cache.validation[i], dtype=torch.long)
+        with torch.no_grad():
+            heads = net(full[None, :-1], outcome=True)[1][0]
+        t = outcome.padded_targets(results[i : i + 1], [len(full)], (1, len(full) - 1), prefix=0)
+        total += F.cross_entropy(heads, t[0], ignore_index=IGNORE, reduction="sum").item()
+        counted += int(t.ne(IGNORE).sum())
+    assert o["targets"] == counted and o["nll"] == pytest.approx(total / counted, rel=1e-5)
+    # the baseline: the train split's class shares by side to move, scored on these targets
+    train = Outcomes.of_cache(cache, "train")(range(len(cache.train)))
+    lengths = np.diff(np.asarray(cache.train.offsets))
+    counts = outcome.side_counts(lengths, train) + 1.0
+    p = counts / counts.sum(1, keepdims=True)
+    nll = 0.0
+    for i, r in enumerate(results):
+        for k in range(outcome.positions(len(cache.validation[i])) if r >= 0 else 0):
+            nll -= np.log(p[k % 2, outcome.classes(int(r), k + 1)[k]])
+    assert o["baseline_nll"] == pytest.approx(nll / counted, rel=1e-9)
+
+
+def test_the_probe_runs_the_head(outcome_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "probe-results.json"
+    args = ["probe", f"--cache={outcome_cache}", f"--run-dir={tmp_path}", f"--probe-out={out}"]
+    result = run_segment([*args, "--model=tiny", "--outcome=on"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads(out.read_text())
+    assert probe["status"] == "passed" and probe["outcome"] is True
+    assert probe["parameters"] == gpt.build("tiny", outcome=True).num_parameters()
+
+
+# ------------------------------------------------------------------ two gloo ranks, resumed
+
+HYPER = [
+    "--model=tiny",
+    "--micro=2",
+    "--accum=2",
+    "--epochs=2",
+    "--max-updates=4",
+    "--validation-every-steps=2",
+    "--seed=11",
+    "--threads-per-worker=1",
+    "--dataset=outcome",
+    "--outcome=on",
+    "--outcome-weight=0.5",
+]
+
+
+def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
+    result = run_segment([*segment_args(cache, run_dir, n), *HYPER, *extra])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--packing=off"],
+        # the 24 games fill two 1024-token rows: one row a rank, an update an epoch
+        ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"],
+    ],
+    ids=["padded", "packed"],
+)
+def test_an_outcome_run_resumed_is_bitwise_the_uninterrupted_one(
+    outcome_cache: Path, tmp_path: Path, flags: list[str]
+) -> None:
+    whole = tmp_path / "whole"
+    train(outcome_cache, whole, 0, *flags)
+    run_dir = tmp_path / "resumed"
+    train(outcome_cache, run_dir, 0, *flags, "--segment-updates=2")
+    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 2
+    train(outcome_cache, run_dir, 1, *flags, "--segment-updates=2")
+
+    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(run_dir / "train/last.pt")
+    assert a["cursor"] == b["cursor"] and a["cursor"]["step"] == 4
+    assert "outcome_head.weight" in a["model"]
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key, state in a["optimizer"]["state"].items():
+        for field, value in state.items():
+            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
+    identity = b["identity"]
+    assert identity["model"]["outcome"] is True and identity["outcome_weight"] == 0.5
+    history = checks(run_dir)
+    assert history == checks(whole)
+    assert all(h["outcome"]["targets"] > 0 and h["outcome"]["unknown_games"] == 1 for h in history)
+    # the head trained: the outcome NLL moved from its start
+    assert history[-1]["outcome"]["nll"] != history[0]["outcome"]["nll"]
+    assert weights.load_model(run_dir / "train/best.pt", "cpu").config.outcome
+
+
+@pytest.mark.slow
+def test_a_run_cannot_resume_across_the_outcome_setting(
+    outcome_cache: Path, tmp_path: Path
+) -> None:
+    train(outcome_cache, tmp_path, 0, "--segment-updates=2")
+    result = run_segment(
+        [*segment_args(outcome_cache, tmp_path, 1), *HYPER[:-2], "--segment-updates=2"]
+    )
+    assert result.returncode != 0
+    changed = result.stderr.split("changed: ", 1)[1].split(" (", 1)[0].split(", ")
+    assert "model.outcome" in changed and "outcome" in changed, result.stderr[-2000:]
+
+
+def checks(run_dir: Path) -> list[dict]:
+    """The validation checks of a run's results, without their timings."""
+    history = json.loads((run_dir / "train/results.json").read_text())["history"]
+    return [{k: v for k, v in h["validation"].items() if k != "seconds"} for h in history]
+
+
+# ------------------------------------------------------------------ the UCI engine's score
+
+
+def uci_engine(ckpt: Path) -> chess.engine.SimpleEngine:
+    import os
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(ckpt)]
+    return chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120)
+
+
+def head_wdl(net: gpt.GPT, board: chess.Board, extra: chess.Move | None = None) -> list[float]:
+    """The head's win/draw/loss from the side to move after ``board`` (and ``extra``)."""
+    moves = [*board.move_stack, *([extra] if extra else [])]
+    game = [tokens.BOS] + [t for m in moves for t in tokens.move_tokens(m)]
+    with torch.no_grad():
+        return net(torch.tensor([game]), outcome=True)[1][0, -1].softmax(-1).tolist()
+
+
+def test_the_engine_scores_from_the_head_and_a_plain_checkpoint_does_not(tmp_path: Path) -> None:
+    from chesslm.play import wdl
+
+    from .helpers import model_checkpoint
+
+    ckpt = model_checkpoint(tmp_path / "outcome.pt", spread=0.3, outcome=True)
+    net = weights.load_model(ckpt, "cpu")
+    board = chess.Board()
+    for text in ("e2e4", "c7c5", "g1f3"):
+        board.push_uci(text)  # Black to move: the score is Black's
+    w, d, l_ = head_wdl(net, board)
+    with uci_engine(ckpt) as engine:
+        plain = engine.analyse(board, chess.engine.Limit(nodes=1))
+        engine.configure({"UCI_ShowWDL": True})
+        info = engine.analyse(board, chess.engine.Limit(nodes=1))
+        lines = engine.analyse(board, chess.engine.Limit(nodes=1), multipv=3)
+    assert "wdl" not in plain and plain["score"] == info["score"]
+    assert info["score"].relative.score() == wdl.centipawns(w + d / 2)
+    assert info["score"].turn == chess.BLACK
+    assert list(info["wdl"].relative) == wdl.permille([w, d, l_])
+    assert sum(info["wdl"].relative) == 1000
+    for line in lines:  # each line: the position after its move, flipped to the engine's side
+        cw, cd, cl = head_wdl(net, board, line["pv"][0])
+        assert list(line["wdl"].relative) == wdl.permille([cl, cd, cw])
+        assert line["score"].relative.score() == wdl.centipawns(cl + cd / 2)
+    plain_ckpt = model_checkpoint(tmp_path / "plain.pt", spread=0.3)
+    with uci_engine(plain_ckpt) as engine:
+        engine.configure({"UCI_ShowWDL": True})
+        info = engine.analyse(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
+    assert "score" not in info and "wdl" not in info and "pv" in info
