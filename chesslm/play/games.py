@@ -141,20 +141,12 @@ def self_play(
 
 
 def self_play_modes(
-    net: torch.nn.Module,
-    modes: dict[str, float],
-    *,
-    games: int,
-    max_plies: int,
-    seed: int,
-    deadline: float,
-    progress: dict[str, Progress | None] | None = None,
-    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+    net: torch.nn.Module, modes: dict[str, float], *, games: int, max_plies: int, **options: Any
 ) -> dict[str, dict[str, Any]]:
     """``self_play`` at each mode's temperature, every mode's games in one batch per ply
-    (``free_games``): each mode's summary."""
-    play, complete = free_games(net, modes, games=games, max_plies=max_plies, seed=seed,
-                                deadline=deadline, progress=progress, elo=elo)  # fmt: skip
+    (``free_games``, which takes ``options``: seed, deadline, progress, elo): each mode's
+    summary."""
+    play, complete = free_games(net, modes, games=games, max_plies=max_plies, **options)
     return {
         mode: summarise_self_play(play[mode], max_plies, t, games_asked=games, complete=complete)
         for mode, t in modes.items()
@@ -303,28 +295,21 @@ def _propose_plain(
 
 
 def free_games_plain(
-    net: torch.nn.Module,
-    *,
-    games: int,
-    max_plies: int,
-    temperature: float,
-    seed: int,
-    deadline: float,
-    elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+    net: torch.nn.Module, *, temperature: float, **limits: Any
 ) -> tuple[list[SelfPlay], bool]:
     """``free_games`` of one mode as first written, the reference the tests and the benchmark
     compare it with: each ply three forward passes over every whole sequence, one per
-    token."""
-    lead = ratings.prefix(net, *elo)
-    n = self_play_games(games, temperature)
-    gen = torch.Generator().manual_seed(seed)
+    token. ``limits``: ``self_play``'s games, max_plies, seed, deadline and elo."""
+    lead = ratings.prefix(net, *limits.get("elo", (ratings.DEFAULT, ratings.DEFAULT)))
+    n = self_play_games(limits["games"], temperature)
+    gen = torch.Generator().manual_seed(limits["seed"])
     play = [SelfPlay() for _ in range(n)]
     complete = True
-    for ply in range(1, max_plies + 1):
+    for ply in range(1, limits["max_plies"] + 1):
         live = [g for g in play if not g.board.is_game_over(claim_draw=False)]
         if not live:
             break
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= limits["deadline"]:
             complete = False
             break
         triples = _propose_plain(

@@ -44,13 +44,7 @@ def probe(
             settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
         )
         progress = Progress(f"run {run}, probe", enabled=ctx.is_main)
-        longest = int(np.argmax(trainer.lengths))  # the first longest game, as max() chose
-        games = [cache.train[longest]] * (8 * ctx.world)
-        prefixes = trainer.prefixes.repeated(longest, len(games))  # with its rating prefix
-        # and its result: the outcome head's targets and loss are measured too
-        outcomes = (
-            None if trainer.outcomes is None else trainer.outcomes.repeated(longest, len(games))
-        )
+        games, prefixes, outcomes = _longest_game(trainer, cache, ctx.world)
         start = time.perf_counter()
         results = [
             measure(trainer, ctx, games, (prefixes, outcomes), micro, progress) for micro in (2, 8)
@@ -85,6 +79,17 @@ def probe(
             }
             write_json_atomic(Path(out), result)
             events.write("probe_complete", **result)
+
+
+def _longest_game(trainer: Trainer, cache: Any, world: int) -> tuple[list[Any], Any, Any]:
+    """The run's first longest training game (as max() chose), repeated for microbatches up to
+    8 a rank, with its rating prefix and its result (the outcome head's targets and loss are
+    measured too)."""
+    longest = int(np.argmax(trainer.lengths))
+    games = [cache.train[longest]] * (8 * world)
+    prefixes = trainer.prefixes.repeated(longest, len(games))
+    outcomes = None if trainer.outcomes is None else trainer.outcomes.repeated(longest, len(games))
+    return games, prefixes, outcomes
 
 
 def measure(

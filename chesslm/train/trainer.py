@@ -221,36 +221,23 @@ class Trainer:
             a.accum,
         )
 
-    def update(
-        self,
-        games: Any,
-        group: list[list[int]],
-        micro: int,
-        prefixes: Any = None,
-        outcomes: Any = None,
-    ) -> tuple[dict[str, float], float]:
-        """One optimizer update and its numbers; raises on a non-finite gradient norm (the
-        optimizer step was skipped)."""
-        return self.launch(games, group, micro, prefixes, outcomes).result()
+    def update(self, *args: Any, **kwargs: Any) -> tuple[dict[str, float], float]:
+        """One optimizer update (``launch``'s arguments) and its numbers; raises on a
+        non-finite gradient norm (the optimizer step was skipped)."""
+        return self.launch(*args, **kwargs).result()
 
-    def launch(
-        self,
-        games: Any,
-        group: list[list[int]],
-        micro: int,
-        prefixes: Any = None,
-        outcomes: Any = None,
-    ) -> PendingUpdate:
+    def launch(self, *args: Any, **kwargs: Any) -> PendingUpdate:
         """Queue one optimizer update on the device and return at once (on CUDA): the next
         update can be prepared while this one runs. ``.result()`` reads its numbers back.
-        ``prefixes``: the games' rating prefixes (``prefix.Prefixes``); default the train
-        split's, for ``games`` the train split; ``outcomes`` likewise their results
+        The arguments are ``update_async``'s: ``games``, ``group``, ``micro``, then
+        ``prefixes``, the games' rating prefixes (``prefix.Prefixes``; default the train
+        split's, for ``games`` the train split) and ``outcomes`` likewise their results
         (``outcome.Outcomes``) when the run has the outcome head.
 
         On CUDA nothing here waits for the device: counts come from the host, the clip does
         not check, and a non-finite norm makes the fused AdamW skip the step on the device
         (``found_inf``); ``result()`` then raises."""
-        return PendingUpdate(*self.update_async(games, group, micro, prefixes, outcomes))
+        return PendingUpdate(*self.update_async(*args, **kwargs))
 
     def update_async(
         self,
