@@ -100,6 +100,63 @@ def test_the_annotated_pgn_reads_back_with_a_comment_on_every_move(analysed: dic
     assert nodes[0].comment.startswith(f"p={float(rows[0]['p']):.2f} rank={rows[0]['rank']} top:")
 
 
+def test_without_the_head_the_columns_and_comments_are_todays(analysed: dict) -> None:
+    from chesslm.play import analyse
+
+    assert list(analysed["rows"][0]) == list(analyse.MOVE_FIELDS)
+    assert "win=" not in (analysed["dir"] / "annotated.pgn").read_text()
+
+
+def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path) -> None:
+    """An ``elo`` checkpoint with the outcome head: each move's row holds the mover's win, draw
+    and loss before it, the model's own outcome softmax on the game's prefix, BOS and moves at
+    that position; the annotated PGN says them; batched by tokens or not, the same."""
+    import torch
+
+    from chesslm.data import conditioning, metadata
+    from chesslm.model import weights
+    from chesslm.play import analyse, wdl
+
+    ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.3, conditioning="elo", outcome=True)
+    (tmp_path / "games.pgn").write_text(first_games_pgn(6))
+    command = [sys.executable, "-m", "chesslm.play.analyse", str(tmp_path / "games.pgn"),
+               "--checkpoint", str(ckpt), "--csv", str(tmp_path / "m.csv"), "--pgn",
+               str(tmp_path / "a.pgn")]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(tmp_path / "m.csv")))
+    assert list(rows[0]) == [*analyse.MOVE_FIELDS, *analyse.OUTCOME_FIELDS]
+    net = weights.load_model(str(ckpt), "cpu")
+    with open(tmp_path / "games.pgn") as fh:
+        games = list(iter(lambda: chess.pgn.read_game(fh), None))
+    with open(tmp_path / "a.pgn") as fh:
+        annotated = list(iter(lambda: chess.pgn.read_game(fh), None))
+    assert len(games) == len(annotated) == 6
+    for number, (game, notes) in enumerate(zip(games, annotated, strict=True), 1):
+        moves = list(game.mainline_moves())
+        tags = game.headers
+        prefix = conditioning.prefix(metadata.elo(tags.get("WhiteElo")),
+                                     metadata.elo(tags.get("BlackElo")))  # fmt: skip
+        x = torch.tensor([prefix + tokens.encode_moves(moves)[:-1]])
+        with torch.no_grad():
+            want = net(x, outcome=True)[1][0, 2::3].softmax(-1)[: len(moves)].tolist()
+        mine = [r for r in rows if r["game"] == str(number)]
+        assert len(mine) == len(moves) == len(want)
+        for row, chances, node in zip(mine, want, notes.mainline(), strict=True):
+            got = [float(row[name]) for name in analyse.OUTCOME_FIELDS]
+            assert got == pytest.approx(chances, abs=1e-5), (number, row["ply"])
+            assert node.comment.endswith(" win={:.2f} draw={:.2f} loss={:.2f}".format(*got)), (
+                node.comment
+            )
+    assert len({r["win_probability"] for r in rows}) > len(rows) // 2  # positions differ
+    inputs = [prefix + tokens.encode_moves(list(g.mainline_moves()))[:-1] for g in games]
+    together = wdl.before_moves(net, inputs, 2, torch.device("cpu"), 1 << 20)
+    alone = wdl.before_moves(net, inputs, 2, torch.device("cpu"), 1)  # a game a forward
+    assert [len(g) for g in alone] == [len(list(g.mainline_moves())) for g in games]
+    for a, b in zip(alone, together, strict=True):
+        assert np.allclose(a, b, atol=1e-6)
+
+
 def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> None:
     base = [sys.executable, "-m", "chesslm.play.analyse", "--checkpoint", "x.pt", "--csv", "o.csv"]
     done = subprocess.run([*base, str(tmp_path / "none.pgn")], capture_output=True, text=True,

@@ -341,3 +341,128 @@ def test_a_conditioned_export_reads_the_cards_prefix_with_the_checkpoints_logits
     other[:, :2] = torch.tensor(conditioning.prefix(3300, 800))
     with torch.no_grad():
         assert float((hf(x).logits - hf(other).logits).abs().max()) > 1e-3
+
+
+# --- the outcome head ----------------------------------------------------------------------
+
+
+def head_wdl(net: gpt.GPT, moves: list[str]) -> list[float]:
+    """The project's win/draw/loss from the side to move after ``moves``: the model's outcome
+    logits at the position's last token, softmaxed."""
+    game = [tokens.BOS] + [t for m in moves for t in tokens.move_tokens(chess.Move.from_uci(m))]
+    with torch.no_grad():
+        return net(torch.tensor([game]), outcome=True)[1][0, -1].softmax(-1).tolist()
+
+
+def export_of(ckpt: Path, out: Path) -> dict[str, Path]:
+    from chesslm.export import folder
+
+    records = {}
+    for name in ("results", "manifest", "receipt"):
+        records[name] = out.parent / f"{name}.json"
+        files.write_json_atomic(records[name], {})
+    return folder.export(folder.Sources(run="wdl", checkpoint=ckpt, **records), out)
+
+
+@pytest.fixture(scope="module")
+def outcome_export(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("outcome")
+    ckpt = model_checkpoint(tmp / "best.pt", spread=0.3, outcome=True)
+    return {"ckpt": ckpt, "paths": export_of(ckpt, tmp / "export"), "tmp": tmp}
+
+
+def test_the_outcome_head_is_exported_sealed_and_named(outcome_export: dict) -> None:
+    from chesslm import seal
+
+    paths, tmp = outcome_export["paths"], outcome_export["tmp"]
+    folder = paths["weights"].parent
+    assert paths["outcome"] == folder / "outcome_head.safetensors"
+    assert set(seal.read_sums(folder, "")) == {
+        "model.safetensors", "config.json", "chess-tokenizer.json", "README.md",
+        "outcome_head.safetensors",
+    }  # fmt: skip
+    config = json.loads(paths["config"].read_text())
+    assert config[gpt2.OUTCOME_KEY] == {"file": "outcome_head.safetensors",
+                                        "classes": ["win", "draw", "loss"]}  # fmt: skip
+    assert "outcome head" in paths["card"].read_text()
+    hf_model(folder)  # transformers loads the folder: no weight missing or unexpected
+    again = export_of(outcome_export["ckpt"], tmp / "again")
+    assert again["outcome"].read_bytes() == paths["outcome"].read_bytes()  # equal bytes
+    # a checkpoint without the head, exported over it: no head file, none named, none listed
+    plain = export_of(model_checkpoint(tmp / "plain.pt", spread=0.3), tmp / "again")
+    assert not (tmp / "again/outcome_head.safetensors").exists() and "outcome" not in plain
+    assert gpt2.OUTCOME_KEY not in json.loads(plain["config"].read_text())
+    assert "outcome_head" not in plain["card"].read_text()
+
+
+def test_the_cards_outcome_gives_the_projects_wdl_without_chesslm(outcome_export: dict) -> None:
+    """The card's block, run in the export folder where ``import chesslm`` fails: ``outcome``
+    equals the model's own outcome softmax (<= 1e-5) at real positions (the start, either side
+    to move, a promotion), and its move probabilities still equal the project's."""
+    from chesslm.model.weights import load_model
+
+    folder = outcome_export["paths"]["weights"].parent
+    positions = {"start": [], **sample_positions()}
+    probe = (
+        "import sys, json\nsys.modules['chesslm'] = None  # import chesslm fails\n"
+        + card_block(folder)
+        + "\nps = json.loads(sys.argv[1])\nprint(json.dumps([{k: outcome(v) for k, v in"
+        " ps.items()}, move_probabilities(ps['castling'])]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(positions)], cwd=folder,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got, probabilities = json.loads(done.stdout.strip().splitlines()[-1])
+    net = load_model(str(outcome_export["ckpt"]), "cpu")
+    for name, moves in positions.items():
+        want = head_wdl(net, moves)
+        assert list(got[name]) == ["win", "draw", "loss"], name
+        assert max(abs(g - w) for g, w in zip(got[name].values(), want, strict=True)) <= 1e-5
+    assert len({tuple(g.values()) for g in got.values()}) == len(positions)  # positions differ
+    want = project_probabilities(net, positions["castling"], [])
+    assert max(abs(probabilities[m] - want[m]) for m in want) <= 1e-5
+
+
+def test_an_exported_head_scores_in_the_engine_as_the_checkpoint(outcome_export: dict) -> None:
+    """chesslm-uci on the export folder prints the score and wdl it prints on best.pt; the
+    folder read back is the checkpoint's model, head included."""
+    from chesslm.export.load import model_at
+
+    folder = outcome_export["paths"]["weights"].parent
+    net, back = model_at(outcome_export["ckpt"], "cpu"), model_at(folder, "cpu")
+    assert back.config.outcome
+    moves = sample_positions()["promotion"]
+    pairs = zip(head_wdl(net, moves), head_wdl(back, moves), strict=True)
+    assert max(abs(a - b) for a, b in pairs) <= 1e-5
+    board = chess.Board()
+    for text in moves:
+        board.push_uci(text)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    seen = []
+    for source in (folder, outcome_export["ckpt"]):
+        command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(source)]
+        with chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120) as engine:
+            engine.configure({"UCI_ShowWDL": True})
+            info = engine.analyse(board, chess.engine.Limit(nodes=1))
+        seen.append((info["score"], info["wdl"]))
+    assert seen[0] == seen[1] and sum(seen[0][1].relative) == 1000
+
+
+def test_a_changed_or_missing_head_file_is_refused_in_one_line(outcome_export: dict, tmp_path):
+    from chesslm.export.load import model_at
+    from chesslm.model.checkpoint import CheckpointError
+
+    folder = shutil.copytree(outcome_export["paths"]["weights"].parent, tmp_path / "copy")
+    head = folder / "outcome_head.safetensors"
+    head.write_bytes(head.read_bytes()[:-4] + bytes(4))  # its last weight changed
+    with pytest.raises(CheckpointError, match="outcome_head.safetensors") as error:
+        model_at(folder, "cpu")
+    assert "\n" not in str(error.value)
+    head.unlink()
+    with pytest.raises(CheckpointError, match="outcome_head.safetensors: unreadable"):
+        model_at(folder, "cpu")  # SHA256SUMS lists it
+    sums = folder / "SHA256SUMS"
+    sums.write_text("".join(line for line in sums.read_text().splitlines(True)
+                            if "outcome_head" not in line))  # fmt: skip
+    with pytest.raises(CheckpointError, match="outcome_head.safetensors: no such file, which"):
+        model_at(folder, "cpu")  # config.json names it

@@ -58,6 +58,7 @@ class Facts:
     results: dict[str, Any]
     play: records.Play = field(default_factory=records.Play)  # records.read_play's
     weights_sha256: str = ""  # model.safetensors', as SHA256SUMS lists it
+    outcome: bool = False  # the checkpoint has the outcome head: outcome_head.safetensors
 
 
 def render(facts: Facts) -> str:
@@ -103,7 +104,8 @@ def layout(facts: Facts) -> str:
 
 
 # runs unchanged from any folder, with only torch, transformers, safetensors and chess
-# (tests/test_export.py executes it where chesslm cannot be imported)
+# (tests/test_export.py executes it where chesslm cannot be imported): USE_CODE, with the
+# outcome head OUTCOME_CODE, then the examples (use_code)
 USE_CODE = """\
 import json, os
 import chess, torch
@@ -133,8 +135,7 @@ def next_logp(rows, allowed):  # per row: log-probability of each allowed next i
         out.append(dict(zip(ids, torch.log_softmax(z[ids], -1).tolist())))
     return out
 
-def move_probabilities(moves, white_elo=None, black_elo=None):
-    \"\"\"UCI moves played from the standard start -> every legal move's probability.\"\"\"
+def game_ids(moves, white_elo=None, black_elo=None):  # (ids, board) after the UCI moves
     board, ids = chess.Board(), []
     if vocab["conditioning"] != "none":
         ids = [rating_id("white", white_elo), rating_id("black", black_elo)]
@@ -143,6 +144,11 @@ def move_probabilities(moves, white_elo=None, black_elo=None):
         move = chess.Move.from_uci(text)
         ids += move_ids(move)
         board.push(move)
+    return ids, board
+
+def move_probabilities(moves, white_elo=None, black_elo=None):
+    \"\"\"UCI moves played from the standard start -> every legal move's probability.\"\"\"
+    ids, board = game_ids(moves, white_elo, black_elo)
     legal = {move.uci(): move_ids(move) for move in board.legal_moves}
     # source, then destination, then promotion: each renormalised over the legal ids
     src = next_logp([ids], [{s for s, _, _ in legal.values()}])[0]
@@ -156,9 +162,34 @@ def move_probabilities(moves, white_elo=None, black_elo=None):
         pro = next_logp([ids + [s, d]], [promotions])[0][p] if len(promotions) > 1 else 0.0
         out[uci] = float(torch.tensor(src[s] + dst[s][d] + pro).exp())
     return out
-
+"""
+PRINT_MOVES = """
 print(max(move_probabilities(["e2e4", "e7e5"]).items(), key=lambda kv: kv[1]))
 """
+# with the outcome head (Facts.outcome): its file, and outcome() beside move_probabilities
+OUTCOME_CODE = """
+from safetensors.torch import load_file
+head = load_file(os.path.join(MODEL_DIR, "outcome_head.safetensors"))  # weight (3, n_embd), bias
+
+@torch.no_grad()
+def outcome(moves, white_elo=None, black_elo=None):
+    \"\"\"UCI moves played from the standard start -> the game's result as the model expects it,
+    from the side to move then: {"win", "draw", "loss"} probabilities (they sum to 1).\"\"\"
+    ids, _ = game_ids(moves, white_elo, black_elo)
+    # the final hidden state (after ln_f) at the position's last token: BOS, or the last move's
+    hidden = model.transformer(torch.tensor([ids])).last_hidden_state[0, -1]
+    p = torch.softmax(hidden @ head["weight"].T + head["bias"], -1)
+    return dict(zip(("win", "draw", "loss"), p.tolist()))
+"""
+PRINT_OUTCOME = """print(outcome(["e2e4", "e7e5"]))  # White to move
+"""
+
+
+def use_code(facts: Facts) -> str:
+    """The card's Python block: ``outcome`` too when the model has the head."""
+    if facts.outcome:
+        return USE_CODE + OUTCOME_CODE + PRINT_MOVES + PRINT_OUTCOME
+    return USE_CODE + PRINT_MOVES
 
 
 def use(facts: Facts) -> str:
@@ -169,14 +200,26 @@ Requirements: `pip install torch transformers safetensors chess`. Set `MODEL_DIR
 folder (`"."` when run inside it); `move_probabilities(moves)` takes the UCI moves played from
 the standard start and gives every legal move's probability (they sum to 1), as chesslm's play
 evaluation scores them: source, destination and promotion, each renormalised over the legal
-ids.{note}
+ids.{note}{use_outcome(facts)}
 
 ```python
-{USE_CODE}```
+{use_code(facts)}```
 
 To play it, chesslm's UCI engine runs this folder or the run's checkpoint:
 `chesslm-uci --checkpoint PATH/TO/THIS/FOLDER` (or `results/{facts.run}/train/best.pt`).
 """
+
+
+def use_outcome(facts: Facts) -> str:
+    if not facts.outcome:
+        return ""
+    return """
+
+This model has an **outcome head** (`outcome_head.safetensors`, named in `config.json` as
+`chesslm_outcome_head`): a linear map (`weight` 3 x n_embd, `bias` 3) of GPT-2's final hidden
+state (`last_hidden_state`, after `ln_f`) to the logits of the game's result from the side to
+move: win, draw, loss. chesslm trained it on every position of its games, read at BOS and at
+each move's last (promotion) token; `outcome(moves)` gives its probabilities after `moves`."""
 
 
 def use_conditioned(facts: Facts) -> str:

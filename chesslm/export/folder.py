@@ -1,6 +1,8 @@
 """The export folder of a run (rule export): ``model.safetensors`` and ``config.json`` (the
 Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``chess-tokenizer.json``
-(``chesslm.export.vocabulary``), ``README.md`` (``chesslm.export.card``) and ``SHA256SUMS``
+(``chesslm.export.vocabulary``), ``README.md`` (``chesslm.export.card``), for a checkpoint
+with the outcome head ``outcome_head.safetensors`` (``gpt2.OUTCOME_FILE``, which config.json
+names) and ``SHA256SUMS``
 (``chesslm.seal``: every other file's sha256, as ``sha256sum -c`` reads it; ``load`` checks it
 before it reads a weight). Writing needs safetensors (a core dependency), not transformers;
 each file is written atomically, the weights with sorted metadata, so equal weights give equal
@@ -16,6 +18,7 @@ from chesslm import files, seal
 from chesslm.data import conditioning
 from chesslm.export import card, gpt2, vocabulary
 from chesslm.model import checkpoint
+from chesslm.model.presets import OUTCOME_CLASSES
 from chesslm.model.weights import model_of
 from chesslm.play import records
 
@@ -24,6 +27,7 @@ FILES = {
     "config": "config.json",
     "tokenizer": "chess-tokenizer.json",
     "card": "README.md",
+    "outcome": gpt2.OUTCOME_FILE,  # only with the outcome head
     "sums": seal.SUMS,
 }
 
@@ -46,7 +50,8 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     :raises ValueError: naming the file, if the checkpoint or a record cannot be read."""
     payload = checkpoint.load(sources.checkpoint)
     net = model_of(payload, str(sources.checkpoint), "cpu")  # strict: every weight, its shape
-    tensors = gpt2.hf_state_dict(net.state_dict(), net.config)
+    trunk, head = gpt2.split_outcome(net.state_dict(), net.config)
+    tensors = gpt2.hf_state_dict(trunk, net.config)
     sha256 = files.sha256_file(sources.checkpoint)
     facts = card.Facts(
         run=sources.run,
@@ -61,19 +66,25 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         receipt=files.read_json(sources.receipt),
         results=files.read_json(sources.results),
         play=records.read_play(sources.play.values()),
+        outcome=bool(head),
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {key: out_dir / name for key, name in FILES.items()}
+    paths = {key: out_dir / name for key, name in FILES.items() if head or key != "outcome"}
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
     layout = conditioning.of_identity(payload["identity"])
     files.write_json_atomic(paths["tokenizer"], vocabulary.record(layout))
     metadata = {"format": "pt", "chesslm_run": sources.run, "checkpoint_sha256": sha256}
     weights = gpt2.weights_bytes(tensors, metadata)
     files.write_atomic(paths["weights"], lambda fh: fh.write(weights))
+    if head:
+        head_bytes = gpt2.weights_bytes(head, {**metadata, "classes": ",".join(OUTCOME_CLASSES)})
+        files.write_atomic(paths["outcome"], lambda fh: fh.write(head_bytes))
+    elif (out_dir / FILES["outcome"]).exists():  # an earlier export's head: not this model's
+        (out_dir / FILES["outcome"]).unlink()
     facts.weights_sha256 = files.sha256_file(paths["weights"])  # the card names it
     text = card.render(facts).encode()
     files.write_atomic(paths["card"], lambda fh: fh.write(text))
-    listed = [name for key, name in FILES.items() if key != "sums"]
+    listed = [path.name for key, path in paths.items() if key != "sums"]
     seal.write_sums(out_dir, listed)
     seal.check_sums(out_dir, listed, seal.rebuild(paths["weights"], "export"))  # as load will
     return paths

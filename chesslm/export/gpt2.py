@@ -12,6 +12,12 @@ What differs is only how it is written down, and GPT-2's config expresses all of
   default ``gelu_new`` (the tanh approximation, up to ~1e-3 apart);
 * a preset with ``bias=False`` has no biases in its Linears and LayerNorms, which GPT-2
   always has: they are written as zeros, which computes the same.
+
+GPT-2 has no place for the outcome head (``GPTConfig.outcome``): it goes to a file of its own,
+``outcome_head.safetensors`` (``OUTCOME_FILE``: ``weight`` (3, n_embd) and ``bias`` (3), the
+``nn.Linear`` of win, draw, loss from the side to move, applied to ``GPT2Model``'s
+``last_hidden_state``, which is after ``ln_f``), and ``config.json`` names it
+(``OUTCOME_KEY``).
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ import safetensors.torch
 import torch
 
 from chesslm.data import tokens
-from chesslm.model.presets import GPTConfig
+from chesslm.model.presets import OUTCOME_CLASSES, GPTConfig
 
 PROJECTIONS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # Linear here, Conv1D there
 NORMS = ("ln_1", "ln_2")
 TIED = "lm_head.weight"  # the same tensor as transformer.wte.weight; GPT-2 ties it on load
+OUTCOME = "outcome_head."  # the outcome head's weights in GPT.state_dict()
+OUTCOME_FILE = "outcome_head.safetensors"
+OUTCOME_KEY = "chesslm_outcome_head"  # config.json: {"file": OUTCOME_FILE, "classes": [...]}
 
 
 def hf_config(config: GPTConfig) -> dict[str, Any]:
@@ -56,7 +65,9 @@ def hf_config(config: GPTConfig) -> dict[str, Any]:
         "pad_token_id": tokens.PAD,
         "torch_dtype": "float32",
         "use_cache": True,
-    }
+        **({OUTCOME_KEY: {"file": OUTCOME_FILE, "classes": list(OUTCOME_CLASSES)}}
+           if config.outcome else {}),
+    }  # fmt: skip
 
 
 def hf_state_dict(state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
@@ -94,6 +105,21 @@ def hf_state_dict(state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str
     if TIED in state and not torch.equal(state[TIED], state["transformer.wte.weight"]):
         raise ValueError(f"checkpoint model's {TIED} is not tied to transformer.wte.weight")
     return out
+
+
+def split_outcome(
+    state: dict[str, torch.Tensor], config: GPTConfig
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``state`` without the outcome head, and the head's ``weight`` and ``bias`` FP32 (a zero
+    bias where the preset has none: the same computation), empty without the head."""
+    if not config.outcome:
+        return state, {}  # hf_state_dict names any head weight found without the setting
+    trunk = {k: v for k, v in state.items() if not k.startswith(OUTCOME)}
+    head = {k[len(OUTCOME) :]: v for k, v in state.items() if k.startswith(OUTCOME)}
+    if "weight" not in head:
+        raise ValueError(f"checkpoint model has no {OUTCOME}weight")
+    head.setdefault("bias", torch.zeros(head["weight"].size(0)))
+    return trunk, {k: t.detach().to(torch.float32).contiguous().clone() for k, t in head.items()}
 
 
 def weights_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:

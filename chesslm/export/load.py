@@ -6,7 +6,9 @@ Nothing in the folder is read before every file ``SHA256SUMS`` lists matches it 
 a flipped byte in the weights would load silently otherwise). The network comes from
 ``config.json`` (GPT-2's sizes), its weights from ``model.safetensors``
 (``gpt2.from_hf_state_dict``) and its input layout (rating prefix or none) from
-``chess-tokenizer.json``; every weight must fit, strictly.
+``chess-tokenizer.json``; every weight must fit, strictly. A ``config.json`` that names the
+outcome head (``gpt2.OUTCOME_KEY``) gives a model with it, its weights from
+``outcome_head.safetensors``: the engine's score and wdl, analyse's win probability.
 """
 
 from __future__ import annotations
@@ -45,15 +47,18 @@ def export_config(folder: Path) -> GPTConfig:
             f" {', '.join(FILES[key] for key in NEEDED)}; or give a .pt checkpoint file"
         )
     command = seal.rebuild(folder / FILES["weights"], "export") + " (or download it again)"
+    head = folder / FILES["outcome"]  # when there, sealed as the weights are
+    needed = [FILES[key] for key in NEEDED] + ([head.name] if head.exists() else [])
     try:
-        seal.check_sums(folder, [FILES[key] for key in NEEDED], command)
-    except seal.SealError as error:
-        raise CheckpointError(str(error)) from None
-    try:
+        seal.check_sums(folder, needed, command)
         hf = files.read_json(folder / FILES["config"])
         vocab = files.read_json(folder / FILES["tokenizer"])
-    except files.UnreadableFileError as error:
+    except (seal.SealError, files.UnreadableFileError) as error:
         raise CheckpointError(str(error)) from None
+    if gpt2.OUTCOME_KEY in hf and not head.exists():
+        raise CheckpointError(
+            f"{head}: no such file, which {FILES['config']} names ({gpt2.OUTCOME_KEY})"
+        )
     if (vocab.get("format"), vocab.get("version")) != (vocabulary.FORMAT, tokens.VERSION):
         raise CheckpointError(
             f"{folder / FILES['tokenizer']}: format {vocab.get('format')!r} version"
@@ -63,21 +68,30 @@ def export_config(folder: Path) -> GPTConfig:
         return GPTConfig(block_size=int(hf["n_positions"]), vocab_size=int(hf["vocab_size"]),
                          n_layer=int(hf["n_layer"]), n_head=int(hf["n_head"]),
                          n_embd=int(hf["n_embd"]), bias=True,
-                         conditioning=str(vocab.get("conditioning", "none")))  # fmt: skip
+                         conditioning=str(vocab.get("conditioning", "none")),
+                         outcome=gpt2.OUTCOME_KEY in hf)  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(
             f"{folder / FILES['config']}: {type(error).__name__}: {error}"
         ) from None
 
 
-def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
-    config = export_config(folder)
-    path = folder / FILES["weights"]
+def read_tensors(path: Path) -> dict[str, torch.Tensor]:
     try:
-        tensors = gpt2.from_hf_state_dict(safetensors.torch.load_file(path))
+        return safetensors.torch.load_file(path)
     except Exception as error:  # noqa: BLE001 - safetensors' errors, one line
         first = (str(error).strip().splitlines() or [""])[0]
         raise CheckpointError(f"{path}: not this export's weights ({first})") from None
+
+
+def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
+    config = export_config(folder)
+    path = folder / FILES["weights"]
+    tensors = gpt2.from_hf_state_dict(read_tensors(path))
+    if config.outcome:
+        head = read_tensors(folder / FILES["outcome"])
+        tensors.update({gpt2.OUTCOME + name: t for name, t in head.items()})
+        path = folder / f"{{{FILES['weights']},{FILES['outcome']}}}"
     net = gpt.GPT(config)
     unfit = weights.misfit(net.state_dict(), tensors)
     if unfit:  # e.g. another preset's weights beside this config.json

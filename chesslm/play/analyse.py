@@ -7,6 +7,11 @@ rank among the legal moves (1 = the model's first choice), the number of legal m
 model's three most probable moves. ``OUT.games.csv`` holds each game's mean log-probability of
 the played moves, per side; ``--pgn`` writes the games again with the same figures as a comment
 after each move (``{ p=0.31 rank=2 top: e4 0.35, d4 0.31, c4 0.09 }``), so a GUI shows them.
+A checkpoint with the outcome head (``runs.NAME.outcome``) adds the mover's chances before each
+move, from the head (``chesslm.play.wdl.before_moves``): the CSV's last columns
+``win_probability``, ``draw_probability`` and ``loss_probability`` (of the side that plays the
+move, in the position before it) and `` win=0.41 draw=0.30 loss=0.29`` at the end of the
+comment; without the head the files are as they were.
 
 A game the model cannot read (a parse error, a variant, a start from a FEN, longer than its
 context) is skipped with one line on stderr naming it, and counted; the rest is written. Every
@@ -42,10 +47,12 @@ from chesslm import files, layout
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
-from chesslm.play import matching, ratings, scoring
+from chesslm.play import matching, ratings, scoring, wdl
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
+# with the outcome head: the mover's chances before the move (wdl.before_moves)
+OUTCOME_FIELDS = ("win_probability", "draw_probability", "loss_probability")
 GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
                "white_mean_logp", "black_mean_logp")  # fmt: skip
 TOP = 3
@@ -219,8 +226,23 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
     return out
 
 
-def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
-    """The CSV rows of a game's moves (the annotated PGN reads its comments off them)."""
+def has_head(net: torch.nn.Module) -> bool:
+    return bool(getattr(net.config, "outcome", False))
+
+
+def outcomes(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> list[list[list[float]]]:
+    """Per game, per move: the head's win/draw/loss of the mover before it (``wdl``)."""
+    device = next(net.parameters()).device
+    lead = len(ratings.prefix(net, -1, -1))
+    rows = [ratings.prefix(net, *g.elo) + tokens.encode_moves(g.moves)[:-1] for g in games]
+    return wdl.before_moves(net, rows, lead, device, batch_tokens)
+
+
+def move_rows(
+    game: Game, plies: list[Ply], chances: list[list[float]] | None = None
+) -> list[dict[str, object]]:
+    """The CSV rows of a game's moves (the annotated PGN reads its comments off them), with the
+    mover's win/draw/loss before each move when ``chances`` (``outcomes``) are given."""
     board, rows = game.game.board(), []
     for i, (move, ply) in enumerate(zip(game.moves, plies, strict=True)):
         row: dict[str, object] = {
@@ -230,6 +252,8 @@ def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
         }  # fmt: skip
         for k, (top, p) in enumerate(ply.top, 1):
             row[f"top{k}"], row[f"p{k}"] = board.san(top), f"{p:.6g}"
+        if chances is not None:
+            row.update(zip(OUTCOME_FIELDS, (f"{p:.6g}" for p in chances[i]), strict=True))
         row["san"] = board.san_and_push(move)
         rows.append(row)
     return rows
@@ -250,6 +274,9 @@ def annotate(game: Game, rows: list[dict[str, object]]) -> str:
         top = ", ".join(f"{row[f'top{k}']} {float(row[f'p{k}']):.2f}"
                         for k in range(1, TOP + 1) if row.get(f"top{k}"))  # fmt: skip
         node.comment = f"p={float(row['p']):.2f} rank={row['rank']} top: {top}"
+        if OUTCOME_FIELDS[0] in row:  # the mover's chances before the move
+            node.comment += "".join(f" {name.split('_')[0]}={float(row[name]):.2f}"
+                                    for name in OUTCOME_FIELDS)  # fmt: skip
     return str(game.game.accept(chess.pgn.StringExporter(headers=True, variations=False)))
 
 
@@ -309,14 +336,16 @@ def write(
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
                                                             newline=""))
                 for name, path in outputs.items() if path is not None}  # fmt: skip
-        moves = csv.DictWriter(text["moves"], MOVE_FIELDS)
+        head = has_head(net)
+        moves = csv.DictWriter(text["moves"], MOVE_FIELDS + (OUTCOME_FIELDS if head else ()))
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()
         per_game.writeheader()
         for chunk in batches(games):
-            for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
-                                   strict=True):  # fmt: skip
-                rows = move_rows(game, plies)
+            chances = outcomes(net, chunk, batch_tokens) if head else [None] * len(chunk)
+            for game, plies, odds in zip(chunk, score_games(net, chunk, batch_tokens), chances,
+                                         strict=True):  # fmt: skip
+                rows = move_rows(game, plies, odds)
                 moves.writerows(rows)
                 per_game.writerow(game_row(game, plies))
                 if "pgn" in text:

@@ -4,8 +4,10 @@
 #   integrity receipt + its play evaluation (when play.enabled) -> results/{run}/export/:
 #   model.safetensors and config.json (Hugging Face GPT-2 layout: transformers'
 #   GPT2LMHeadModel.from_pretrained loads the folder), chess-tokenizer.json (the move tokenizer's
-#   ids as plain JSON), README.md (the model card) and SHA256SUMS (every other file's sha256, as
-#   `sha256sum -c` reads it; chesslm-uci and chesslm-analyse check it before loading the folder).
+#   ids as plain JSON), README.md (the model card), for a checkpoint with the outcome head
+#   outcome_head.safetensors (not an output: only some runs have it; config.json names it) and
+#   SHA256SUMS (every other file's sha256, as `sha256sum -c` reads it; chesslm-uci and
+#   chesslm-analyse check it before loading the folder).
 #   Seconds on a CPU: run where Snakemake is.
 
 
