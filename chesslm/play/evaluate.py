@@ -45,6 +45,7 @@ from chesslm.play import (
     inflight,
     ladder,
     matching,
+    outcome,
     outputs,
     plots,
     protocols,
@@ -229,6 +230,7 @@ def move_matching(job: Job) -> Result:
         "split": "validation",
         "seconds": time.monotonic() - started,
         "datasets": per_dataset,
+        **({"outcome_definition": outcome.DEFINITION} if job.net.config.outcome else {}),
     }
     logger.info("move-matching: %.1f s", match_json["seconds"])
     frame = pd.DataFrame(rows)
@@ -269,6 +271,11 @@ def _match_dataset(
     table = matching.tables(pos, meta, chosen, replicates=m["bootstrap"],
                             seed=job.settings["seed"])  # fmt: skip
     features = matching.position_features(pos, meta)
+    keeps = {p.name: p.keep(pos["game"], pos["ply"], meta) for p in chosen}
+    band = (matching.elo_band(features["elo"]), [*(b for *_, b in matching.BANDS), "unknown"])
+    head = {"outcome": outcome.section(pos, meta, keeps, band, outcome.train_split(cache_dir),
+            replicates=m["bootstrap"], seed=job.settings["seed"],
+            min_games=matching.MIN_INTERVAL_GAMES)} if "p_win" in pos else {}  # fmt: skip
     return {
         "cache": str(cache_dir),
         "validation_games": len(evaluator.games),
@@ -281,6 +288,7 @@ def _match_dataset(
         "preparation_workers": evaluator.workers,  # chesslm.play.prepare's split of threads
         **matching.counts(pos, meta, features, chosen),
         "table": table,
+        **head,  # an outcome head's measure (chesslm.play.outcome): none without one
     }
 
 

@@ -42,6 +42,7 @@ UNKNOWN = "unknown"
 GROUPINGS = ("overall", "elo_bin", "band", "speed")
 STATS = ("top1", "top3", "nll")
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
+OUTCOME_FIELDS = ("p_win", "p_draw", "p_loss")  # an outcome head's, per position (in its chunks)
 MIN_INTERVAL_GAMES = 10
 
 
@@ -215,7 +216,7 @@ class Evaluator:
         ids = np.asarray(games, dtype=np.int64)
         prepared = prepared or {}
         inputs = [self.game(int(g), prepared.get(int(g))) for g in ids]
-        out: dict[str, list[np.ndarray]] = {k: [] for k in CHUNK_FIELDS}
+        out: dict[str, list[np.ndarray]] = {k: [] for k in self.fields}
         for group, batch, host in scoring.score_many(
             self.net,
             inputs,
@@ -228,15 +229,24 @@ class Evaluator:
             out["rank"].append(host["rank"].astype(np.int32))
             out["nll"].append((-host["played_logp"]).astype(np.float32))
             out["n_legal"].append(host["n_legal"].astype(np.int16))
+            for j, name in enumerate(OUTCOME_FIELDS if "wdl" in host else ()):
+                out[name].append(host["wdl"][:, j].astype(np.float32))
             if batch_done is not None:
                 batch_done(len(host["rank"]))
         return {k: np.concatenate(v) for k, v in out.items()}
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """A chunk's per-position fields: CHUNK_FIELDS, and OUTCOME_FIELDS with an outcome
+        head (the position's win/draw/loss probabilities from the side to move)."""
+        has_head = bool(getattr(getattr(self.net, "config", None), "outcome", False))
+        return CHUNK_FIELDS + (OUTCOME_FIELDS if has_head else ())
 
     def positions(self) -> dict[str, np.ndarray]:
         """Every position evaluated so far (all chunks on disk)."""
         parts = [np.load(p, allow_pickle=False) for p in sorted(self.state_dir.glob("chunk-*.npz"))]
         return {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in
-                CHUNK_FIELDS}  # fmt: skip
+                self.fields}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the tables

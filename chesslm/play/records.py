@@ -137,6 +137,52 @@ class Evaluated:
     selection: str = ""  # the evaluator's words for the games it chose
 
 
+@dataclass(frozen=True)
+class OutcomeScores:
+    """One predictor's NLL, Brier score and accuracy in a group, with 95 % intervals."""
+
+    nll: float | None
+    brier: float | None
+    accuracy: float | None
+    nll_low: float | None = None
+    nll_high: float | None = None
+    brier_low: float | None = None
+    brier_high: float | None = None
+    accuracy_low: float | None = None
+    accuracy_high: float | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One (protocol, grouping, group) row of the outcome measure (``chesslm.play.outcome``):
+    the model's and the baselines' (``model``, ``frequency``, ``elo``) scores."""
+
+    protocol: str
+    grouping: str
+    group: str
+    positions: int
+    games: int
+    scores: dict[str, OutcomeScores]
+    few_games: bool = False
+
+
+@dataclass(frozen=True)
+class OutcomeMeasure:
+    """A dataset's outcome entry of move-match.json (an outcome checkpoint only)."""
+
+    positions: int
+    unknown_result_positions: int
+    baseline_source: str
+    draw_rate: float
+    table: list[OutcomeRow]
+    calibration: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def overall(self) -> OutcomeRow | None:
+        """The first protocol's overall row."""
+        return next((r for r in self.table if r.grouping == "overall"), None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class MatchDataset(Evaluated):
     validation_games: int
@@ -146,6 +192,7 @@ class MatchDataset(Evaluated):
     games_selected: int | None = None
     protocol_positions: dict[str, int] | None = None
     maia_positions: int | None = None  # a record from before protocols were selectable
+    outcome: OutcomeMeasure | None = None  # an outcome checkpoint's (chesslm.play.outcome)
 
     @property
     def per_protocol(self) -> dict[str, int | None]:
@@ -174,6 +221,7 @@ class MoveMatch:
     interval: str
     datasets: dict[str, MatchDataset]
     min_interval_games: int | None = None
+    outcome_definition: str | None = None  # an outcome checkpoint's
 
 
 # ------------------------------------------------------------------ legality.json

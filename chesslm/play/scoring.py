@@ -23,9 +23,11 @@ main line before its ply (an empty prefix leaves every row exactly as without co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import chess
 import numpy as np
@@ -34,6 +36,7 @@ import torch
 from chesslm.data import tokens
 from chesslm.data.cache import move_code
 from chesslm.model import gpt
+from chesslm.play.oracle import oracle_scores  # noqa: F401  (the tests' oracle)
 
 NEG_INF = float("-inf")
 ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)
@@ -379,6 +382,7 @@ class Scores:
     played_logp: torch.Tensor  # (P,) float32 (nan where no played move)
     rank: torch.Tensor  # (P,) moves scoring strictly higher than the played one
     n_legal: torch.Tensor  # (P,)
+    wdl: torch.Tensor | None = None  # (P, 3) float32: the outcome head's softmax (with one)
 
 
 def mask_for(batch: Batch, attention: str):  # noqa: ANN201
@@ -393,13 +397,21 @@ def mask_for(batch: Batch, attention: str):  # noqa: ANN201
 @torch.no_grad()
 def logits_at(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
     """FP32 logits at the rows that score moves (before-source, keys, pairs), in one pass."""
+    return heads_at(net, batch, mask)[0]
+
+
+@torch.no_grad()
+def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any]:  # noqa: ANN001
+    """``logits_at``'s logits and, with an outcome head, its FP32 win/draw/loss probabilities
+    (P, 3) at each ply's before-source row: the position, the outcome targets' token."""
     if batch.max_pos >= net.config.block_size:
         raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
     with gpt.autocast(batch.idx.device):
         x = hidden_states(net, batch, mask)
-        x = x.reshape(-1, x.size(-1))
-        logits = net.lm_head(net.transformer.ln_f(x[batch.dev["rows"]]))
-    return logits.float()
+        h = net.transformer.ln_f(x.reshape(-1, x.size(-1))[batch.dev["rows"]])
+        logits = net.lm_head(h)
+        head = net.outcome_head(h[: len(batch.before_rows)]) if net.config.outcome else None
+    return logits.float(), None if head is None else head.float().softmax(-1)
 
 
 @torch.no_grad()
@@ -447,7 +459,8 @@ def score_logits(batch: Batch, logits: torch.Tensor) -> Scores:
 @torch.no_grad()
 def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
-    return score_logits(batch, logits_at(net, batch, mask_for(batch, attention)))
+    logits, wdl = heads_at(net, batch, mask_for(batch, attention))
+    return dataclasses.replace(score_logits(batch, logits), wdl=wdl)
 
 
 def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -473,7 +486,8 @@ def score_many(
     pad_to: int = 1,
 ) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
     """Score ``games`` batch by batch: yields (game indices, batch, host results with
-    ``rank``, ``played_logp``, ``n_legal`` per scored ply).
+    ``rank``, ``played_logp``, ``n_legal`` per scored ply, and ``wdl`` (P, 3) with an outcome
+    head).
 
     A pipeline: a host thread prepares the next batch (NumPy, into pinned memory) while this
     thread copies the current one (non-blocking), launches its pass and, only then, waits for
@@ -500,23 +514,25 @@ def score_many(
         yield finish(*pending)
 
 
-def start_fetch(s: Scores, cuda: bool) -> tuple[torch.Tensor, torch.Tensor, object]:
-    """Start copying a batch's results to the host (pinned, non-blocking on CUDA)."""
+def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
+    """Start copying a batch's results to the host (pinned, non-blocking on CUDA): rank,
+    played log-probability, W/D/L (None without the head) and the event to wait for."""
     if not cuda:
-        return s.rank, s.played_logp, None
-    rank = torch.empty(s.rank.shape, dtype=s.rank.dtype, pin_memory=True)
-    logp = torch.empty(s.played_logp.shape, dtype=s.played_logp.dtype, pin_memory=True)
-    rank.copy_(s.rank, non_blocking=True)
-    logp.copy_(s.played_logp, non_blocking=True)
+        return s.rank, s.played_logp, s.wdl, None
+    out = [None if t is None else torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+           for t in (s.rank, s.played_logp, s.wdl)]  # fmt: skip
+    for host, t in zip(out, (s.rank, s.played_logp, s.wdl), strict=True):
+        if t is not None:
+            host.copy_(t, non_blocking=True)
     done = torch.cuda.Event()
     done.record()
-    return rank, logp, done
+    return (*out, done)
 
 
 def finish(
     group: list[int], batch: Batch, fetch: tuple
 ) -> tuple[list[int], Batch, dict[str, np.ndarray]]:
-    rank, logp, done = fetch
+    rank, logp, wdl, done = fetch
     if done is not None:
         done.synchronize()
     host = {
@@ -524,6 +540,8 @@ def finish(
         "played_logp": logp.numpy(),
         "n_legal": batch.counts.copy(),
     }
+    if wdl is not None:  # the outcome head's (P, 3) win/draw/loss at each scored position
+        host["wdl"] = wdl.numpy()
     return group, batch, host
 
 
@@ -552,49 +570,3 @@ def legal_codes(board: chess.Board) -> np.ndarray:
 def decode_code(code: int) -> chess.Move:
     code = int(code)
     return tokens.decode_move((code // 320, (code // 5) % 64, tokens.PROMO_NONE + code % 5))
-
-
-@torch.no_grad()
-def oracle_scores(
-    net: gpt.GPT,
-    moves: Sequence[chess.Move],
-    plies: set[int] | None = None,
-    lead: Sequence[int] = (),
-) -> dict[int, dict[chess.Move, float]]:
-    """The test oracle: per ply of a game (``plies``: those only), every legal move's
-    log-probability from a plain causal pass over that move's own prefix (one pass per legal
-    move; ``lead``: the tokens before BOS, a conditioned model's ratings), with the legal token
-    sets from ``tokens.State`` (python-chess)."""
-    device = next(net.parameters()).device
-    out = {}
-    board = chess.Board()
-    prefix = [*lead, tokens.BOS]
-    for ply, played in enumerate(moves):
-        if plies is not None and ply not in plies:
-            board.push(played)
-            prefix += list(tokens.move_tokens(played))
-            continue
-        state = tokens.State(board)
-        state.feed(tokens.BOS)
-        src_ok = torch.tensor(state.mask(legal=True)[:64])
-        per_move = {}
-        for move in board.legal_moves:
-            s, d, p = tokens.move_tokens(move)
-            with gpt.autocast(device):
-                logits = net(torch.tensor([prefix + [s, d]], device=device))[0].float().cpu()
-            branch = tokens.State(board)
-            branch.feed(tokens.BOS)
-            branch.feed(s)
-            dst_ok = torch.tensor(branch.mask(legal=True)[:64])
-            branch.feed(d)
-            pro_ok = torch.tensor(branch.mask(legal=True)[64:69])
-            lp = torch.log_softmax(logits[-3, :64].masked_fill(~src_ok, NEG_INF), -1)[s]
-            lp = lp + torch.log_softmax(logits[-2, :64].masked_fill(~dst_ok, NEG_INF), -1)[d]
-            if move.promotion is not None:
-                z = logits[-1, 64:69].masked_fill(~pro_ok, NEG_INF)
-                lp = lp + torch.log_softmax(z, -1)[p - tokens.PROMO_NONE]
-            per_move[move] = float(lp)
-        out[ply] = per_move
-        board.push(played)
-        prefix += list(tokens.move_tokens(played))
-    return out

@@ -168,7 +168,46 @@ def match_section(match: records.MoveMatch) -> list[str]:
     ]
     for name, d in match.datasets.items():
         lines += _match_dataset(name, d, match.min_interval_games or "?")
-    return lines
+    return lines + outcome_section(match)
+
+
+OUTCOME_PREDICTORS = (("model", "outcome head"), ("frequency", "result frequencies"),
+                      ("elo", "Elo expectation"))  # fmt: skip
+
+
+def _scored(scores: records.OutcomeScores, stat: str, few: bool, fmt: Any) -> str:
+    value = getattr(scores, stat)
+    if few:
+        return f"{fmt(value)} (no interval)"
+    low, high = getattr(scores, f"{stat}_low"), getattr(scores, f"{stat}_high")
+    return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
+
+
+def outcome_section(match: records.MoveMatch) -> list[str]:
+    """An outcome checkpoint's overall row per dataset: the head against both baselines
+    (nothing for a checkpoint without the head)."""
+    measured = {n: d.outcome for n, d in match.datasets.items() if d.outcome is not None}
+    if not measured:
+        return []
+    lines = ["### Outcome head", "", f"{match.outcome_definition or ''}.", ""]
+    rows = []
+    for name, o in measured.items():
+        row = o.overall
+        if row is None:
+            continue
+        for key, label in OUTCOME_PREDICTORS:
+            sc = row.scores[key]
+            rows.append([name, row.protocol, label, row.positions, row.games,
+                         _scored(sc, "nll", row.few_games, _nll),
+                         _scored(sc, "brier", row.few_games, _nll),
+                         _scored(sc, "accuracy", row.few_games, _pct)])  # fmt: skip
+    lines += md_table(["dataset", "protocol", "predictor", "positions", "games", "NLL",
+                       "Brier", "accuracy"], rows)  # fmt: skip
+    sources = "; ".join(f"`{n}`: {o.baseline_source} split, draw rate {o.draw_rate:.1%}"
+                        for n, o in measured.items())  # fmt: skip
+    where = f"`play/{FILES['move_match']}` (`outcome`)"
+    return lines + [f"Baselines fitted on: {sources}. By rating band, ply bucket and the"
+                    f" calibration table: {where}.", ""]  # fmt: skip
 
 
 def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:
