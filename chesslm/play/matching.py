@@ -29,7 +29,7 @@ import torch
 from chesslm import files
 from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
-from chesslm.play import prepare, scoring
+from chesslm.play import outcome, prepare, scoring
 from chesslm.play import ratings as rating_prefix
 from chesslm.play.progress import Progress
 from chesslm.play.protocols import Protocol
@@ -307,7 +307,7 @@ def tables(
     if not columns:
         return []
     sums = _game_sums(pos, columns)
-    boot = _bootstrap(sums, replicates, seed)
+    boot = outcome.resample_sums(sums, replicates, seed)
     total = sums.sum(axis=0)
     return [
         _row(name, grouping, group, total[c], sums[:, c, 0], boot[:, c])
@@ -355,17 +355,6 @@ def _game_sums(
         for j, stat in enumerate(STATS, start=1):
             sums[:, c, j] = np.bincount(gm, weights=values[stat][m], minlength=G)
     return sums
-
-
-def _bootstrap(sums: np.ndarray, replicates: int, seed: int) -> np.ndarray:
-    """The column sums of ``replicates`` resamples of the games (with replacement)."""
-    G = len(sums)
-    rng = np.random.default_rng(seed)
-    boot = np.zeros((replicates, *sums.shape[1:]))
-    for r in range(replicates):
-        counts = np.bincount(rng.integers(0, G, G), minlength=G).astype(np.float64)
-        boot[r] = np.tensordot(counts, sums, axes=1)
-    return boot
 
 
 def _row(

@@ -147,6 +147,18 @@ def game_sums(game: np.ndarray, values: np.ndarray, masks: Sequence[np.ndarray])
     return sums
 
 
+def resample_sums(sums: np.ndarray, replicates: int, seed: int) -> np.ndarray:
+    """The column sums (games x ...) of ``replicates`` resamples of the games (with
+    replacement): move-matching's and the outcome's bootstrap."""
+    G = len(sums)
+    rng = np.random.default_rng(seed)
+    boot = np.zeros((replicates, *sums.shape[1:]))
+    for r in range(replicates):
+        draws = np.bincount(rng.integers(0, G, G), minlength=G).astype(np.float64)
+        boot[r] = np.tensordot(draws, sums, axes=1)
+    return boot
+
+
 def bootstrap_intervals(sums: np.ndarray, replicates: int, seed: int) -> np.ndarray:
     """(columns, stats, 2) 2.5 and 97.5 percentiles of each stat's mean (sum / positions)
     over ``replicates`` resamples of the games (nan where no replicate drew a position).
@@ -155,12 +167,7 @@ def bootstrap_intervals(sums: np.ndarray, replicates: int, seed: int) -> np.ndar
     >>> bootstrap_intervals(one, 50, 0).tolist()
     [[[0.5, 0.5]]]
     """
-    G = len(sums)
-    rng = np.random.default_rng(seed)
-    boot = np.zeros((replicates, *sums.shape[1:]))
-    for r in range(replicates):
-        draws = np.bincount(rng.integers(0, G, G), minlength=G).astype(np.float64)
-        boot[r] = np.tensordot(draws, sums, axes=1)
+    boot = resample_sums(sums, replicates, seed)
     out = np.full((sums.shape[1], sums.shape[2] - 1, 2), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = boot[:, :, 1:] / boot[:, :, :1]
