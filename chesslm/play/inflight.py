@@ -139,10 +139,10 @@ def play_anchors_together(
     engine_path: str,
     games_per_anchor: int,
     *,
+    on_anchor: Callable[[AnchorSpec, list[dict[str, Any]]], None] | None = None,
     deadline: float | None = None,
     max_in_flight: int = MAX_IN_FLIGHT,
     engines: int | None = None,
-    on_anchor: Callable[[AnchorSpec, list[dict[str, Any]]], None] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """``player`` against each anchor of ``specs``, ``games_per_anchor`` games each, as
     ``ladder.play_anchor`` plays them (the module docstring says how they are played at once):

@@ -137,17 +137,18 @@ class Evaluated:
     selection: str = ""  # the evaluator's words for the games it chose
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OutcomeScores:
-    """One predictor's NLL, Brier score and accuracy in a group, with 95 % intervals."""
+    """One predictor's NLL, Brier score and accuracy in a group, each with its 95 % interval
+    (``None`` where it has none)."""
 
     nll: float | None
-    brier: float | None
-    accuracy: float | None
     nll_low: float | None = None
     nll_high: float | None = None
+    brier: float | None
     brier_low: float | None = None
     brier_high: float | None = None
+    accuracy: float | None
     accuracy_low: float | None = None
     accuracy_high: float | None = None
 
