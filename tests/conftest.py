@@ -338,3 +338,53 @@ def run_segment(
     return subprocess.run(
         command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
     )
+
+
+# a tiny two-rank run of 4 updates, validated every 2: the bitwise-resume tests' settings
+RESUME_HYPER = [
+    "--model=tiny",
+    "--micro=2",
+    "--accum=2",
+    "--epochs=2",
+    "--max-updates=4",
+    "--validation-every-steps=2",
+    "--seed=11",
+    "--threads-per-worker=1",
+]
+
+# the resume tests' two batch layouts: padded games, and packed rows (the tests' 24 games fill
+# two 1024-token rows: one row a rank, an update an epoch)
+BOTH_LAYOUTS = pytest.mark.parametrize(
+    "flags",
+    [["--packing=off"], ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"]],
+    ids=["padded", "packed"],
+)
+
+
+def train_ok(cache: Path, run_dir: Path, n: int, *args: str) -> None:
+    """Segment ``n`` of the run in ``run_dir`` with ``args``, which must succeed."""
+    result = run_segment([*segment_args(cache, run_dir, n), *args])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def resumed_beside_whole(cache: Path, tmp_path: Path, *args: str) -> tuple[Path, Path, Any, Any]:
+    """The run of ``args`` trained in one segment (``tmp_path/whole``) and in two of 2
+    updates (``tmp_path/resumed``): both folders and last.pt payloads, checked bit for bit
+    equal (cursor at step 4, weights, optimizer state)."""
+    import torch
+
+    from chesslm.model import checkpoint
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    train_ok(cache, whole, 0, *args)
+    train_ok(cache, resumed, 0, *args, "--segment-updates=2")
+    assert checkpoint.load(resumed / "train/last.pt")["cursor"]["step"] == 2
+    train_ok(cache, resumed, 1, *args, "--segment-updates=2")
+    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(resumed / "train/last.pt")
+    assert a["cursor"] == b["cursor"] and a["cursor"]["step"] == 4
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    for key, state in a["optimizer"]["state"].items():
+        for field, value in state.items():
+            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
+    return whole, resumed, a, b

@@ -15,14 +15,14 @@ import torch.nn.functional as F
 
 from chesslm.data import conditioning, tokens
 from chesslm.data.cache import TokenCache
-from chesslm.model import checkpoint, gpt
+from chesslm.model import gpt
 from chesslm.model.presets import BASELINE_PARAMETERS
 from chesslm.train import batching, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes, context_error, longest_game
 from chesslm.train.settings import RunSettings
 
-from .conftest import run_segment, segment_args
+from .conftest import BOTH_LAYOUTS, RESUME_HYPER, resumed_beside_whole
 from .test_play import SETTINGS
 
 GAMES = [np.array([69, 1, 2, 64, 70]), np.array([69, 70])]
@@ -136,51 +136,18 @@ def test_the_context_check_counts_the_prefix_exactly() -> None:
 # ------------------------------------------------------------------ two gloo ranks, resumed
 
 HYPER = [
-    "--model=tiny",
-    "--micro=2",
-    "--accum=2",
-    "--epochs=2",
-    "--max-updates=4",
-    "--validation-every-steps=2",
-    "--seed=11",
-    "--threads-per-worker=1",
+    *RESUME_HYPER,
     "--dataset=rated",
     "--conditioning=elo",
 ]
 
 
-def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
-    result = run_segment([*segment_args(cache, run_dir, n), *HYPER, *extra])
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "flags",
-    [
-        ["--packing=off"],
-        # the 24 games fill two 1024-token rows: one row a rank, an update an epoch
-        ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"],
-    ],
-    ids=["padded", "packed"],
-)
+@BOTH_LAYOUTS
 def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
     rated_cache: Path, tmp_path: Path, flags: list[str]
 ) -> None:
-    whole = tmp_path / "whole"
-    train(rated_cache, whole, 0, *flags)
-    run_dir = tmp_path / "resumed"
-    train(rated_cache, run_dir, 0, *flags, "--segment-updates=2")
-    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 2
-    train(rated_cache, run_dir, 1, *flags, "--segment-updates=2")
-
-    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(run_dir / "train/last.pt")
-    assert a["cursor"] == b["cursor"] and a["cursor"]["step"] == 4
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
-    for key, state in a["optimizer"]["state"].items():
-        for field, value in state.items():
-            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
+    whole, run_dir, a, b = resumed_beside_whole(rated_cache, tmp_path, *HYPER, *flags)
     identity = b["identity"]
     assert conditioning.of_identity(identity) == "elo"
     assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]

@@ -16,13 +16,21 @@ import torch.nn.functional as F
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.model import checkpoint, gpt, weights
+from chesslm.model.outcome import positions, side_counts, targets
 from chesslm.model.presets import BASELINE_PARAMETERS, OUTCOME_CLASSES
 from chesslm.train import batching, cuda_graphs, outcome, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.outcome import Outcomes
 from chesslm.train.prefix import Prefixes
 
-from .conftest import run_segment, segment_args
+from .conftest import (
+    BOTH_LAYOUTS,
+    RESUME_HYPER,
+    resumed_beside_whole,
+    run_segment,
+    segment_args,
+    train_ok,
+)
 
 # the tiny preset's state_dict keys before the outcome head existed (commit 82394f1)
 TODAYS_KEYS = [
@@ -250,12 +258,12 @@ def test_validation_reports_the_outcome_nll_and_the_frequency_baseline(
     # the baseline: the train split's class shares by side to move, scored on these targets
     train = Outcomes.of_cache(cache, "train")(range(len(cache.train)))
     lengths = np.diff(np.asarray(cache.train.offsets))
-    counts = outcome.side_counts(lengths, train) + 1.0
+    counts = side_counts(lengths, train) + 1.0
     p = counts / counts.sum(1, keepdims=True)
     nll = 0.0
     for i, r in enumerate(results):
-        for k in range(outcome.positions(len(cache.validation[i])) if r >= 0 else 0):
-            nll -= np.log(p[k % 2, outcome.classes(int(r), k + 1)[k]])
+        for k in range(positions(len(cache.validation[i])) if r >= 0 else 0):
+            nll -= np.log(p[k % 2, targets(r, k)])
     assert o["baseline_nll"] == pytest.approx(nll / counted, rel=1e-9)
 
 
@@ -272,14 +280,7 @@ def test_the_probe_runs_the_head(outcome_cache: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ two gloo ranks, resumed
 
 HYPER = [
-    "--model=tiny",
-    "--micro=2",
-    "--accum=2",
-    "--epochs=2",
-    "--max-updates=4",
-    "--validation-every-steps=2",
-    "--seed=11",
-    "--threads-per-worker=1",
+    *RESUME_HYPER,
     "--dataset=outcome",
     "--outcome=on",
     "--outcome-weight=0.5",
@@ -287,38 +288,16 @@ HYPER = [
 
 
 def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
-    result = run_segment([*segment_args(cache, run_dir, n), *HYPER, *extra])
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    train_ok(cache, run_dir, n, *HYPER, *extra)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "flags",
-    [
-        ["--packing=off"],
-        # the 24 games fill two 1024-token rows: one row a rank, an update an epoch
-        ["--packing=on", "--micro=1", "--accum=1", "--epochs=4"],
-    ],
-    ids=["padded", "packed"],
-)
+@BOTH_LAYOUTS
 def test_an_outcome_run_resumed_is_bitwise_the_uninterrupted_one(
     outcome_cache: Path, tmp_path: Path, flags: list[str]
 ) -> None:
-    whole = tmp_path / "whole"
-    train(outcome_cache, whole, 0, *flags)
-    run_dir = tmp_path / "resumed"
-    train(outcome_cache, run_dir, 0, *flags, "--segment-updates=2")
-    assert checkpoint.load(run_dir / "train/last.pt")["cursor"]["step"] == 2
-    train(outcome_cache, run_dir, 1, *flags, "--segment-updates=2")
-
-    a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(run_dir / "train/last.pt")
-    assert a["cursor"] == b["cursor"] and a["cursor"]["step"] == 4
+    whole, run_dir, a, b = resumed_beside_whole(outcome_cache, tmp_path, *HYPER, *flags)
     assert "outcome_head.weight" in a["model"]
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
-    for key, state in a["optimizer"]["state"].items():
-        for field, value in state.items():
-            assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
     identity = b["identity"]
     assert identity["model"]["outcome"] is True and identity["outcome_weight"] == 0.5
     history = checks(run_dir)

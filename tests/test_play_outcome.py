@@ -15,27 +15,20 @@ import torch
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.model import gpt
+from chesslm.model.outcome import positions, side_counts, targets
 from chesslm.play import evaluate, outcome, records, scoring
 from chesslm.report.play_section import markdown_section
-from chesslm.train import outcome as train_outcome
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
+from tests.test_play import SETTINGS as PLAY_SETTINGS
 
+# test_play's settings, smaller: one protocol, no Elo games
 SETTINGS = {
-    "enabled": True,
-    "device": None,
-    "datasets": [],
-    "split": "validation",
-    "seed": 5,
-    "match": {"games": None, "seconds": 600, "chunk_games": 4, "batch_tokens": 4096,
-              "attention": "dense", "compile": False,
-              "bootstrap": 30, "protocols": ["all"]},
-    "legality": {"games": 1, "max_plies": 4, "seconds": 60},
-    "elo": {"ladder": "tiny", "games_per_anchor": 0, "seed": None, "max_plies": 16,
-            "seconds": 120},
-    "ratings": {"self": 1500, "opponent": 1500},
-    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
-}  # fmt: skip
+    **PLAY_SETTINGS,
+    "match": {**PLAY_SETTINGS["match"], "chunk_games": 4, "bootstrap": 30, "protocols": ["all"]},
+    "legality": {**PLAY_SETTINGS["legality"], "games": 1, "max_plies": 4},
+    "elo": {**PLAY_SETTINGS["elo"], "games_per_anchor": 0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +92,15 @@ def test_scored_wdl_equals_a_plain_forward_softmax_at_each_position(cache_dir):
 
 
 def test_the_train_baseline_counts_training_targets(cache_dir):
-    """The frequency baseline's counts are training's ``side_counts`` of the train split."""
+    """The frequency baseline's counts (``side_counts``, training's and play's) are those of
+    every position's target of the train split, by side to move."""
     lengths, results = outcome.train_split(cache_dir)
-    assert outcome.train_counts(lengths, results).tolist() == (
-        train_outcome.side_counts(lengths, results).tolist()
-    )
+    expected = np.zeros((2, 3), dtype=np.int64)
+    for length, result in zip(lengths, results, strict=True):
+        if result >= 0:
+            ply = np.arange(positions(int(length)))
+            np.add.at(expected, (ply % 2, targets(np.full(len(ply), result), ply)), 1)
+    assert side_counts(lengths, results).tolist() == expected.tolist()
     assert (results < 0).any() and (results >= 0).any()
 
 
@@ -133,7 +130,7 @@ def test_the_measure_is_that_of_a_plain_pass_beside_both_baselines(tmp_path, cac
             continue
         p.append(_plain_wdl(net, np.asarray(cache.validation[g])))
         ply = np.arange(plies)
-        y.append(train_outcome.classes(int(result[g]), plies))
+        y.append(targets(np.full(plies, result[g]), ply))
         mover = np.where(ply % 2 == 0, white[g], black[g])
         other = np.where(ply % 2 == 0, black[g], white[g])
         elo.append(outcome.elo_probabilities(mover, other, d["draw_rate"]))

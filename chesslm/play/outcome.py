@@ -4,7 +4,7 @@ token, the outcome targets' token; the position after a game's last move is not 
 head's win/draw/loss from the side to move against the game's result, beside two baselines.
 
 * **frequency**: each class's share by side to move (White at even plies), add-one smoothed,
-  of the train split's outcome targets (``chesslm.train.outcome.side_counts``, what
+  of the train split's outcome targets (``chesslm.model.outcome.side_counts``, what
   validation's ``baseline_nll`` uses) or, where the cache has no train results, of these
   positions themselves (the record says which);
 * **elo**: the expected score of the mover, E = 1 / (1 + 10^((R_opponent - R_mover) / 400))
@@ -28,8 +28,6 @@ frequency (its bootstrap interval over games). NumPy only.
 [0.375, 0.875, 0.24]
 >>> hits(p, y).tolist()
 [1.0, 0.0, 1.0]
->>> targets(np.array([0, 1, 2, -1]), np.array([0, 0, 5, 3])).tolist()
-[0, 2, 1, -1]
 """
 
 from __future__ import annotations
@@ -42,11 +40,18 @@ import numpy as np
 
 from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
-from chesslm.data.metadata import RESULTS
+from chesslm.model.outcome import (
+    DRAW,
+    DRAWN,
+    LOSS,
+    WIN,
+    shares_record,
+    side_counts,
+    side_shares,
+    targets,
+)
 from chesslm.model.presets import OUTCOME_CLASSES
 
-WIN, DRAW, LOSS = (OUTCOME_CLASSES.index(c) for c in ("win", "draw", "loss"))
-DRAWN = RESULTS.index("1/2-1/2")
 PREDICTORS = ("model", "frequency", "elo")
 METRICS = ("nll", "brier", "accuracy")
 PLY_BUCKETS = ((0, 20, "plies 0-19"), (20, 40, "plies 20-39"), (40, 80, "plies 40-79"),
@@ -54,15 +59,6 @@ PLY_BUCKETS = ((0, 20, "plies 0-19"), (20, 40, "plies 20-39"), (40, 80, "plies 4
 CALIBRATED = ("model", "elo")  # the predictors of the calibration table
 BINS = 10
 FLOOR = 1e-6  # the Elo baseline's least probability of a class
-
-
-def targets(result: np.ndarray, ply: np.ndarray) -> np.ndarray:
-    """The observed class from the side to move at each position (its game's ``result``, an
-    index into RESULTS, -1 unknown, and its ply); -1 where the result is unknown."""
-    result, ply = np.asarray(result, np.int64), np.asarray(ply, np.int64)
-    win = result == ply % 2  # RESULTS' index of a win is its winner's (0 White, 1 Black)
-    y = np.where(result == DRAWN, DRAW, np.where(win, WIN, LOSS))
-    return np.where(result >= 0, y, -1).astype(np.int64)
 
 
 def nll(p: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -79,16 +75,6 @@ def brier(p: np.ndarray, y: np.ndarray) -> np.ndarray:
 def hits(p: np.ndarray, y: np.ndarray) -> np.ndarray:
     """1.0 where a row's most probable class is ``y``."""
     return (p.argmax(axis=1) == y).astype(np.float64)
-
-
-def side_shares(counts: np.ndarray) -> np.ndarray:
-    """(side, class) shares of (2, 3) counts, add-one smoothed.
-
-    >>> side_shares(np.array([[2, 0, 0], [0, 1, 1]])).round(3).tolist()
-    [[0.6, 0.2, 0.2], [0.2, 0.4, 0.4]]
-    """
-    fitted = np.asarray(counts, dtype=np.float64) + 1.0
-    return fitted / fitted.sum(axis=1, keepdims=True)
 
 
 def position_counts(ply: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -293,22 +279,6 @@ def calibration(
     return rows
 
 
-def train_counts(lengths: np.ndarray, results: np.ndarray) -> np.ndarray:
-    """(2, 3) outcome targets of a split's games (token ``lengths``, ``results``) by side to
-    move and class: every position of a game, its last included (training's targets).
-
-    >>> train_counts(np.array([8, 5]), np.array([0, 2])).tolist()  # 2 and 1 plies
-    [[2, 1, 0], [0, 1, 1]]
-    """
-    n = (np.asarray(lengths, np.int64) + 1) // 3
-    counts = np.zeros((2, len(OUTCOME_CLASSES)), dtype=np.int64)
-    for side, movers in enumerate(((n + 1) // 2, n // 2)):  # White moves at even plies
-        for result in range(len(RESULTS)):
-            y = targets(np.array([result]), np.array([side]))[0]
-            counts[side, y] += int(movers[np.asarray(results) == result].sum())
-    return counts
-
-
 def train_split(cache_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """The train split's games' token lengths and results; None without a result column."""
     lengths = np.diff(np.asarray(TokenCache(cache_dir).train.offsets, dtype=np.int64))
@@ -328,7 +298,7 @@ def baseline(
     ``pos_ply``/``y`` and games ``val_results``; ``source`` says which."""
     if train is not None and (np.asarray(train[1]) >= 0).any():
         lengths, results = (np.asarray(a) for a in train)
-        counts, source = train_counts(lengths, results), "train"
+        counts, source = side_counts(lengths, results), "train"
     else:
         counts, source, results = position_counts(pos_ply, y), "validation", val_results
     known = np.asarray(results) >= 0
@@ -366,10 +336,7 @@ def section(
         "positions": int(len(y)),
         "unknown_result_positions": int((y < 0).sum()),
         "baseline_source": fit["source"],
-        "frequency_shares": {
-            side: dict(zip(OUTCOME_CLASSES, map(float, row), strict=True))
-            for side, row in zip(("white_to_move", "black_to_move"), fit["shares"], strict=True)
-        },  # fmt: skip
+        "frequency_shares": shares_record(fit["shares"]),
         "draw_rate": fit["draw_rate"],
         "table": table,
         "calibration": cal,

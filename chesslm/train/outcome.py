@@ -17,10 +17,8 @@ such games).
 the whole update (all ranks, counted on the host like the move targets) and multiplied by
 ``outcome_weight``, added to the move loss: mean move NLL + weight x mean outcome NLL.
 
->>> classes(0, 3).tolist(), classes(1, 3).tolist(), classes(2, 2).tolist()
-([0, 2, 0], [2, 0, 2], [1, 1])
->>> positions(np.array([2, 5, 8])).tolist()
-[1, 2, 3]
+The classes, positions and the frequency baseline's counts are ``chesslm.model.outcome``'s.
+
 >>> padded_targets([0, -1], [5, 5], (2, 5), prefix=0).tolist()
 [[0, -100, -100, 2, -100], [-100, -100, -100, -100, -100]]
 """
@@ -34,31 +32,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from chesslm.data import metadata
 from chesslm.model import gpt
+from chesslm.model.outcome import positions, shares_record, side_counts, side_shares, targets
 from chesslm.model.presets import OUTCOME_CLASSES
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import game_column
 
-WIN, DRAW, LOSS = (OUTCOME_CLASSES.index(c) for c in ("win", "draw", "loss"))
-WHITE_WINS, BLACK_WINS, DRAWN = (metadata.RESULTS.index(r) for r in ("1-0", "0-1", "1/2-1/2"))
 BASELINE = (
     "each class's share of the train split's outcome targets (positions of games with a known"
     " result) by side to move, add-one smoothed: the best prediction knowing only who moves"
 )
 
 
-def positions(lengths: Any) -> Any:
-    """Positions (outcome slots) of games of these token lengths: plies + 1."""
-    return (lengths + 1) // 3
-
-
-def classes(result: int, n: int) -> np.ndarray:
-    """The outcome class at a game's positions 0..n-1 (ply k: White to move if k is even)."""
-    if result == DRAWN:
-        return np.full(n, DRAW, dtype=np.int64)
-    mover = np.arange(n) % 2  # 0: White, 1: Black; RESULTS' index of a win is its winner's
-    return np.where(mover == result, WIN, LOSS).astype(np.int64)
+def classes(result: int, n: int) -> torch.Tensor:
+    """The classes at a game's positions 0..n-1 (``result`` known), as a tensor."""
+    return torch.from_numpy(targets(np.full(n, result), np.arange(n)))
 
 
 def padded_targets(
@@ -70,7 +58,7 @@ def padded_targets(
     for row, (result, length) in enumerate(zip(results, lengths, strict=True)):
         if result >= 0:
             n = positions(int(length))
-            o[row, prefix : prefix + 3 * n : 3] = torch.from_numpy(classes(int(result), n))
+            o[row, prefix : prefix + 3 * n : 3] = classes(int(result), n)
     return o
 
 
@@ -87,7 +75,7 @@ def packed_targets(
             if result >= 0:
                 n = positions(int(length))
                 start = at + prefix
-                o[r, start : start + 3 * n : 3] = torch.from_numpy(classes(int(result), n))
+                o[r, start : start + 3 * n : 3] = classes(int(result), n)
             at += int(length) - 1 + prefix
     return o
 
@@ -157,23 +145,6 @@ def loss_sums(
 # ----------------------------------------------------------------------------- validation
 
 
-def side_counts(lengths: np.ndarray, results: np.ndarray) -> np.ndarray:
-    """(2, 3) outcome targets of a split by side to move (rows: White, Black) and class."""
-    n = positions(np.asarray(lengths, dtype=np.int64))
-    sides = np.stack([(n + 1) // 2, n // 2])  # White moves at even plies 0, 2, ...
-    results = np.asarray(results)
-    counts = np.zeros((2, len(OUTCOME_CLASSES)), dtype=np.int64)
-    for result, (white, black) in (
-        (WHITE_WINS, (WIN, LOSS)),
-        (BLACK_WINS, (LOSS, WIN)),
-        (DRAWN, (DRAW, DRAW)),
-    ):
-        games = results == result
-        counts[0, white] += int(sides[0][games].sum())
-        counts[1, black] += int(sides[1][games].sum())
-    return counts
-
-
 class ValidationOutcomes:
     """The validation games' results, and the frequency baseline (``BASELINE``) fitted on
     the train split and scored on these games' outcome targets."""
@@ -185,8 +156,7 @@ class ValidationOutcomes:
         lengths = np.diff(np.asarray(cache.validation.offsets, dtype=np.int64))
         train = Outcomes.of_cache(cache, "train")(np.arange(len(cache.train)))
         train_lengths = np.diff(np.asarray(cache.train.offsets, dtype=np.int64))
-        fitted = side_counts(train_lengths, train) + 1.0
-        self.baseline = fitted / fitted.sum(axis=1, keepdims=True)  # (side, class)
+        self.baseline = side_shares(side_counts(train_lengths, train))  # (side, class)
         counts = side_counts(lengths, results)
         total = int(counts.sum())
         self.baseline_nll = -(counts * np.log(self.baseline)).sum() / total if total else None
@@ -221,8 +191,5 @@ class ValidationOutcomes:
             "unknown_games": self.unknown_games,
             "classes": list(OUTCOME_CLASSES),
             "baseline": BASELINE,
-            "baseline_probabilities": {
-                side: dict(zip(OUTCOME_CLASSES, map(float, row), strict=True))
-                for side, row in zip(("white_to_move", "black_to_move"), self.baseline, strict=True)
-            },
+            "baseline_probabilities": shares_record(self.baseline),
         }
