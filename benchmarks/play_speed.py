@@ -54,6 +54,7 @@ from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
 from chesslm.play import outputs, prepare, scoring  # noqa: E402
+from chesslm.play.oracle import oracle_scores  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 
@@ -253,7 +254,7 @@ def main() -> None:
     sync = _sync(args.device)
     sync()
     t1 = time.perf_counter()
-    scoring.oracle_scores(net, moves_of[0][: args.oracle_plies])
+    oracle_scores(net, moves_of[0][: args.oracle_plies])
     sync()
     oracle_rate = min(args.oracle_plies, len(moves_of[0])) / (time.perf_counter() - t1)
     ok = [r for r in results if "error" not in r]

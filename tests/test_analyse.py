@@ -1,5 +1,5 @@
 """chesslm-analyse (chesslm/play/analyse.py): a PGN scored move by move, checked against the
-plain causal loop (``scoring.oracle_scores``) and read back by python-chess; rule analyse, the
+plain causal loop (``chesslm.play.oracle``) and read back by python-chess; rule analyse, the
 same of the staged run's validation split through real snakemake."""
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ def test_every_move_of_every_standard_game_is_scored_and_the_rest_named(analysed
 
 def assert_the_plain_loops(net: object, moves: list[chess.Move], rows: list[dict]) -> None:
     """Each row, a ply of ``moves`` from the start, holds the played move with the
-    log-probability, probability and rank of the plain causal loop (``scoring.oracle_scores``)."""
-    from chesslm.play import scoring
+    log-probability, probability and rank of the plain causal loop (``chesslm.play.oracle``)."""
+    from chesslm.play.oracle import oracle_scores
 
-    oracle = scoring.oracle_scores(net, moves)
+    oracle = oracle_scores(net, moves)
     for ply, (move, row) in enumerate(zip(moves, rows, strict=True)):
         assert row["move"] == move.uci()
         assert float(row["logp"]) == pytest.approx(oracle[ply][move], abs=1e-5)

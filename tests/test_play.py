@@ -44,6 +44,7 @@ from chesslm.play import (
     workstate,
 )
 from chesslm.play.anchors import AnchorSpec
+from chesslm.play.oracle import oracle_scores
 from chesslm.play.progress import Progress
 from chesslm.report.play_section import markdown_section
 from tests.conftest import SAMPLE, make_cache
@@ -139,7 +140,7 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
     result = scoring.score(net, batch)
     seen_promotion_branch = False
     for b, (moves, plies) in checked.items():
-        oracle = scoring.oracle_scores(net, moves, plies)
+        oracle = oracle_scores(net, moves, plies)
         rows = np.nonzero(batch.ply_game == b)[0]
         assert len(rows) == len(moves)
         for ply, per_move in oracle.items():
@@ -197,7 +198,7 @@ def test_a_rating_prefix_is_seen_by_every_branch_as_in_a_plain_pass(noisy):
     assert batch.idx[0, :3].tolist() == [*leads[0], tokens.BOS]
     mine = [_scores_by_move(batch, result, b, g) for b, g in enumerate(inputs)]
     for b, (moves, lead) in enumerate(zip(lines, leads, strict=True)):
-        oracle = scoring.oracle_scores(noisy, moves, {0, 3, len(moves) - 1}, lead=lead)
+        oracle = oracle_scores(noisy, moves, {0, 3, len(moves) - 1}, lead=lead)
         for ply, per_move in oracle.items():
             assert mine[b][ply].keys() == per_move.keys()
             for move, lp in per_move.items():
@@ -288,7 +289,7 @@ def test_a_conditioned_player_moves_behind_its_ratings_from_the_side_it_moves(no
     move = anchors.ModelPlayer(net, elo=(2000, 1000)).move(board)
     probe = [*board.move_stack, move]
     for lead in (conditioning.prefix(1000, 2000), conditioning.prefix(2000, 1000)):
-        scores = scoring.oracle_scores(net, probe, {1}, lead=lead)[1]
+        scores = oracle_scores(net, probe, {1}, lead=lead)[1]
         if lead == conditioning.prefix(1000, 2000):
             assert move == max(scores, key=scores.get)
             mine = scores
@@ -678,7 +679,7 @@ def test_cuda_dense_and_flex_scores_match_the_oracle():
         block.compile(dynamic=True)
     flex = scoring.score(net, batch, attention="flex")
     assert torch.allclose(dense.move_logp, flex.move_logp, atol=3e-2)
-    oracle = scoring.oracle_scores(net, moves[0], {0, 7, 19})
+    oracle = oracle_scores(net, moves[0], {0, 7, 19})
     rows = np.nonzero(batch.ply_game == 0)[0]
     for ply, per_move in oracle.items():
         played = float(dense.played_logp[rows[ply]])

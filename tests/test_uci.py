@@ -75,14 +75,14 @@ def test_whole_games_against_stockfish_under_every_kind_of_go(ckpt: Path) -> Non
 @pytest.mark.slow
 def test_argmax_is_the_oracles_best_move_and_a_seed_repeats_a_sample(ckpt: Path) -> None:
     from chesslm.model import weights
-    from chesslm.play import scoring
+    from chesslm.play.oracle import oracle_scores
 
     net = weights.load_model(str(ckpt), "cpu")
     board = chess.Board()
     for text in ("e2e4", "c7c5", "g1f3", "d7d6"):
         board.push_uci(text)
     # the plain loop (one causal pass per legal move) scores ply 4; any legal move follows it
-    scores = scoring.oracle_scores(net, [*board.move_stack, next(iter(board.legal_moves))], {4})
+    scores = oracle_scores(net, [*board.move_stack, next(iter(board.legal_moves))], {4})
     with popen(ckpt) as engine:
         assert engine.play(board, chess.engine.Limit(nodes=1)).move == max(
             scores[4], key=scores[4].get

@@ -13,7 +13,8 @@ source would have, attending only to the main line before that ply and to itself
 per unplayed promoting destination (attending to that prefix, its source token and itself).
 An explicit attention mask and explicit position ids make every branch token see exactly what
 it would see in a plain causal pass over its own prefix, so one forward pass scores them all.
-``oracle_scores`` is the plain loop (one causal pass per legal move) the tests compare with.
+``chesslm.play.oracle`` is the plain loop (one causal pass per legal move) the tests compare
+with.
 
 A rating-conditioned model (``chesslm.data.conditioning``) reads each game as its rating
 prefix, then BOS and the triples: a game's ``prefix`` goes in front of its main line, every
@@ -36,7 +37,6 @@ import torch
 from chesslm.data import tokens
 from chesslm.data.cache import move_code
 from chesslm.model import gpt
-from chesslm.play.oracle import oracle_scores  # noqa: F401  (the tests' oracle)
 
 NEG_INF = float("-inf")
 ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)
