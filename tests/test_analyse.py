@@ -115,7 +115,7 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
 
     from chesslm.data import conditioning, metadata
     from chesslm.model import weights
-    from chesslm.play import analyse, wdl
+    from chesslm.play import analyse
 
     ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.3, conditioning="elo", outcome=True)
     (tmp_path / "games.pgn").write_text(first_games_pgn(6))
@@ -149,12 +149,6 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
                 node.comment
             )
     assert len({r["win_probability"] for r in rows}) > len(rows) // 2  # positions differ
-    inputs = [prefix + tokens.encode_moves(list(g.mainline_moves()))[:-1] for g in games]
-    together = wdl.before_moves(net, inputs, 2, torch.device("cpu"), 1 << 20)
-    alone = wdl.before_moves(net, inputs, 2, torch.device("cpu"), 1)  # a game a forward
-    assert [len(g) for g in alone] == [len(list(g.mainline_moves())) for g in games]
-    for a, b in zip(alone, together, strict=True):
-        assert np.allclose(a, b, atol=1e-6)
 
 
 def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ model's three most probable moves. ``OUT.games.csv`` holds each game's mean log-
 the played moves, per side; ``--pgn`` writes the games again with the same figures as a comment
 after each move (``{ p=0.31 rank=2 top: e4 0.35, d4 0.31, c4 0.09 }``), so a GUI shows them.
 A checkpoint with the outcome head (``runs.NAME.outcome``) adds the mover's chances before each
-move, from the head (``chesslm.play.wdl.before_moves``): the CSV's last columns
+move, from the head (read in the scorer's same pass): the CSV's last columns
 ``win_probability``, ``draw_probability`` and ``loss_probability`` (of the side that plays the
 move, in the position before it) and `` win=0.41 draw=0.30 loss=0.29`` at the end of the
 comment; without the head the files are as they were.
@@ -47,11 +47,11 @@ from chesslm import files, layout
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
-from chesslm.play import matching, ratings, scoring, wdl
+from chesslm.play import matching, ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
-# with the outcome head: the mover's chances before the move (wdl.before_moves)
+# with the outcome head: the mover's chances before the move (Ply.chances)
 OUTCOME_FIELDS = ("win_probability", "draw_probability", "loss_probability")
 GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
                "white_mean_logp", "black_mean_logp")  # fmt: skip
@@ -189,6 +189,7 @@ class Ply:
     rank: int  # 1 = the model's most probable move
     legal: int
     top: list[tuple[chess.Move, float]]
+    chances: list[float] | None = None  # the outcome head's win/draw/loss of the mover before it
 
 
 def top_moves(s: scoring.Scores, batch: scoring.Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -216,12 +217,14 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
         s = scoring.score(net, batch)
         top_logp, top_index = top_moves(s, batch)
         played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()
+        chances = None if s.wdl is None else s.wdl.cpu().numpy()
         codes = np.concatenate([inputs[i].codes for i in group])
         for p in range(len(batch.counts)):
             top = [(scoring.decode_code(codes[i]), math.exp(v))
                    for v, i in zip(top_logp[p], top_index[p], strict=True) if i >= 0]  # fmt: skip
             logp = float(played[p])
-            ply = Ply(logp, math.exp(logp), int(rank[p]) + 1, int(batch.counts[p]), top)
+            ply = Ply(logp, math.exp(logp), int(rank[p]) + 1, int(batch.counts[p]), top,
+                      None if chances is None else chances[p].tolist())  # fmt: skip
             out[group[batch.ply_game[p]]].append(ply)
     return out
 
@@ -230,19 +233,9 @@ def has_head(net: torch.nn.Module) -> bool:
     return bool(getattr(net.config, "outcome", False))
 
 
-def outcomes(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> list[list[list[float]]]:
-    """Per game, per move: the head's win/draw/loss of the mover before it (``wdl``)."""
-    device = next(net.parameters()).device
-    lead = len(ratings.prefix(net, -1, -1))
-    rows = [ratings.prefix(net, *g.elo) + tokens.encode_moves(g.moves)[:-1] for g in games]
-    return wdl.before_moves(net, rows, lead, device, batch_tokens)
-
-
-def move_rows(
-    game: Game, plies: list[Ply], chances: list[list[float]] | None = None
-) -> list[dict[str, object]]:
+def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
     """The CSV rows of a game's moves (the annotated PGN reads its comments off them), with the
-    mover's win/draw/loss before each move when ``chances`` (``outcomes``) are given."""
+    mover's win/draw/loss before each move where the plies have them (the outcome head)."""
     board, rows = game.game.board(), []
     for i, (move, ply) in enumerate(zip(game.moves, plies, strict=True)):
         row: dict[str, object] = {
@@ -252,8 +245,8 @@ def move_rows(
         }  # fmt: skip
         for k, (top, p) in enumerate(ply.top, 1):
             row[f"top{k}"], row[f"p{k}"] = board.san(top), f"{p:.6g}"
-        if chances is not None:
-            row.update(zip(OUTCOME_FIELDS, (f"{p:.6g}" for p in chances[i]), strict=True))
+        if ply.chances is not None:
+            row.update(zip(OUTCOME_FIELDS, (f"{p:.6g}" for p in ply.chances), strict=True))
         row["san"] = board.san_and_push(move)
         rows.append(row)
     return rows
@@ -342,10 +335,9 @@ def write(
         moves.writeheader()
         per_game.writeheader()
         for chunk in batches(games):
-            chances = outcomes(net, chunk, batch_tokens) if head else [None] * len(chunk)
-            for game, plies, odds in zip(chunk, score_games(net, chunk, batch_tokens), chances,
-                                         strict=True):  # fmt: skip
-                rows = move_rows(game, plies, odds)
+            for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
+                                   strict=True):  # fmt: skip
+                rows = move_rows(game, plies)
                 moves.writerows(rows)
                 per_game.writerow(game_row(game, plies))
                 if "pgn" in text:

@@ -1,7 +1,7 @@
 """An outcome checkpoint's evaluation for the UCI engine: the outcome head's win/draw/loss
 probabilities (``runs.NAME.outcome``, ``chesslm.train.outcome``) at a position, from the side
-to move, and the centipawns a GUI shows for them; and ``before_moves``, the same before each
-move of whole games (``chesslm-analyse``'s win probabilities).
+to move, and the centipawns a GUI shows for them (``chesslm-analyse`` reads the head in the
+scorer's pass: ``scoring.Scores.wdl``).
 
 The centipawns are Lichess's win-percentage curve read backwards: lila's
 ``modules/analyse/src/main/WinPercent.scala`` has win% = 50 + 50 * (2 / (1 + exp(-0.00368208 *
@@ -22,7 +22,6 @@ from collections.abc import Sequence
 
 import torch
 
-from chesslm.data import tokens
 from chesslm.model import gpt
 
 LICHESS_MULTIPLIER = 0.00368208  # lila WinPercent.winningChances
@@ -54,31 +53,6 @@ def evaluations(net: gpt.GPT, games: list[list[int]], device: torch.device) -> l
     with gpt.autocast(device):
         _, outcome = net(x, outcome=True)
     return outcome[:, -1].float().softmax(-1).cpu().tolist()
-
-
-@torch.no_grad()
-def before_moves(
-    net: gpt.GPT, games: list[list[int]], lead: int, device: torch.device, batch_tokens: int
-) -> list[list[list[float]]]:
-    """Per game (``lead`` prefix tokens, BOS, one triple per move, no EOS), per move: the win,
-    draw and loss probabilities of the side to move before it, read where the head reads a
-    position (BOS, then each move's last token); games run right-padded, ``batch_tokens`` at
-    most per forward (one game at least); needs the outcome head."""
-    out: list[list[list[float]]] = []
-    start = 0
-    while start < len(games):
-        width, end = len(games[start]), start + 1
-        while end < len(games) and max(width, len(games[end])) * (end + 1 - start) <= batch_tokens:
-            width, end = max(width, len(games[end])), end + 1
-        rows = [g + [tokens.PAD] * (width - len(g)) for g in games[start:end]]
-        x = torch.tensor(rows, dtype=torch.long, device=device)
-        with gpt.autocast(device):
-            _, logits = net(x, outcome=True)
-        p = logits.float().softmax(-1).cpu()
-        for row, game in zip(p, games[start:end], strict=True):
-            out.append(row[lead : len(game) - 1 : 3].tolist())  # BOS, each 3rd token; not the end
-        start = end
-    return out
 
 
 def score_words(wdl: Sequence[float], show_wdl: bool) -> str:
