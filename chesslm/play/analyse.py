@@ -229,10 +229,6 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
     return out
 
 
-def has_head(net: torch.nn.Module) -> bool:
-    return bool(getattr(net.config, "outcome", False))
-
-
 def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
     """The CSV rows of a game's moves (the annotated PGN reads its comments off them), with the
     mover's win/draw/loss before each move where the plies have them (the outcome head)."""
@@ -329,7 +325,7 @@ def write(
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
                                                             newline=""))
                 for name, path in outputs.items() if path is not None}  # fmt: skip
-        head = has_head(net)
+        head = net.config.outcome
         moves = csv.DictWriter(text["moves"], MOVE_FIELDS + (OUTCOME_FIELDS if head else ()))
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()

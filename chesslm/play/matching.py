@@ -239,8 +239,7 @@ class Evaluator:
     def fields(self) -> tuple[str, ...]:
         """A chunk's per-position fields: CHUNK_FIELDS, and OUTCOME_FIELDS with an outcome
         head (the position's win/draw/loss probabilities from the side to move)."""
-        has_head = bool(getattr(getattr(self.net, "config", None), "outcome", False))
-        return CHUNK_FIELDS + (OUTCOME_FIELDS if has_head else ())
+        return CHUNK_FIELDS + (OUTCOME_FIELDS if self.net.config.outcome else ())
 
     def positions(self) -> dict[str, np.ndarray]:
         """Every position evaluated so far (all chunks on disk)."""

@@ -179,7 +179,7 @@ class Engine:
         self.rng = torch.Generator().manual_seed(self.seed)
         self.self_elo = self.oppo_elo = ratings.DEFAULT
         self.multipv = 1
-        self.evaluates = bool(getattr(net.config, "outcome", False))  # has the outcome head
+        self.evaluates = net.config.outcome  # has the outcome head
         self.show_wdl = False
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.commands = {

@@ -264,7 +264,7 @@ class MicrobatchGraphs:
         self.grads = FlatGradients(net)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
         # the outcome head's loss scale (GroupPass.outcome_scale), when the model has one
-        self.outcome = bool(getattr(getattr(net, "config", None), "outcome", False))
+        self.outcome = net.config.outcome
         self.outcome_scale = torch.zeros((), dtype=torch.float32, device=device)
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
         self.shapes: dict[tuple[int, int], Static] = {}
