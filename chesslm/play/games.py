@@ -48,15 +48,14 @@ def best_moves(
     boards: Sequence[chess.Board],
     *,
     sample: bool | Sequence[bool] = False,
-    generator: torch.Generator | None = None,
     prefixes: Sequence[Sequence[int]] | None = None,
     generators: Sequence[torch.Generator | None] | None = None,
 ) -> list[chess.Move]:
     """Each board's best legal move under the legal-renormalised factorisation (``scoring``),
-    or a move sampled from it (``sample``, for all boards or each board's: from ``generator``,
-    board after board, or from each board's own of ``generators``); one batched pass for all
-    boards. ``prefixes``: each board's tokens before BOS (``mover_prefix``; none: the default
-    ratings')."""
+    or a move sampled from it (``sample``, for all boards or each board's: from each board's
+    own of ``generators``, board after board; one generator may stand several times); one
+    batched pass for all boards. ``prefixes``: each board's tokens before BOS
+    (``mover_prefix``; none: the default ratings')."""
     if not boards:
         return []
     if prefixes is None:
@@ -76,7 +75,7 @@ def best_moves(
         codes = inputs[p].legal(0)
         lp = logp[idx]
         if samples[p]:
-            gen = generator if generators is None else generators[p]
+            gen = None if generators is None else generators[p]
             choice = int(torch.multinomial(lp.exp(), 1, generator=gen))
         else:
             choice = int(torch.argmax(lp))
@@ -278,11 +277,9 @@ def _propose_plain(
     for phase in range(3):
         with gpt.autocast(device):
             logits = net(x)[:, -1].float()
+        low, high = GRAMMAR[phase]
         allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=device)
-        if phase < 2:
-            allowed[:64] = True
-        else:
-            allowed[tokens.PROMO_NONE : tokens.PROMO_NONE + 5] = True
+        allowed[low:high] = True
         logits = logits.masked_fill(~allowed, float("-inf"))
         if temperature == 0:
             nxt = logits.argmax(-1)
@@ -325,7 +322,8 @@ def free_games_plain(
             else:
                 g.board.push(move)
         replacements = best_moves(net, [g.board for g in need], sample=temperature != 0,
-                                  generator=gen, prefixes=[lead] * len(need))  # fmt: skip
+                                  generators=[gen] * len(need),
+                                  prefixes=[lead] * len(need))  # fmt: skip
         for g, move in zip(need, replacements, strict=True):
             g.board.push(move)
     return play, complete
