@@ -16,7 +16,9 @@ One run on one device (or under torchrun, DDP) times, on the same data:
 * ``packed``    the throughput path (``--packing=on``): whole games packed into full context
   rows, positions restarting at each game, a FlexAttention document mask (CUDA), replayed
   as a CUDA graph on CUDA (the pipeline's setting);
-* ``packed-compiled`` the same without CUDA graphs (GPU only: on the CPU it is ``packed``).
+* ``packed-compiled`` the same without CUDA graphs (GPU only: on the CPU it is ``packed``);
+* ``PATH+outcome`` any path above with the outcome head (``runs.NAME.outcome: true``): its
+  cost is this path's useful targets/s against PATH's, in the same run.
 
 It reports useful targets/s, padded tokens/s, padding fraction, model FLOP utilisation
 against a bf16 matmul peak measured in the same run, and peak memory, plus a validation
@@ -27,9 +29,11 @@ segment start-up (process start -> first optimizer step, cold and warm compile c
     python benchmarks/train_speed.py --workers 1,2 --json out/speed-scaling.json  # torchrun 1, 2
     python benchmarks/train_speed.py --startup --json out/startup.json          # cold/warm
     python benchmarks/train_speed.py --device cpu --model tiny --steps 2 --json /tmp/s.json
+    python benchmarks/train_speed.py --paths graphs,graphs+outcome,packed,packed+outcome \
+        --json out/outcome-cost.json                                            # the head's cost
 
 Data: ``--cache DIR`` (a token cache) or, by default, synthetic games with a Lichess-like
-length distribution (random moves; speed does not depend on the moves).
+length distribution (random moves and results; speed does not depend on them).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from chesslm.data import tokens  # noqa: E402
+from chesslm.data import metadata, tokens  # noqa: E402
 from chesslm.data.cache import N_MOVE_CODES, table_starts  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
 from chesslm.train import (  # noqa: E402
@@ -74,8 +78,15 @@ PATHS = ("reference", "compiled", "graphs", "graphs-overlap", "packed-compiled",
 GPU_ONLY = ("graphs", "graphs-overlap", "packed-compiled")
 
 
+OUTCOME = "+outcome"  # a path's suffix: the same path with the outcome head
+
+
 def is_packed(path: str) -> bool:
     return path.startswith("packed")
+
+
+def base_path(path: str) -> str:
+    return path.removesuffix(OUTCOME)
 
 
 # ----------------------------------------------------------------------------- data
@@ -110,14 +121,22 @@ class SyntheticGames:
 
 
 class SyntheticCache:
-    """Duck-types TokenCache: train/validation games and random legality tables."""
+    """Duck-types TokenCache: train/validation games, their random results (the outcome
+    head's targets, a column file in ``directory`` as a cache has) and random legality
+    tables."""
 
-    def __init__(self, n_train: int, n_val: int, seed: int, mean_plies: float, ctx: int) -> None:
+    def __init__(
+        self, n_train: int, n_val: int, seed: int, mean_plies: float, ctx: int, directory: Path
+    ) -> None:
         self.train = SyntheticGames(n_train, seed, mean_plies, ctx)
         self.validation = SyntheticGames(n_val, seed + 1, mean_plies, ctx)
         self.fingerprint = f"synthetic-{n_train}-{n_val}-{seed}-{mean_plies}"
-        self.directory = Path(self.fingerprint)  # named in errors, as a TokenCache's folder
+        self.directory = directory
         rng = np.random.default_rng(seed + 2)
+        for split, n in (("train", n_train), ("validation", n_val)):
+            column = metadata.column_path(directory / split, "result")
+            column.parent.mkdir(parents=True, exist_ok=True)
+            np.save(column, rng.integers(0, 3, n).astype(np.int8))
         self._mask = rng.integers(0, 256, (len(self.validation.tokens), 16), dtype=np.uint8)
         plies = int(((self.validation.lengths - 2) // 3).sum())
         codes = np.sort(rng.integers(0, N_MOVE_CODES, (plies, 30)), axis=1).astype(np.int32)
@@ -142,7 +161,8 @@ def open_data(a: argparse.Namespace, ctx_len: int) -> Any:
         from chesslm.data.cache import TokenCache
 
         return TokenCache(a.cache)
-    return SyntheticCache(a.games, a.val_games, a.seed, a.mean_plies, ctx_len)
+    directory = Path(a.out) / "synthetic-cache"
+    return SyntheticCache(a.games, a.val_games, a.seed, a.mean_plies, ctx_len, directory)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -182,6 +202,7 @@ def model_flops(cfg: gpt.GPTConfig, game_lengths: list[int]) -> float:
 
 def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
     """The project's Trainer for one path, from the run settings that path stands for."""
+    outcome, path = path.endswith(OUTCOME), base_path(path)
     packed = is_packed(path)
     settings = RunSettings(
         dataset="benchmark",
@@ -195,6 +216,7 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         compile=False if path == "reference" else compilation.resolve(a.compile, ctx.device.type),
         packing=packed,
         cuda_graphs=None if path in ("graphs", "graphs-overlap", "packed") else False,
+        outcome=outcome,
     )
     before = cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB
     # read once, when the Trainer is built
@@ -352,6 +374,7 @@ def time_path(
         "world_size": world,
         "compiled": t.compiled,
         "packing": t.packing,
+        "outcome_head": t.outcomes is not None,
         "micro": micro,
         "accum": a.accum,
         "timed_updates": steps,
@@ -519,6 +542,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--startup-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=int, default=900, help="seconds per child process")
     a = p.parse_args(argv)
+    for path in a.paths.split(","):
+        if base_path(path) not in PATHS or path == "reference" + OUTCOME:
+            p.error(
+                f"--paths: unknown path {path!r} (known: {', '.join(PATHS)}, each but"
+                f" reference also with {OUTCOME})"
+            )
     if a.device is None:
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
     a.out = a.out or tempfile.mkdtemp(prefix="chesslm-speed-")
@@ -533,7 +562,7 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
         data = open_data(a, gpt.config_for(a.model).block_size)
         results = []
         for path in a.paths.split(","):
-            if path in GPU_ONLY and a.device != "cuda":
+            if base_path(path) in GPU_ONLY and a.device != "cuda":
                 print(f"{path}: skipped (needs a GPU)", flush=True)
                 continue
             r = time_path(a, ctx, data, path, peak)

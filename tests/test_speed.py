@@ -206,6 +206,24 @@ def test_benchmark_smoke_on_cpu(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_benchmark_times_a_path_with_the_outcome_head(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import train_speed
+
+    out = tmp_path / "speed.json"
+    args = ["--device=cpu", "--model=tiny", "--steps=1", "--warmup=1", "--games=64"]
+    args += ["--val-games=8", "--threads=1", "--no-validation", f"--out={tmp_path}"]
+    assert train_speed.main([*args, "--paths=compiled,compiled+outcome", f"--json={out}"]) == 0
+    paths = {r["path"]: r for r in json.loads(out.read_text())["results"]}
+    assert {p: r["outcome_head"] for p, r in paths.items()} == {
+        "compiled": False,
+        "compiled+outcome": True,
+    }
+    with pytest.raises(SystemExit):
+        train_speed.main([*args, "--paths=reference+outcome", f"--json={out}"])
+
+
+@pytest.mark.slow
 def test_changing_packing_under_an_existing_run_is_refused(tiny_cache: Path, tmp_path) -> None:
     run_dir = tmp_path / "run"
     common = [
