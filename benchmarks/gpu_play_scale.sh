@@ -38,11 +38,13 @@ parts)
   mark "parts: rc=$rc $(tail -3 "$OUT/parts.log")"
   ;;
 month)
-  pgn=/tmp/month-10m.pgn.zst
-  t0=$(date +%s)
-  timeout -k 5 150 python3 benchmarks/month_pgn.py --games 10000000 --out "$pgn" > "$OUT/month-gen.log" 2>&1
-  rc=$?
-  mark "generated 10M games in $(( $(date +%s) - t0 )) s: rc=$rc $(ls -la "$pgn" 2>&1)"
+  pgn=${MONTH_PGN:-/tmp/month-10m.pgn.zst}
+  if [ ! -e "$pgn.ok" ]; then  # not already generated (gpu_outcome.sh's MONTH_PGN)
+    t0=$(date +%s)
+    timeout -k 5 150 python3 benchmarks/month_pgn.py --games 10000000 --out "$pgn" > "$OUT/month-gen.log" 2>&1
+    rc=$?
+    mark "generated 10M games in $(( $(date +%s) - t0 )) s: rc=$rc $(ls -la "$pgn" 2>&1)"
+  fi
   timeout -k 5 420 "${BENCH[@]}" --pgn "$pgn" --validation 0.05 --legality-games 1024 --games 10000 \
     --compile --repeats 2 --json "$OUT/play-rule-month-10m.json" > "$OUT/month.log" 2>&1
   rc=$?
