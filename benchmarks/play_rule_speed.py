@@ -17,8 +17,9 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
   written to a fresh state directory), with the job's ``--threads`` split between torch and
   preparation as ``chesslm.play.prepare`` says; its wall time from the evaluator's opening to
   its last chunk written;
-* scorer: ``scoring.score_many`` over the same chunks' inputs, prepared beforehand (what
-  ``benchmarks/play_speed.py`` times), torch with every one of ``--threads``.
+* scorer: ``scoring.score_chunks`` over the same chunks' inputs, prepared beforehand, in one
+  pipeline (``score_many``'s batches, what ``benchmarks/play_speed.py`` times), torch with
+  every one of ``--threads``.
 
 Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
 scorer; 1 = preparation costs nothing), its median and spread, and the rows' tables (the
@@ -90,17 +91,16 @@ def part(net, cache_dir: Path, state: Path, args, serial: bool = False):  # noqa
 
 
 def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
-    """``score_many`` over the chunks' prepared inputs: positions and seconds."""
+    """``score_chunks`` over the chunks' prepared inputs (one pipeline, as the part scores
+    them): positions and seconds."""
     torch.set_num_threads(args.threads)
     positions = 0
     sync(args.device)
     t0 = time.perf_counter()
-    for inputs in chunks:
-        for _, _, host in scoring.score_many(
-            net, inputs, batch_tokens=args.batch_tokens, device=args.device,
-            attention=args.attention,
-        ):  # fmt: skip
-            positions += len(host["rank"])
+    for scored in scoring.score_chunks(
+        net, chunks, batch_tokens=args.batch_tokens, device=args.device, attention=args.attention
+    ):
+        positions += len(scored.host["rank"])
     sync(args.device)
     return positions, time.perf_counter() - t0
 

@@ -140,7 +140,7 @@ def stages(net, inputs, device: str, v: dict) -> dict[str, float]:  # noqa: ANN0
         lap("forward")
         result = scoring.score_logits(batch, logits)
         lap("post")
-        scoring.finish(group, batch, scoring.start_fetch(result, cuda))
+        scoring.finish(0, group, batch, scoring.start_fetch(result, cuda), True)
         lap("fetch")
     return out
 

@@ -258,6 +258,28 @@ def test_pipelined_batches_and_padded_rows_score_like_one_batch(net):
             assert host["played_logp"][p] == pytest.approx(float(ref.played_logp[q]), abs=1e-5)
 
 
+def test_chunks_scored_in_one_pipeline_equal_each_chunk_alone(net):
+    """score_chunks (several chunks, one pipeline, an empty chunk among them) yields each
+    chunk's batches in order, its last batch marked, with score_many's results per chunk."""
+    inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(5),
+              (30, 7, 22, 15, 40), strict=True)]  # fmt: skip
+    chunks = [inputs[:2], [], inputs[2:]]
+    tokens = int(scoring.branched_lengths(inputs).max()) * 2
+    got = list(scoring.score_chunks(net, iter(chunks), batch_tokens=tokens, device="cpu"))
+    assert [s.chunk for s in got] == sorted(s.chunk for s in got) and {s.chunk for s in got} == {
+        0,
+        2,
+    }
+    for c in (0, 2):
+        mine = [s for s in got if s.chunk == c]
+        assert [s.last for s in mine] == [False] * (len(mine) - 1) + [True]
+        alone = list(scoring.score_many(net, chunks[c], batch_tokens=tokens, device="cpu"))
+        assert [s.group for s in mine] == [g for g, _, _ in alone]
+        for s, (_, _, host) in zip(mine, alone, strict=True):
+            assert np.array_equal(s.host["rank"], host["rank"])
+            assert np.array_equal(s.host["played_logp"], host["played_logp"])
+
+
 # ---------------------------------------------------------------- legality and engine games
 
 

@@ -17,9 +17,10 @@ missing), or, with ``ratings=(white, black)``, those for every game (the counter
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,33 +148,52 @@ class Evaluator:
     def run(self, deadline: float, progress: Progress | None = None) -> bool:
         """Evaluate the chunks not yet on disk until ``deadline`` (time.monotonic()); True when
         every chunk is done. ``progress`` gets the positions done after each batch. Games
-        without stored tables are prepared by ``prepare``'s workers, as it says."""
+        without stored tables are prepared by ``prepare``'s workers, as it says. The chunks
+        flow through one scoring pipeline (``scoring.score_chunks``): the next chunk's inputs
+        are built while the device scores this one's last batches; each chunk is written as
+        soon as its last batch is back, and the deadline is checked after each."""
         done = self.positions_done
-
-        def batch_done(positions: int) -> None:
-            nonlocal done
-            done += positions
-            if progress is not None:
-                progress.update(done)
-
         todo = [i for i in range(len(self.chunks)) if not self.chunk_path(i).exists()]
+        if todo and time.monotonic() >= deadline:
+            return False
         threads = torch.get_num_threads()
         if self.workers and self.device.type != "cpu":
             torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
         try:
             with prepare.Preparer(self.workers) as prep:
-                ahead: dict[int, prepare.Pending] = {}
-                for k, i in enumerate(todo):
-                    if time.monotonic() >= deadline:
-                        return False
-                    for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
-                        ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
-                    tables = ahead.pop(i).tables()
-                    result = self.evaluate_games(self.chunks[i], batch_done, tables)
-                    files.write_atomic(self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
+                stream = scoring.score_chunks(
+                    self.net, self._inputs(prep, todo), batch_tokens=self.batch_tokens,
+                    device=self.device, attention=self.attention,
+                )  # fmt: skip
+                with contextlib.closing(stream):
+                    out = self._collected()
+                    for scored in stream:
+                        i = todo[scored.chunk]
+                        self._collect(out, self.chunks[i], scored)
+                        done += len(scored.host["rank"])
+                        if progress is not None:
+                            progress.update(done)
+                        if scored.last:
+                            result = {k: np.concatenate(v) for k, v in out.items()}
+                            files.write_atomic(
+                                self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r)
+                            )
+                            out = self._collected()
+                            if time.monotonic() >= deadline and i != todo[-1]:
+                                return False
         finally:
             torch.set_num_threads(threads)  # the job's, for the parts after this one
         return True
+
+    def _inputs(self, prep: prepare.Preparer, todo: list[int]) -> Iterator[list[scoring.GameInput]]:
+        """Each chunk's inputs, in ``todo``'s order, the tables of up to ``prepare.ahead``
+        chunks beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
+        ahead: dict[int, prepare.Pending] = {}
+        for k, i in enumerate(todo):
+            for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
+                ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
+            tables = ahead.pop(i).tables()
+            yield [self.game(int(g), tables.get(int(g))) for g in self.chunks[i]]
 
     def _submit(self, prep: prepare.Preparer, chunk: np.ndarray) -> prepare.Pending:
         """Start preparing the games of ``chunk`` whose tables the cache does not store."""
@@ -216,24 +236,28 @@ class Evaluator:
         ids = np.asarray(games, dtype=np.int64)
         prepared = prepared or {}
         inputs = [self.game(int(g), prepared.get(int(g))) for g in ids]
-        out: dict[str, list[np.ndarray]] = {k: [] for k in self.fields}
-        for group, batch, host in scoring.score_many(
-            self.net,
-            inputs,
-            batch_tokens=self.batch_tokens,
-            device=self.device,
-            attention=self.attention,
-        ):
-            out["game"].append(ids[np.asarray(group)][batch.ply_game])
-            out["ply"].append(batch.ply_number.astype(np.int16))
-            out["rank"].append(host["rank"].astype(np.int32))
-            out["nll"].append((-host["played_logp"]).astype(np.float32))
-            out["n_legal"].append(host["n_legal"].astype(np.int16))
-            for j, name in enumerate(OUTCOME_FIELDS if "wdl" in host else ()):
-                out[name].append(host["wdl"][:, j].astype(np.float32))
+        out = self._collected()
+        stream = scoring.score_chunks(self.net, [inputs], batch_tokens=self.batch_tokens,
+                                      device=self.device, attention=self.attention)  # fmt: skip
+        for scored in stream:
+            self._collect(out, ids, scored)
             if batch_done is not None:
-                batch_done(len(host["rank"]))
+                batch_done(len(scored.host["rank"]))
         return {k: np.concatenate(v) for k, v in out.items()}
+
+    def _collected(self) -> dict[str, list[np.ndarray]]:
+        return {k: [] for k in self.fields}
+
+    def _collect(self, out: dict[str, list[np.ndarray]], ids: np.ndarray, scored: Any) -> None:
+        """Add one scored batch's positions (``ids``: its chunk's validation indices)."""
+        batch, host = scored.batch, scored.host
+        out["game"].append(np.asarray(ids)[np.asarray(scored.group)][batch.ply_game])
+        out["ply"].append(batch.ply_number.astype(np.int16))
+        out["rank"].append(host["rank"].astype(np.int32))
+        out["nll"].append((-host["played_logp"]).astype(np.float32))
+        out["n_legal"].append(host["n_legal"].astype(np.int16))
+        for j, name in enumerate(OUTCOME_FIELDS if "wdl" in host else ()):
+            out[name].append(host["wdl"][:, j].astype(np.float32))
 
     @property
     def fields(self) -> tuple[str, ...]:

@@ -25,10 +25,10 @@ main line before its ply (an empty prefix leaves every row exactly as without co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import chess
 import numpy as np
@@ -487,31 +487,63 @@ def score_many(
 ) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
     """Score ``games`` batch by batch: yields (game indices, batch, host results with
     ``rank``, ``played_logp``, ``n_legal`` per scored ply, and ``wdl`` (P, 3) with an outcome
-    head).
+    head). ``score_chunks`` with one chunk."""
+    for chunk in score_chunks(net, [games], batch_tokens=batch_tokens, device=device,
+                              attention=attention, pad_to=pad_to):  # fmt: skip
+        yield chunk.group, chunk.batch, chunk.host
 
-    A pipeline: a host thread prepares the next batch (NumPy, into pinned memory) while this
-    thread copies the current one (non-blocking), launches its pass and, only then, waits for
-    the previous batch's results (one sync per batch, a non-blocking copy to pinned memory)."""
-    groups = plan_batches(branched_lengths(games).tolist(), batch_tokens)
+
+class Scored(NamedTuple):
+    """One batch's results (``score_chunks``): its chunk's number, the games of that chunk it
+    holds (indices into the chunk), the batch, host results (``score_many``'s), and whether
+    it is the chunk's last batch."""
+
+    chunk: int
+    group: list[int]
+    batch: Batch
+    host: dict[str, np.ndarray]
+    last: bool
+
+
+def score_chunks(
+    net: gpt.GPT,
+    chunks: Iterable[Sequence[GameInput]],
+    *,
+    batch_tokens: int,
+    device: torch.device | str,
+    attention: str = "dense",
+    pad_to: int = 1,
+) -> Iterator[Scored]:
+    """Score chunks of games (each batched on its own) in one pipeline, so that the device
+    does not wait at a chunk's end: a host thread takes the next chunk from ``chunks`` (a lazy
+    iterable is consumed in that thread, so building a chunk's inputs overlaps the scoring) and
+    prepares its batches (NumPy, into pinned memory) while this thread copies the current
+    batch (non-blocking), launches its pass and, only then, waits for the previous batch's
+    results (one sync per batch, a non-blocking copy to pinned memory). An empty chunk yields
+    nothing."""
     cuda = _is_cuda(device)
 
-    def prep(group: list[int]) -> Batch:
-        return prepare([games[i] for i in group], pad_to=pad_to, pin=cuda)
+    def planned() -> Iterator[tuple[int, list[int], Batch, bool]]:
+        for c, games in enumerate(chunks):
+            groups = plan_batches(branched_lengths(games).tolist(), batch_tokens)
+            for k, group in enumerate(groups):
+                batch = prepare([games[i] for i in group], pad_to=pad_to, pin=cuda)
+                yield c, group, batch, k == len(groups) - 1
 
+    items = planned()
     pending = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-prepare") as pool:
-        ahead = pool.submit(prep, groups[0]) if groups else None
-        for k, group in enumerate(groups):
-            host_batch = ahead.result()
-            if k + 1 < len(groups):
-                ahead = pool.submit(prep, groups[k + 1])
+        ahead = pool.submit(next, items, None)
+        while (item := ahead.result()) is not None:
+            ahead = pool.submit(next, items, None)
+            c, group, host_batch, last = item
             batch = to_device(host_batch, device)
             fetch = start_fetch(score(net, batch, attention=attention), cuda)
             if pending is not None:
                 yield finish(*pending)
-            pending = (group, batch, fetch)
-    if pending is not None:
-        yield finish(*pending)
+            pending = (c, group, batch, fetch, last)
+        if pending is not None:
+            yield finish(*pending)
 
 
 def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
@@ -529,9 +561,7 @@ def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
     return (*out, done)
 
 
-def finish(
-    group: list[int], batch: Batch, fetch: tuple
-) -> tuple[list[int], Batch, dict[str, np.ndarray]]:
+def finish(chunk: int, group: list[int], batch: Batch, fetch: tuple, last: bool) -> Scored:
     rank, logp, wdl, done = fetch
     if done is not None:
         done.synchronize()
@@ -542,7 +572,7 @@ def finish(
     }
     if wdl is not None:  # the outcome head's (P, 3) win/draw/loss at each scored position
         host["wdl"] = wdl.numpy()
-    return group, batch, host
+    return Scored(chunk, group, batch, host, last)
 
 
 def game_input(
