@@ -8,13 +8,18 @@
 #   bash benchmarks/gpu_play_scale.sh parts   # legality and the games against the anchors, old
 #                                             # path and new (benchmarks/play_parts_speed.py)
 #   bash benchmarks/gpu_play_scale.sh month   # a generated 10M-game month, 5 % validation,
-#                                             # match.games 10,000 (the default), compiled
-# JSON and a progress log go to $OUT.
+#                                             # match.games 10,000 (the default), eager (the
+#                                             # default; COMPILE_MONTH=yes: compiled)
+#   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
+#                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
+# DEADLINE (epoch seconds) caps every step's time limit. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
 CORES=$(nproc)
 mark() { echo "[$(date +%s)] $*" | tee -a "$OUT/progress.log"; }
+DEADLINE=${DEADLINE:-$(( $(date +%s) + 100000 ))}
+limit() { local left=$(( DEADLINE - $(date +%s) )); echo $(( $1 < left ? $1 : (left > 1 ? left : 1) )); }
 mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
 for step in "${@:-split}"; do
@@ -22,7 +27,7 @@ case "$step" in
 split)
   for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
-    timeout -k 5 250 "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
+    timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
       --validation 0.35 --legality-games 1024 --repeats 2 "${flag[@]}" \
       --json "$OUT/play-rule-split-compile-$compiled.json" > "$OUT/split-$compiled.log" 2>&1
     rc=$?
@@ -32,7 +37,7 @@ split)
 parts)
   [ -d .deb ] && dpkg -x .deb/stockfish_*.deb /tmp/sf  # Debian's stockfish, carried
   export PATH=$PATH:/tmp/sf/usr/games
-  timeout -k 5 400 python3 benchmarks/play_parts_speed.py --preset baseline --device cuda \
+  timeout -k 5 "$(limit 400)" python3 benchmarks/play_parts_speed.py --preset baseline --device cuda \
     --json "$OUT/play-parts-h200.json" > "$OUT/parts.log" 2>&1
   rc=$?
   mark "parts: rc=$rc $(tail -3 "$OUT/parts.log")"
@@ -41,16 +46,24 @@ month)
   pgn=${MONTH_PGN:-/tmp/month-10m.pgn.zst}
   if [ ! -e "$pgn.ok" ]; then  # not already generated (gpu_outcome.sh's MONTH_PGN)
     t0=$(date +%s)
-    timeout -k 5 150 python3 benchmarks/month_pgn.py --games 10000000 --out "$pgn" > "$OUT/month-gen.log" 2>&1
+    timeout -k 5 "$(limit 150)" python3 benchmarks/month_pgn.py --games 10000000 --out "$pgn" > "$OUT/month-gen.log" 2>&1
     rc=$?
     mark "generated 10M games in $(( $(date +%s) - t0 )) s: rc=$rc $(ls -la "$pgn" 2>&1)"
   fi
-  timeout -k 5 420 "${BENCH[@]}" --pgn "$pgn" --validation 0.05 --legality-games 1024 --games 10000 \
-    --compile --repeats 2 --json "$OUT/play-rule-month-10m.json" > "$OUT/month.log" 2>&1
+  flag=(); [ "${COMPILE_MONTH:-no}" = yes ] && flag=(--compile)
+  timeout -k 5 "$(limit 420)" "${BENCH[@]}" --pgn "$pgn" --validation 0.05 --legality-games 1024 \
+    --games 10000 "${flag[@]}" --repeats 2 --json "$OUT/play-rule-month-10m.json" > "$OUT/month.log" 2>&1
   rc=$?
-  mark "month, 10,000 of its validation games, compiled: rc=$rc $(tail -1 "$OUT/month.log")"
+  mark "month, 10,000 of its validation games, compile ${COMPILE_MONTH:-no}: rc=$rc $(tail -1 "$OUT/month.log")"
   ;;
-*) echo "unknown step $step (split, parts, month)" >&2; exit 2 ;;
+trained)
+  timeout -k 5 "$(limit 200)" python3 benchmarks/play_parts_speed.py --preset baseline --device cuda \
+    --parts legality --checkpoint "$CHECKPOINT" --json "$OUT/play-parts-h200-trained.json" \
+    > "$OUT/trained.log" 2>&1
+  rc=$?
+  mark "legality, trained weights ($CHECKPOINT): rc=$rc $(tail -3 "$OUT/trained.log")"
+  ;;
+*) echo "unknown step $step (split, parts, month, trained)" >&2; exit 2 ;;
 esac
 done
 mark done
