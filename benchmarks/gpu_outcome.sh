@@ -20,7 +20,7 @@ targets=(results/compare/gpu-outcome/comparison.json results/plain-all/play/move
   results/head-all/play/move-match.json results/plain-all/report/summary.md
   results/head-all/report/summary.md)
 timeout -k 5 $(( deadline - $(date +%s) - 75 )) python3 -m snakemake "${targets[@]}" --cores 16 \
-  --resources gpu=2 --configfile config/config.yaml benchmarks/outcome-real.yaml \
+  --resources gpu=2 --keep-going --configfile config/config.yaml benchmarks/outcome-real.yaml \
   > "$OUT/snakemake.log" 2>&1
 mark "snakemake rc=$?"
 tar -czf "$OUT/outcome.tgz" results/*/results.json results/*/scores/*/scores.json \
