@@ -1,7 +1,8 @@
 """Speed of play's legality part and of its games against the ladder's anchors: the old path
 (one mode after the other, three passes over every whole sequence per ply; one game at a time
 against each anchor) against the new one (every mode in one KV-cached batch; every game in
-flight together), in the same run, as a ratio. Needs torch, python-chess and Stockfish only.
+flight together), in the same run, as a ratio. Needs torch, python-chess and Stockfish (the
+elo part) only.
 
     python benchmarks/play_parts_speed.py --preset baseline --device cuda \
         --json benchmarks/results/play-parts-h200.json                      # one H200
@@ -10,11 +11,13 @@ flight together), in the same run, as a ratio. Needs torch, python-chess and Sto
     ... --checkpoint results/RUN/train/best.pt                              # trained weights
 
 Legality: ``--games`` sampled games and one greedy game of ``--max-plies`` plies (the play
-defaults: 16 + 1, 120). Elo: ``--games-per-anchor`` games (8) against each of the default
-ladder's 12 anchors (96 games), ``--elo-max-plies`` plies at most (300, the ladder's), the
-openings of ``ladder.LadderSettings()``. The model plays argmax (as the elo part does).
-Weights: freshly initialised unless ``--checkpoint`` (a fresh model proposes illegal moves
-far more often than a trained one, so legality replaces more moves; and its games against
+defaults: 16 + 1, 120); the new path is timed twice, its illegal proposals replaced from the KV
+cache (``new_seconds``) and by a pass over the whole games (``pass_seconds``, as before the
+cached replacement; ``pass_ratio`` = pass / new). Elo: ``--games-per-anchor`` games (8) against
+each of the default ladder's 12 anchors (96 games), ``--elo-max-plies`` plies at most (300, the
+ladder's), the openings of ``ladder.LadderSettings()``. The model plays argmax (as the elo part
+does). Weights: freshly initialised unless ``--checkpoint`` (a fresh model proposes illegal
+moves far more often than a trained one, so legality replaces more moves; and its games against
 the anchors are other games than a trained model's).
 
 The anchors' own thinking is measured apart: every anchor's ``move`` is timed, summed over
@@ -69,6 +72,10 @@ def legality(net: gpt.GPT, args: argparse.Namespace) -> dict[str, Any]:
     old, old_s = timed(lambda: {m: games.free_games_plain(net, temperature=t, **kw)[0]
                                 for m, t in MODES.items()}, args.device)  # fmt: skip
     new, new_s = timed(lambda: games.free_games(net, MODES, **kw)[0], args.device)
+    # the new path with its replacements by best_moves' pass over the whole games
+    passed, pass_s = timed(
+        lambda: games.free_games(net, MODES, replace="pass", **kw)[0], args.device
+    )
 
     def moves(play: dict) -> dict:
         return {m: [(g.board.move_stack, g.illegal_plies) for g in gs] for m, gs in play.items()}
@@ -78,7 +85,9 @@ def legality(net: gpt.GPT, args: argparse.Namespace) -> dict[str, Any]:
     return {"games": sum(map(len, new.values())), "plies": plies, "illegal": illegal,
             "old_seconds": old_s, "new_seconds": new_s, "ratio": old_s / new_s,
             "old_plies_per_s": plies / old_s, "new_plies_per_s": plies / new_s,
-            "identical": moves(old) == moves(new)}  # fmt: skip
+            "identical": moves(old) == moves(new), "pass_seconds": pass_s,
+            "pass_plies_per_s": plies / pass_s, "pass_ratio": pass_s / new_s,
+            "pass_identical": moves(passed) == moves(new)}  # fmt: skip
 
 
 class Clock:
@@ -202,7 +211,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    args.engine = args.engine or anchors.find_engine("stockfish", "--engine")
+    parts = args.parts.split(",")
+    if "elo" in parts:  # legality alone needs no engine
+        args.engine = args.engine or anchors.find_engine("stockfish", "--engine")
     torch.manual_seed(0)
     if args.checkpoint:
         from chesslm.play import evaluate
@@ -213,13 +224,14 @@ def main() -> None:
     out: dict[str, Any] = {"preset": args.preset, "device": args.device,
                            "checkpoint": str(args.checkpoint) if args.checkpoint else None,
                            "host": platform.node(), "torch": torch.__version__,
-                           "engine": ladder.engine_identity(args.engine)["id_name"],
+                           "engine": ladder.engine_identity(args.engine)["id_name"]
+                           if args.engine else None,
                            "date": time.strftime("%Y-%m-%d %H:%M"),
                            "cores": inflight.default_engines(), "threads": args.threads,
                            "gpu": torch.cuda.get_device_name() if args.device == "cuda"
                            else None}  # fmt: skip
     for part, fn in (("legality", legality), ("elo", elo_games)):
-        if part in args.parts.split(","):
+        if part in parts:
             out[part] = fn(net, args)
             print(json.dumps({part: out[part]}), flush=True)
     if args.json:

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 import time
 
+import chess
 import pytest
 import torch
 
 from chesslm.data import conditioning, tokens
 from chesslm.model import gpt
-from chesslm.play import decode, games
+from chesslm.play import decode, games, ratings
 
 MODES = {"greedy": 0.0, "temperature_1": 1.0}
 
@@ -85,3 +87,65 @@ def test_no_ply_is_proposed_after_the_deadline(net) -> None:
         (False, 0, 1),
         (False, 0, 4),
     ]
+
+
+PROMOTING = "e2e4 d7d5 e4d5 c7c6 d5c6 g8f6 c6b7 b8d7".split()  # then b7 takes or pushes: 12
+
+
+def _boards(n: int) -> list[chess.Board]:
+    """The promoting position and ``n - 1`` random ones, all after as many plies."""
+    rng = random.Random(5)
+    out = [chess.Board()]
+    for uci in PROMOTING:
+        out[0].push_uci(uci)
+    while len(out) < n:
+        board = chess.Board()
+        while len(board.move_stack) < len(PROMOTING) and not board.is_game_over():
+            board.push(rng.choice(list(board.legal_moves)))
+        if len(board.move_stack) == len(PROMOTING):
+            out.append(board)
+    return out
+
+
+@pytest.mark.parametrize("rated", [False, True])
+def test_a_replacement_from_the_cache_is_the_full_pass_replacement(net, rated, monkeypatch):
+    if rated:
+        net = copy.deepcopy(net)
+        net.config = dataclasses.replace(net.config, conditioning="elo")
+    lead = list(ratings.prefix(net, 2000, 1000))
+    assert bool(lead) == rated
+    boards = _boards(6)
+    assert sum(m.promotion is not None for m in boards[0].legal_moves) == 12
+    seen: list[torch.Tensor] = []
+    real = games._pick
+    monkeypatch.setattr(
+        games, "_pick", lambda b, i, logp, *a: seen.append(logp) or real(b, i, logp, *a)
+    )
+    seqs = torch.tensor([lead + games.move_tokens_of(b) for b in boards])
+    at = seqs.size(1)
+    decoder = decode.Decoder(net, len(boards), at + 3)
+    last = decoder.step(seqs, 0)[:, -1]
+    decoder.step(torch.full((len(boards), 2), 9), at)  # a proposal's tokens, as in free_games
+    rows = [3, 0, 5, 1]  # some of the batch's games, in another order
+    sample = [False, True, True, False]
+    for draw in range(3):
+        gens = [torch.Generator().manual_seed(draw) for _ in rows]
+        twins = [torch.Generator().manual_seed(draw) for _ in rows]
+        mine = [boards[r] for r in rows]
+        cached = games.cached_best_moves(decoder, last, at, torch.tensor(rows), mine,
+                                         sample=sample, generators=gens)  # fmt: skip
+        full = games.best_moves(net, mine, sample=sample, prefixes=[lead] * len(rows),
+                                generators=twins)  # fmt: skip
+        assert cached == full
+        # every legal move's score (the promoting board's 12 promotions among them)
+        assert torch.allclose(seen[-2], seen[-1], atol=1e-5)
+        assert seen[-1].exp().sum().item() == pytest.approx(len(rows), rel=1e-5)
+
+
+def test_free_games_replace_a_move_from_the_cache_or_by_a_pass(net) -> None:
+    kw = {"games": 3, "max_plies": 12, "seed": 4, "deadline": time.monotonic() + 600}
+    cached, _ = games.free_games(net, MODES, **kw)
+    passed, _ = games.free_games(net, MODES, replace="pass", **kw)
+    assert _games(cached) == _games(passed)
+    with pytest.raises(ValueError, match="replace must be one of"):
+        games.free_games(net, MODES, replace="both", **kw)

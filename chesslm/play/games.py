@@ -67,10 +67,15 @@ def best_moves(
         for b, lead in zip(boards, prefixes, strict=True)
     ]
     batch = scoring.build_batch(inputs, model_device(net))
-    logp = scoring.score(net, batch).move_logp.cpu()
-    samples = [sample] * len(boards) if isinstance(sample, bool) else sample
+    return _pick(batch, inputs, scoring.score(net, batch).move_logp.cpu(), sample, generators)
+
+
+def _pick(batch, inputs, logp, sample, generators) -> list[chess.Move]:  # noqa: ANN001
+    """Each board's argmax of its legal moves' ``logp`` (scored ``inputs``), or a draw
+    (``best_moves``' ``sample`` and ``generators``), board after board."""
+    samples = [sample] * len(inputs) if isinstance(sample, bool) else sample
     moves = []
-    for p in range(len(boards)):
+    for p in range(len(inputs)):
         idx = np.nonzero(batch.move_ply == p)[0]
         codes = inputs[p].legal(0)
         lp = logp[idx]
@@ -81,6 +86,35 @@ def best_moves(
             choice = int(torch.argmax(lp))
         moves.append(scoring.decode_code(codes[choice]))
     return moves
+
+
+@torch.no_grad()
+def cached_best_moves(
+    decoder: decode.Decoder,
+    last: torch.Tensor,
+    at: int,
+    rows: torch.Tensor,
+    boards: Sequence[chess.Board],
+    **choose: Any,
+) -> list[chess.Move]:
+    """``best_moves`` of ``boards``, whose sequences are the decoder's ``rows`` (a device
+    index), cached before position ``at`` (their next source's), ``last`` the logits there:
+    the branches of ``scoring`` (every legal source, every promoting destination) stepped
+    over the cache, so no pass reads the games again. Each board is scored as a one-token
+    game (BOS alone) whose branches, shifted to ``at``, are the new tokens: the same rows,
+    mask and arithmetic as ``best_moves``' pass. ``choose``: its sample and generators."""
+    if not boards:
+        return []
+    inputs = [scoring.GameInput.from_plies([tokens.BOS], [scoring.legal_codes(b)]) for b in boards]
+    batch = scoring.build_batch(inputs, last.device)
+    B, T = batch.shape
+    sees = scoring.dense_mask(batch.prefix, batch.extra)[:, :, 1:]  # (B, 1, T - 1, T)
+    # what the one-token game's BOS stands for: every cached token before ``at``
+    mask = torch.cat([sees[..., :1].expand(-1, -1, -1, at), sees[..., 1:]], -1)
+    new = decoder.branch(rows, batch.idx[:, 1:], batch.pos[:, 1:] + (at - 1), mask)
+    logits = torch.cat([last[rows].unsqueeze(1), new], 1).view(B * T, -1)[batch.dev["rows"]]
+    logp = scoring.score_logits(batch, logits).move_logp.cpu()
+    return _pick(batch, inputs, logp, choose.get("sample", False), choose.get("generators"))
 
 
 def mover_prefix(net: torch.nn.Module, board: chess.Board, self_elo: int, opponent_elo: int):  # noqa: ANN201
@@ -162,13 +196,18 @@ def free_games(
     deadline: float,
     progress: dict[str, Progress | None] | None = None,
     elo: tuple[int, int] = (ratings.DEFAULT, ratings.DEFAULT),
+    replace: str = "cache",
 ) -> tuple[dict[str, list[SelfPlay]], bool]:
     """Each mode's self-play games, and whether they ended before ``deadline``. Every mode's
     games advance in one batch per ply, each mode drawing from a generator of its own seeded
     by ``seed`` (so each mode's games are the ones it plays alone). Every live game is at the
     same ply, so the decoder's cache (``decode``) holds one length: a ply is three one-token
     steps and one three-token step (the move played, over the proposal), not three passes
-    over the whole sequences."""
+    over the whole sequences. An illegal proposal's replacement is scored over the cache too
+    (``replace`` "cache"; "pass": ``best_moves``' pass over the whole game, as first written,
+    which the tests and the benchmark compare with)."""
+    if replace not in REPLACE:
+        raise ValueError(f"replace must be one of {REPLACE}, not {replace!r}")
     lead = list(ratings.prefix(net, *elo))
     rows = [
         (mode, SelfPlay()) for mode, t in modes.items() for _ in range(self_play_games(games, t))
@@ -193,7 +232,7 @@ def free_games(
             last, rows = last[keep], [rows[i] for i in alive]
         at = len(lead) + 1 + 3 * (ply - 1)
         triples = _propose(decoder, last, at, _groups(rows, modes, gens, device))
-        played = _settle(net, rows, triples, ply, modes, gens, lead)
+        played = _settle(rows, triples, ply, modes, gens, (net, lead, replace, decoder, last, at))
         if ply < max_plies:
             last = decoder.step(torch.tensor(played, device=device), at)[:, -1]
         for mode, each in (progress or {}).items():
@@ -242,22 +281,32 @@ def _propose(
     return [tuple(triple) for triple in torch.stack(out, 1).cpu().tolist()]
 
 
-def _settle(net, rows, triples, ply, modes, gens, lead) -> list[tuple[int, int, int]]:  # noqa: ANN001
+REPLACE = ("cache", "pass")  # free_games' replacements: from the decoder, or best_moves'
+
+
+def _settle(rows, triples, ply, modes, gens, where) -> list[tuple[int, int, int]]:  # noqa: ANN001
     """Each game's proposal judged: legal ones played, illegal ones counted and replaced by
-    the model's best legal move (one batched pass for every mode's); the triples played."""
+    the model's best legal move (one batch for every mode's: ``cached_best_moves`` over the
+    decoder's cache, or ``best_moves``' pass over the whole games, ``free_games``'
+    ``replace``); the triples played."""
+    net, lead, replace, decoder, last, at = where
     need = []
-    for (mode, g), triple in zip(rows, triples, strict=True):
+    for i, ((mode, g), triple) in enumerate(zip(rows, triples, strict=True)):
         g.proposals += 1
         move = _judge(g.board, triple)
         if move is None:
             g.illegal_plies.append(ply)
-            need.append((mode, g))
+            need.append((i, mode, g))
         else:
             g.board.push(move)
-    boards, sampled = [g.board for _, g in need], [modes[m] != 0 for m, _ in need]
-    replacements = best_moves(net, boards, sample=sampled, prefixes=[lead] * len(need),
-                              generators=[gens[m] for m, _ in need])  # fmt: skip
-    for (_, g), move in zip(need, replacements, strict=True):
+    boards, sampled = [g.board for _, _, g in need], [modes[m] != 0 for _, m, _ in need]
+    choose = {"sample": sampled, "generators": [gens[m] for _, m, _ in need]}
+    if replace == "cache":
+        index = torch.tensor([i for i, _, _ in need], dtype=torch.long, device=last.device)
+        replacements = cached_best_moves(decoder, last, at, index, boards, **choose)
+    else:
+        replacements = best_moves(net, boards, prefixes=[lead] * len(need), **choose)
+    for (_, _, g), move in zip(need, replacements, strict=True):
         g.board.push(move)
     return [tokens.move_tokens(g.board.peek()) for _, g in rows]
 
