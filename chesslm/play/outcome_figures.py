@@ -9,6 +9,8 @@ move-match.json's ``outcome`` entries (``chesslm.play.outcome``) and nothing els
   predicted win probability in each of the ten bins, with its interval, and the diagonal;
 * ``outcome-games.svg``: per dataset, White's predicted win probability at each ply of the
   few real games the record keeps, each game's result marked after its last move.
+
+No torch (the rule's job is a few seconds of reading and drawing).
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm import files
-from chesslm.figures import notice_figure, save_svg
+from chesslm.figures import STYLES, notice_figure, save_svg
 from chesslm.play import records
 from chesslm.play.outcome import METRICS
 from chesslm.play.outputs import OUTCOME
-from chesslm.play.plots import STYLES
 
 COLUMNS = ("dataset", "protocol", "scope", "group", "predictor", "metric", "value", "low",
            "high", "positions", "games", "few_games", "baseline_source")  # fmt: skip
