@@ -28,6 +28,7 @@ from chesslm.model.presets import config_for
 from chesslm.play import ladder as play_ladder
 from chesslm.play.anchors import EngineInfo, find_engine, handshake
 from chesslm.play.outputs import FILES as PLAY_FILES
+from chesslm.play.outputs import OUTCOME as PLAY_OUTCOME
 from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
 from chesslm.play.outputs import PARTS as PLAY_PARTS
 from chesslm.play.outputs import RECORDS as PLAY_RECORDS
@@ -36,7 +37,7 @@ from chesslm.train import prefix
 from chesslm.train.settings import SCHEMA, RunSettings, legality_request_error, schema_error
 
 __all__ = [  # the tables the rules read, besides this module's own
-    "COMPARE_FIGURES", "META_COLUMNS", "PLAY_FILES", "PLAY_OUTPUTS", "PLAY_PARTS",
+    "COMPARE_FIGURES", "META_COLUMNS", "PLAY_FILES", "PLAY_OUTCOME", "PLAY_OUTPUTS", "PLAY_PARTS",
     "PLAY_RECORDS", "REPORT_ITEMS", "SCHEMA", "Config", "ConfigError", "load",
 ]  # fmt: skip
 

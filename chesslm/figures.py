@@ -14,6 +14,7 @@ from chesslm import files
 
 # Fixed ids and no date make the SVG bytes depend on the data alone.
 SVG_RC = {"svg.hashsalt": "chesslm", "svg.fonttype": "none"}
+STYLES = ("-", "--", ":")  # one line style per protocol, in the order asked
 
 
 def save_svg(fig: Figure, path: Path) -> None:

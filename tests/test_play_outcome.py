@@ -5,10 +5,13 @@ baselines against training's, and nothing new for a checkpoint without the head.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import chess
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -16,7 +19,8 @@ from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.model import gpt
 from chesslm.model.outcome import positions, side_counts, targets
-from chesslm.play import evaluate, outcome, records, scoring
+from chesslm.play import evaluate, outcome, outcome_figures, records, scoring
+from chesslm.play.outputs import OUTCOME
 from chesslm.report.play_section import markdown_section
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
@@ -162,3 +166,13 @@ def test_a_checkpoint_without_the_head_measures_nothing_new(tmp_path, cache_dir)
         records.read_move_match(run_dir / "play/move-match.json").datasets["sample"].outcome is None
     )
     assert "### Outcome head" not in markdown_section(run_dir / "play")
+    # rule outcome_figures is not planned for such a run; given its record, it says why
+    out = {o.name: tmp_path / o.file for o in OUTCOME}
+    outcome_figures.write(run_dir / "play/move-match.json", out)
+    assert pd.read_csv(out["outcome_table"]).empty
+    assert outcome_figures.NO_HEAD in out["outcome_games"].read_text()
+
+
+def test_the_figures_module_imports_no_torch() -> None:
+    code = "import sys, chesslm.play.outcome_figures; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

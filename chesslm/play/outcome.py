@@ -18,7 +18,8 @@ multi-class Brier score (sum over classes of (p - observed)^2, 0 to 2) and the a
 accuracy; overall, by the mover's rating band and by ply bucket (``PLY_BUCKETS``), with 95 %
 percentile bootstrap intervals over games. The calibration table bins the predicted win
 probability in ten bins of 0.1 and sets each bin's mean prediction against the observed win
-frequency (its bootstrap interval over games). NumPy only.
+frequency (its bootstrap interval over games). The record also keeps White's win/draw/loss at
+every scored ply of ``GAMES`` real games (``game_curves``), for the report's figure. NumPy only.
 
 >>> y = np.array([WIN, DRAW, LOSS])
 >>> p = np.array([[0.5, 0.25, 0.25], [0.5, 0.25, 0.25], [0.2, 0.2, 0.6]])
@@ -40,6 +41,7 @@ import numpy as np
 
 from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
+from chesslm.data.metadata import RESULTS
 from chesslm.model.outcome import (
     DRAW,
     DRAWN,
@@ -59,6 +61,7 @@ PLY_BUCKETS = ((0, 20, "plies 0-19"), (20, 40, "plies 20-39"), (40, 80, "plies 4
 CALIBRATED = ("model", "elo")  # the predictors of the calibration table
 BINS = 10
 FLOOR = 1e-6  # the Elo baseline's least probability of a class
+GAMES = 4  # games whose curves the record keeps: a few, so the record stays small
 
 
 def nll(p: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -340,7 +343,39 @@ def section(
         "draw_rate": fit["draw_rate"],
         "table": table,
         "calibration": cal,
+        "games": game_curves(pos, meta),
     }
+
+
+def game_curves(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray],
+                count: int = GAMES) -> list[dict[str, Any]]:  # fmt: skip
+    """White's win/draw/loss at each scored ply (the head's, from the side to move, turned to
+    White's at Black's plies) of ``count`` games with a known result, evenly spaced among
+    those evaluated (by validation index, so a rerun picks the same ones).
+
+    >>> pos = {"game": np.array([3, 3, 5]), "ply": np.array([1, 0, 0]),
+    ...        "p_win": np.array([0.2, 0.5, 0.6]), "p_draw": np.array([0.3, 0.3, 0.3]),
+    ...        "p_loss": np.array([0.5, 0.2, 0.1])}
+    >>> meta = {"result": np.array([-1, -1, -1, 0, -1, -1], dtype=np.int8)}
+    >>> [(c["game"], c["result"], c["ply"], c["white_win"]) for c in game_curves(pos, meta)]
+    [(3, '1-0', [0, 1], [0.5, 0.5])]
+    """
+    g, ply = pos["game"].astype(np.int64), pos["ply"].astype(np.int64)
+    known = np.unique(g[meta["result"][g] >= 0])
+    picks = np.unique(np.linspace(0, len(known) - 1, min(count, len(known))).round())
+    curves = []
+    for game in known[picks.astype(np.int64)]:
+        at = np.flatnonzero(g == game)
+        at = at[np.argsort(ply[at], kind="stable")]
+        p = np.stack([pos[f"p_{c}"][at] for c in OUTCOME_CLASSES], axis=1).astype(np.float64)
+        p /= p.sum(axis=1, keepdims=True)
+        black = ply[at] % 2 == 1
+        p[black] = p[black][:, [LOSS, DRAW, WIN]]  # the mover's loss is White's win
+        curves.append({"game": int(game), "result": RESULTS[int(meta["result"][game])],
+                       "ply": ply[at].tolist(),
+                       **{f"white_{c}": np.round(p[:, i], 4).tolist()
+                          for i, c in enumerate(OUTCOME_CLASSES)}})  # fmt: skip
+    return curves
 
 
 DEFINITION = (

@@ -6,6 +6,10 @@ the report import it without torch, pandas or matplotlib.
 Each row belongs to a *part* (``play.PART`` of the config, whose ``seconds`` bound it); a
 part writes one record (``.json``), its tables (``.csv``) and one figure (``.svg``). A new
 part is its rows here plus its function in ``evaluate.PARTS``.
+
+``OUTCOME`` lists the files of rule ``outcome_figures`` (an outcome run's only, so not rule
+``play``'s: a rule's outputs cannot differ by run): the outcome head's table and figures, made
+from ``match``'s record.
 """
 
 from __future__ import annotations
@@ -46,9 +50,21 @@ counterfactual | counterfactual.json | counterfactual | - | -
 counterfactual_table | counterfactual.csv | counterfactual | play-cf-table.rst | by rating
 counterfactual_plot | counterfactual.svg | counterfactual | play-cf.rst | predictions by rating
 """
-OUTPUTS: tuple[Output, ...] = tuple(
-    Output(*(cell.strip() for cell in line.split("|"))) for line in _TABLE.strip().splitlines()
-)
+# rule outcome_figures' files, in the same columns
+_OUTCOME_TABLE = """
+outcome_table | outcome.csv | match | play-outcome-table.rst | outcome table
+outcome_calibration | outcome-calibration.svg | match | play-outcome-cal.rst | calibration
+outcome_games | outcome-games.svg | match | play-outcome-games.rst | White's chances by ply
+"""
+
+
+def _rows(table: str) -> tuple[Output, ...]:
+    lines = table.strip().splitlines()
+    return tuple(Output(*(cell.strip() for cell in line.split("|"))) for line in lines)
+
+
+OUTPUTS: tuple[Output, ...] = _rows(_TABLE)
+OUTCOME: tuple[Output, ...] = _rows(_OUTCOME_TABLE)
 
 FILES: dict[str, str] = {out.name: out.file for out in OUTPUTS}
 """Name -> file name under ``play/``."""

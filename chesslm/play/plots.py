@@ -11,10 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from chesslm.figures import notice_figure
+from chesslm.figures import STYLES, notice_figure
 from chesslm.play import elo, matching
-
-STYLES = ("-", "--", ":")  # one line style per protocol, in the order asked
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:

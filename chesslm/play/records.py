@@ -168,6 +168,34 @@ class OutcomeRow:
 
 
 @dataclass(frozen=True)
+class CalibrationBin:
+    """One bin of predicted win probability (``outcome.calibration``): its positions, the
+    mean prediction and the observed win frequency with its 95 % interval over games."""
+
+    protocol: str
+    predictor: str
+    bin: str
+    positions: int
+    games: int
+    predicted: float
+    observed: float
+    observed_low: float | None = None
+    observed_high: float | None = None
+
+
+@dataclass(frozen=True)
+class OutcomeGame:
+    """One real game's curve (``outcome.game_curves``): White's win/draw/loss at each ply."""
+
+    game: int
+    result: str
+    ply: list[int]
+    white_win: list[float]
+    white_draw: list[float]
+    white_loss: list[float]
+
+
+@dataclass(frozen=True)
 class OutcomeMeasure:
     """A dataset's outcome entry of move-match.json (an outcome checkpoint only)."""
 
@@ -176,7 +204,8 @@ class OutcomeMeasure:
     baseline_source: str
     draw_rate: float
     table: list[OutcomeRow]
-    calibration: list[dict[str, Any]] = field(default_factory=list)
+    calibration: list[CalibrationBin] = field(default_factory=list)
+    games: list[OutcomeGame] = field(default_factory=list)  # a record from before: none
 
     @property
     def overall(self) -> OutcomeRow | None:

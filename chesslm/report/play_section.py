@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chesslm.play import records
-from chesslm.play.outputs import FILES
+from chesslm.play.outputs import FILES, OUTCOME
 from chesslm.report.cells import md_table, num
 
 
@@ -206,8 +206,10 @@ def outcome_section(match: records.MoveMatch) -> list[str]:
     sources = "; ".join(f"`{n}`: {o.baseline_source} split, draw rate {o.draw_rate:.1%}"
                         for n, o in measured.items())  # fmt: skip
     where = f"`play/{FILES['move_match']}` (`outcome`)"
+    drawn = ", ".join(f"`play/{out.file}`" for out in OUTCOME)  # rule outcome_figures' files
     return lines + [f"Baselines fitted on: {sources}. By rating band, ply bucket and the"
-                    f" calibration table: {where}.", ""]  # fmt: skip
+                    f" calibration table: {where}; as a table and figures: {drawn}.",
+                    ""]  # fmt: skip
 
 
 def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:

@@ -12,7 +12,14 @@ from pathlib import Path
 
 from chesslm import config as chesslm_config
 from chesslm import watch
-from chesslm.config import COMPARE_FIGURES, META_COLUMNS, PLAY_OUTPUTS, REPORT_ITEMS
+from chesslm.config import (
+    COMPARE_FIGURES,
+    META_COLUMNS,
+    PLAY_FILES,
+    PLAY_OUTCOME,
+    PLAY_OUTPUTS,
+    REPORT_ITEMS,
+)
 from chesslm.layout import DatasetDir, RunDir, compare_file, ladder_file
 from chesslm.report import staleness
 from chesslm.train import launch
@@ -203,6 +210,16 @@ def get_run_play_outputs(wildcards):
     files = chesslm_config.PLAY_FILES
     run = RunDir.of(wildcards.run)
     return [run.play_file(files[name]) for name in chesslm_config.PLAY_RECORDS.values()]
+
+
+def get_run_outcome_outputs(wildcards):
+    """Rule outcome_figures' files, which the run's summary asks for (so the report shows
+    them) when its play evaluation runs and it has an outcome head; none otherwise, so a
+    run without the head plans as before."""
+    s = SETTINGS.runs[wildcards.run]
+    if not (s.play.enabled and s.outcome):
+        return []
+    return [RunDir.of(wildcards.run).play_file(out.file) for out in PLAY_OUTCOME]
 
 
 # --- Elo ladders (workflow/rules/ladder.smk) --------------------------------------------

@@ -9,6 +9,15 @@
 #   are report() items). Bounded by play.*.seconds; after a budget stop the work in progress
 #   stays in results/{run}/play/state/ and the next job (`--forcerun play`) resumes it; any
 #   other job, a forced rerun of a finished evaluation included, measures afresh.
+#
+# rule outcome_figures: results/{run}/play/move-match.json -> results/{run}/play/: the files of
+#   chesslm.play.outputs.OUTCOME (the outcome head's table and two figures, report() items).
+#   Only a run with `outcome: true` asks for them (its summary's input): a rule's outputs
+#   cannot differ by run, so they are not rule play's.
+
+
+localrules:
+    outcome_figures,
 
 
 rule play:
@@ -47,3 +56,25 @@ rule play:
         device=get_play_device,
     script:
         "../scripts/play.py"
+
+
+rule outcome_figures:
+    input:
+        record=RUN.play_file(PLAY_FILES["move_match"]),
+    output:
+        **{
+            out.name: report(
+                RUN.play_file(out.file),
+                caption=f"../report/{out.caption}",
+                category="Play",
+                subcategory="{run}",
+                labels={"run": "{run}", "item": out.label},
+            )
+            for out in PLAY_OUTCOME
+        },
+    log:
+        "logs/{run}/outcome_figures.log",
+    wildcard_constraints:
+        run=r"[A-Za-z0-9_-]+",
+    script:
+        "../scripts/outcome_figures.py"

@@ -29,6 +29,7 @@ rule summarise:
         probe=RUN.probe,
         receipt=get_run_receipt,
         play=get_run_play_outputs,
+        outcome=get_run_outcome_outputs,  # an outcome run's figures: in its report too
     output:
         **{
             item.name: report(

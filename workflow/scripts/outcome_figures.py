@@ -1,0 +1,18 @@
+"""Adapter for rule outcome_figures: chesslm.play.outcome_figures on the run's move-matching
+record, into the rule's named outputs."""
+
+from chesslm import watch
+
+watch.guard()  # first: a snakemake killed during the imports below ends this job too
+
+from pathlib import Path
+
+from chesslm import logs
+from chesslm.play import outcome_figures
+from chesslm.play.outputs import OUTCOME
+
+with logs.step("outcome_figures", snakemake.log[0]):  # noqa: F821
+    outcome_figures.write(
+        Path(snakemake.input.record),  # noqa: F821
+        {out.name: Path(getattr(snakemake.output, out.name)) for out in OUTCOME},  # noqa: F821
+    )
