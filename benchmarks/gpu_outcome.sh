@@ -3,9 +3,10 @@
 # without and with the outcome head, same seed) trained side by side to their early stops,
 # scored and compared under Maia-2's protocol (rule compare), each run's play evaluation (the
 # head measured; legality with trained weights), then the head's training cost in one process
-# (train_speed.py: graphs and graphs+outcome, alternated twice). The records a comparison
+# (train_speed.py: graphs and graphs+outcome). The records a comparison
 # reads, the play records and the runs' summaries go to $OUT as one tarball.
-# Usage: benchmarks/gpu_outcome.sh SECONDS   (the whole script's deadline)
+# Usage: benchmarks/gpu_outcome.sh SECONDS   (the whole script's deadline; SPEED=no: no
+# train_speed.py, the runs get all of it; a cut call's runs resume in the next)
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -19,7 +20,8 @@ fi
 targets=(results/compare/gpu-outcome/comparison.json results/plain-all/play/move-match.json
   results/head-all/play/move-match.json results/plain-all/report/summary.md
   results/head-all/report/summary.md)
-timeout -k 5 $(( deadline - $(date +%s) - 75 )) python3 -m snakemake "${targets[@]}" --cores 16 \
+reserve=75; [ "${SPEED:-yes}" = no ] && reserve=15
+timeout -k 5 $(( deadline - $(date +%s) - reserve )) python3 -m snakemake "${targets[@]}" --cores 16 \
   --resources gpu=2 --keep-going --configfile config/config.yaml benchmarks/outcome-real.yaml \
   > "$OUT/snakemake.log" 2>&1
 mark "snakemake rc=$?"
@@ -29,8 +31,8 @@ tar -czf "$OUT/outcome.tgz" results/*/results.json results/*/scores/*/scores.jso
   logs 2>/dev/null
 mark "tarball: $(du -h "$OUT/outcome.tgz" | cut -f1)"
 left=$(( deadline - $(date +%s) ))
-if [ "$left" -gt 40 ]; then
-  timeout -k 5 "$left" python3 benchmarks/train_speed.py --paths graphs,graphs+outcome,graphs,graphs+outcome \
+if [ "${SPEED:-yes}" != no ] && [ "$left" -gt 40 ]; then
+  timeout -k 5 "$left" python3 benchmarks/train_speed.py --paths graphs,graphs+outcome \
     --steps 60 --no-validation --json "$OUT/outcome-cost.json" > "$OUT/outcome-cost.log" 2>&1
   mark "train_speed rc=$? $(tail -6 "$OUT/outcome-cost.log")"
 fi
