@@ -141,7 +141,7 @@ def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
     for name, d in result.datasets.items():
         state = "" if d.complete else " (stopped by its time budget: partial)"
         lines += [f"Dataset `{name}`: {d.selection}, {d.positions} positions{state}.", ""]
-    head = any(r.p_win is not None for r in result.summary_rows)  # an outcome head's columns
+    head = bool(result.outcome_definition)  # a model with the outcome head: its columns
     rows = [
         [r.dataset, r.protocol, r.setting, r.rating_bin, r.positions, _pct(r.top1),
          _pct(r.top3), _nll(r.nll), _pct(r.argmax_changed), _nll(r.tv), _nll(r.kl),
