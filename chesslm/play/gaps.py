@@ -5,13 +5,13 @@ expectation.
 At every counterfactual position (``counterfactual``'s chunks: the move-matching games'
 positions), for each gap of ``counterfactual.gaps`` (White's rating minus Black's) White is
 given ``gap_centre + gap // 2`` and Black ``gap`` less (``ratings``). The head's win/draw/loss
-from the side to move comes from one plain causal pass per gap (the head needs no branched
-legal-move rows, about three quarters of a branched pass's tokens), turned into White's:
-W/D/L where White moves, L/D/W where Black does. Per protocol: White's mean predicted win,
-draw, loss (Black's win) and expected score W + D/2, with its 95 % percentile bootstrap
-interval over games (``outcome``'s), against the Elo expectation 1 / (1 + 10^(-gap / 400)).
-The model reads 100-point rating bins (``chesslm.data.conditioning``): it sees a gap to
-within a bin.
+from the side to move comes from one plain causal pass per gap (the head needs none of the
+branched legal-move rows: a plain pass is about a quarter of a branched one's tokens on the
+sample's games), turned into White's: W/D/L where White moves, L/D/W where Black does. Per
+protocol: White's mean predicted win, draw, loss (Black's win) and expected score W + D/2,
+with its 95 % percentile bootstrap interval over games (``outcome``'s), against the Elo
+expectation 1 / (1 + 10^(-gap / 400)). The model reads 100-point rating bins
+(``chesslm.data.conditioning``): it sees a gap to within a bin.
 """
 
 from __future__ import annotations
