@@ -346,7 +346,8 @@ SETTINGS = {
     "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
             "seconds": 120},
     "ratings": {"self": 1500, "opponent": 1500},
-    "counterfactual": {"ratings": [1100, 1900], "seconds": 600},
+    "counterfactual": {"ratings": [1100, 1900], "seconds": 600,
+                       "gaps": [-800, -400, -200, 0, 200, 400, 800], "gap_centre": 1500},
 }  # fmt: skip
 TINY_LADDER = ladder.LadderSettings(
     anchors=(

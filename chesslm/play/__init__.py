@@ -10,7 +10,8 @@ positions move-matching counts, ``evaluate`` the parts bounded and resumable, ``
 work in progress (resumed after a budget stop only), ``progress`` their log lines, ``outputs`` the
 table of their files, ``records`` the one reader of each record (the report's and the model card's),
 ``plots`` the figures; ``ratings`` the rating prefix a conditioned model plays behind,
-``counterfactual`` its positions at counterfactual ratings; ``uci`` the UCI engine
+``counterfactual`` its positions at counterfactual ratings (``gaps`` with the outcome head: its
+predicted result by the rating gap); ``uci`` the UCI engine
 (``chesslm-uci``), ``wdl`` its score from an outcome checkpoint's head, ``analyse`` a PGN scored
 move by move (``chesslm-analyse``; rule analyse: a dataset's validation split); ``settings`` a run's
 play settings (``PlaySettings``, torch-free).

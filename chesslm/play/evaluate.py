@@ -514,15 +514,15 @@ def counterfactual_ratings(job: Job) -> Result:
     chosen = protocols.chosen(job.settings["match"]["protocols"])
     started = time.monotonic()
     deadline = started + c["seconds"]
-    per_dataset, rows = {}, []
+    per_dataset, rows, gap_rows = {}, [], []
     for name, cache_dir in job.caches.items():
         per_dataset[name] = _counterfactual_dataset(job, name, cache_dir, chosen, deadline)
         rows += [{"dataset": name, **r} for r in per_dataset[name].pop("table")]
+        gap_rows += [{"dataset": name, **r} for r in per_dataset[name].pop("gap_table", [])]
     record.update({
         "conditioned": True,
         "conditioning": ratings.layout(job.net),
-        "settings": {n: (None if b is None else {"white": b[0], "black": b[1]})
-                     for n, b in counterfactual.settings_of(c["ratings"])},
+        "settings": counterfactual.settings_record(c["ratings"]),
         "definition": counterfactual.DEFINITION,
         "protocols": {p.name: p.text for p in chosen},
         "split": "validation",
@@ -530,9 +530,10 @@ def counterfactual_ratings(job: Job) -> Result:
         "datasets": per_dataset,
         # the summary reads JSON only: the overall rows of the table, for its section
         "summary_rows": [r for r in rows if r["grouping"] == "overall"],
+        **counterfactual.head_record(job.net, c, gap_rows),  # nothing without the outcome head
     })  # fmt: skip
     logger.info("counterfactual ratings: %.1f s", record["seconds"])
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows + counterfactual.gap_csv_rows(gap_rows))
     return Result(record, {"counterfactual_table": frame}, plots.counterfactual_figure(frame))
 
 
@@ -541,7 +542,7 @@ def _counterfactual_dataset(
 ) -> dict[str, Any]:
     """One dataset's counterfactual scoring (its finished chunks kept) and its table."""
     evaluator = _evaluator(job, cache_dir, counterfactual.state_dir(job.state, name))
-    scorer = counterfactual.Counterfactual(evaluator, job.settings["counterfactual"]["ratings"])
+    scorer = counterfactual.Counterfactual(evaluator, job.settings["counterfactual"])
     progress = Progress(f"counterfactual ratings {name}", evaluator.positions_total, "positions",
                         every=job.progress_every, done=evaluator.positions_done)  # fmt: skip
     complete = scorer.run(deadline, progress)
@@ -555,7 +556,7 @@ def _counterfactual_dataset(
         "positions": int(len(pos["game"])),
         "complete": complete,
         "metadata": meta_state,
-        "table": counterfactual.table(pos, meta, chosen, scorer.settings),
+        **scorer.tables(pos, meta, chosen, job.settings),
     }
 
 

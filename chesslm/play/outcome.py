@@ -168,7 +168,7 @@ def bootstrap_intervals(sums: np.ndarray, replicates: int, seed: int) -> np.ndar
     return out
 
 
-def _value(x: float) -> float | None:
+def value_or_none(x: float) -> float | None:
     return None if not np.isfinite(x) else float(x)
 
 
@@ -202,8 +202,8 @@ def _row(head: dict[str, Any], total: np.ndarray, ci: np.ndarray, few: bool) -> 
     for k, (p, m) in enumerate((p, m) for p in PREDICTORS for m in METRICS):
         s = scores.setdefault(p, {})
         s[m] = float(total[1 + k] / n) if n else None
-        s[f"{m}_low"] = None if few else _value(ci[k, 0])
-        s[f"{m}_high"] = None if few else _value(ci[k, 1])
+        s[f"{m}_low"] = None if few else value_or_none(ci[k, 0])
+        s[f"{m}_high"] = None if few else value_or_none(ci[k, 1])
     return {**head, "scores": scores}
 
 
@@ -277,8 +277,8 @@ def calibration(
                              "positions": int(total[0]), "games": int((sums[:, b, 0] > 0).sum()),
                              "predicted": float(total[1] / total[0]),
                              "observed": float(total[2] / total[0]),
-                             "observed_low": _value(ci[b, 1, 0]),
-                             "observed_high": _value(ci[b, 1, 1])})  # fmt: skip
+                             "observed_low": value_or_none(ci[b, 1, 0]),
+                             "observed_high": value_or_none(ci[b, 1, 1])})  # fmt: skip
     return rows
 
 

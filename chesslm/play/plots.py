@@ -141,13 +141,16 @@ def _fit_curve(ax: Any, fit: dict[str, Any], grid: np.ndarray) -> None:
 def counterfactual_figure(rows: pd.DataFrame) -> Figure:
     """A conditioned model at each rating setting (overall, the headline protocol): top-1 and
     top-3 (left), and how far its predictions move from the true-rating ones (right: share
-    of positions whose best move changes, mean total variation). One line per dataset."""
+    of positions whose best move changes, mean total variation). One line per dataset. With
+    a gap sweep (the outcome head), a third panel: ``_gap_panel``."""
     title = "Predictions by the ratings the model is given"
     if not len(rows):
         return notice_figure(title, "Not conditioned: the model reads no ratings.")
-    rows = rows[(rows["grouping"] == "overall") & (rows["protocol"] == rows["protocol"].iloc[0])]
-    fig = Figure(figsize=(11, 4), layout="constrained")
-    left, right = fig.subplots(1, 2)
+    headline = rows["protocol"].iloc[0]
+    gap = rows[(rows["grouping"] == "gap") & (rows["protocol"] == headline)]
+    rows = rows[(rows["grouping"] == "overall") & (rows["protocol"] == headline)]
+    fig = Figure(figsize=(16 if len(gap) else 11, 4), layout="constrained")
+    left, right, *sweep = fig.subplots(1, 3 if len(gap) else 2)
     for name, part in rows.groupby("dataset", sort=False):
         x = range(len(part))
         for ax, stats in ((left, ("top1", "top3")), (right, ("argmax_changed", "tv"))):
@@ -163,8 +166,27 @@ def counterfactual_figure(rows: pd.DataFrame) -> Figure:
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
+    if sweep:
+        _gap_panel(sweep[0], gap)
     fig.suptitle(title)
     return fig
+
+
+def _gap_panel(ax: Any, rows: pd.DataFrame) -> None:
+    """White's mean predicted score (its 95 % interval over games as a band) against the
+    rating gap it is given, beside the Elo expectation at each gap."""
+    for name, part in rows.sort_values("gap").groupby("dataset", sort=False):
+        x = part["gap"].astype(float)
+        ax.plot(x, part["white_score"].astype(float), "o-", label=f"predicted ({name})")
+        low, high = (part[f"white_score_{s}"].astype(float) for s in ("low", "high"))
+        ax.fill_between(x, low, high, alpha=0.15, linewidth=0)
+    ref = rows.drop_duplicates("gap").sort_values("gap")  # the same gaps in every dataset
+    ax.plot(ref["gap"].astype(float), ref["elo_expectation"].astype(float), "k:",
+            label="Elo expectation")  # fmt: skip
+    ax.set(title=f"White's expected score by the rating gap ({rows['protocol'].iloc[0]})",
+           xlabel="White's rating minus Black's", ylabel="W + D/2", ylim=(0, 1))  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
 
 
 def _setting_label(setting: str) -> str:

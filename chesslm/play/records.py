@@ -407,6 +407,42 @@ class CounterfactualRow(Scores):
     argmax_changed: float | None
     tv: float | None
     kl: float | None
+    # an outcome head's (counterfactual.OUTCOME_DEFINITION); absent without one
+    p_win: float | None = None
+    p_draw: float | None = None
+    p_loss: float | None = None
+    expected_score: float | None = None
+    elo_expectation: float | None = None
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One (dataset, protocol, gap) row of the gap sweep (``gaps.table``): White's mean
+    predicted win, draw, loss and score, against the Elo expectation."""
+
+    dataset: str
+    protocol: str
+    gap: int
+    white_elo: int
+    black_elo: int
+    positions: int
+    games: int
+    white_win: float | None
+    draw: float | None
+    black_win: float | None
+    white_score: float | None
+    elo_expectation: float
+    white_score_low: float | None = None
+    white_score_high: float | None = None
+
+
+@dataclass(frozen=True)
+class GapSweep:
+    """counterfactual.json's ``gap_sweep`` (a conditioned model with the outcome head)."""
+
+    centre: int
+    definition: str
+    rows: list[GapRow]
 
 
 @dataclass(frozen=True)
@@ -419,6 +455,8 @@ class Counterfactual:
     definition: str = ""
     datasets: dict[str, Evaluated] = field(default_factory=dict)
     summary_rows: list[CounterfactualRow] = field(default_factory=list)
+    outcome_definition: str = ""  # with the outcome head, of its columns in the rows
+    gap_sweep: GapSweep | None = None
 
     @property
     def required(self) -> tuple[str, ...]:

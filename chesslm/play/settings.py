@@ -28,6 +28,8 @@ class Ratings:
 class Counterfactual:
     ratings: list[int] = field(default_factory=lambda: [1100, 1900])
     seconds: int = 1800
+    gaps: list[int] = field(default_factory=lambda: [-800, -400, -200, 0, 200, 400, 800])
+    gap_centre: int = 1500
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -141,15 +141,42 @@ def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
     for name, d in result.datasets.items():
         state = "" if d.complete else " (stopped by its time budget: partial)"
         lines += [f"Dataset `{name}`: {d.selection}, {d.positions} positions{state}.", ""]
+    head = bool(result.outcome_definition)  # a model with the outcome head: its columns
     rows = [
         [r.dataset, r.protocol, r.setting, r.rating_bin, r.positions, _pct(r.top1),
-         _pct(r.top3), _nll(r.nll), _pct(r.argmax_changed), _nll(r.tv), _nll(r.kl)]
+         _pct(r.top3), _nll(r.nll), _pct(r.argmax_changed), _nll(r.tv), _nll(r.kl),
+         *([_pct(r.p_win), _pct(r.p_draw), _pct(r.p_loss), _nll(r.expected_score),
+            _nll(r.elo_expectation)] if head else [])]
         for r in result.summary_rows if r.grouping == "overall"
     ]  # fmt: skip
     table = md_table(["dataset", "protocol", "ratings", "bin", "positions", "top-1", "top-3",
-                      "NLL", "argmax changed", "TV", "KL"], rows)  # fmt: skip
-    return lines + table + [f"Per band of the mover's Elo: `play/{FILES['counterfactual_table']}`"
-                            " and the figure.", ""]  # fmt: skip
+                      "NLL", "argmax changed", "TV", "KL",
+                      *(["P(win)", "P(draw)", "P(loss)", "score", "Elo expectation"] if head
+                        else [])],
+                     rows)  # fmt: skip
+    said = [f"Outcome columns: {result.outcome_definition}.", ""] if head else []
+    return lines + table + said + [
+        f"Per band of the mover's Elo: `play/{FILES['counterfactual_table']}` and the figure.", ""
+    ] + gap_section(result.gap_sweep)  # fmt: skip
+
+
+def gap_section(sweep: records.GapSweep | None) -> list[str]:
+    """The rating-gap sweep of a model with the outcome head (none without): White's
+    predicted result by the gap, against the Elo expectation."""
+    if sweep is None:
+        return []
+    rows = [
+        [r.dataset, r.protocol, f"{r.gap:+d}", f"{r.white_elo} / {r.black_elo}", r.positions,
+         _pct(r.white_win), _pct(r.draw), _pct(r.black_win),
+         _nll(r.white_score) + ("" if r.white_score_low is None else
+                                f" [{_nll(r.white_score_low)}, {_nll(r.white_score_high)}]"),
+         _nll(r.elo_expectation)]
+        for r in sweep.rows
+    ]  # fmt: skip
+    header = ["dataset", "protocol", "gap", "White / Black", "positions", "White wins", "draw",
+              "Black wins", "White's score [95 %]", "Elo expectation"]  # fmt: skip
+    return [f"Rating-gap sweep around {sweep.centre} (White's chances): {sweep.definition}.", "",
+            *md_table(header, rows)]  # fmt: skip
 
 
 def match_section(match: records.MoveMatch) -> list[str]:
