@@ -5,7 +5,7 @@
 # head measured; legality with trained weights), then the head's training cost in one process
 # (train_speed.py: graphs and graphs+outcome). The records a comparison
 # reads, the play records and the runs' summaries go to $OUT as one tarball.
-# Usage: benchmarks/gpu_outcome.sh SECONDS   (the whole script's deadline; SPEED=no: no
+# Usage: [RUNS='plain-all head-w01' COMPARISON=gpu-outcome] benchmarks/gpu_outcome.sh SECONDS   (the whole script's deadline; SPEED=no: no
 # train_speed.py, the runs get all of it; a cut call's runs resume in the next)
 set -uo pipefail
 . benchmarks/device-env.sh
@@ -17,9 +17,11 @@ if [ -n "${MONTH_PGN:-}" ]; then  # the next call's month, generated on idle cor
   ( nice -n 19 timeout -k 5 "$1" python3 benchmarks/month_pgn.py --games 10000000 --workers 4 \
       --out "$MONTH_PGN" > "$OUT/month-gen.log" 2>&1 && touch "$MONTH_PGN.ok" ) &
 fi
-targets=(results/compare/gpu-outcome/comparison.json results/plain-all/play/move-match.json
-  results/head-all/play/move-match.json results/plain-all/report/summary.md
-  results/head-all/report/summary.md)
+runs=(${RUNS:-plain-all head-all}); comparison=${COMPARISON:-gpu-outcome-w1}
+targets=("results/compare/$comparison/comparison.json")
+for run in "${runs[@]}"; do
+  targets+=("results/$run/play/move-match.json" "results/$run/report/summary.md")
+done
 reserve=75; [ "${SPEED:-yes}" = no ] && reserve=15
 timeout -k 5 $(( deadline - $(date +%s) - reserve )) python3 -m snakemake "${targets[@]}" --cores 16 \
   --resources gpu=2 --keep-going --configfile config/config.yaml benchmarks/outcome-real.yaml \
