@@ -66,7 +66,7 @@ class RunSettings:
     # a head predicting the game's result from the side to move (chesslm/train/outcome.py)
     outcome: bool = field(default=False, metadata=IDENTITY)
     # its loss's weight beside the move loss (mean outcome NLL x weight; config/README.md)
-    outcome_weight: float = field(default=1.0, metadata=IDENTITY)
+    outcome_weight: float = field(default=0.1, metadata=IDENTITY)
     # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
     play: PlaySettings = field(default_factory=PlaySettings, metadata=NOT_A_FLAG)
 
