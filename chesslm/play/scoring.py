@@ -476,20 +476,11 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     return groups
 
 
-def score_many(
-    net: gpt.GPT,
-    games: Sequence[GameInput],
-    *,
-    batch_tokens: int,
-    device: torch.device | str,
-    attention: str = "dense",
-    pad_to: int = 1,
-) -> Iterator[tuple[list[int], Batch, dict[str, np.ndarray]]]:
-    """Score ``games`` batch by batch: yields (game indices, batch, host results with
-    ``rank``, ``played_logp``, ``n_legal`` per scored ply, and ``wdl`` (P, 3) with an outcome
-    head). ``score_chunks`` with one chunk."""
-    for chunk in score_chunks(net, [games], batch_tokens=batch_tokens, device=device,
-                              attention=attention, pad_to=pad_to):  # fmt: skip
+def score_many(net: gpt.GPT, games: Sequence[GameInput], **kw: Any) -> Iterator[tuple]:
+    """Score ``games`` batch by batch (``score_chunks``' keywords, one chunk): yields (game
+    indices, batch, host results with ``rank``, ``played_logp``, ``n_legal`` per scored ply,
+    and ``wdl`` (P, 3) with an outcome head)."""
+    for chunk in score_chunks(net, [games], **kw):
         yield chunk.group, chunk.batch, chunk.host
 
 
