@@ -248,7 +248,9 @@ class Evaluator:
     def _collected(self) -> dict[str, list[np.ndarray]]:
         return {k: [] for k in self.fields}
 
-    def _collect(self, out: dict[str, list[np.ndarray]], ids: np.ndarray, scored: Any) -> None:
+    def _collect(
+        self, out: dict[str, list[np.ndarray]], ids: np.ndarray, scored: scoring.Scored
+    ) -> None:
         """Add one scored batch's positions (``ids``: its chunk's validation indices)."""
         batch, host = scored.batch, scored.host
         out["game"].append(np.asarray(ids)[np.asarray(scored.group)][batch.ply_game])
