@@ -12,7 +12,8 @@
 #                                             # default; COMPILE_MONTH=yes: compiled)
 #   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
 #                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
-# DEADLINE (epoch seconds) caps every step's time limit. JSON and a progress log go to $OUT.
+# DEADLINE (epoch seconds) caps every step's time limit; PREP_WORKERS (e.g. 14,12) also runs
+# each move-matching part with those preparation processes. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -22,6 +23,7 @@ DEADLINE=${DEADLINE:-$(( $(date +%s) + 100000 ))}
 limit() { local left=$(( DEADLINE - $(date +%s) )); echo $(( $1 < left ? $1 : (left > 1 ? left : 1) )); }
 mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
+[ -n "${PREP_WORKERS:-}" ] && BENCH+=(--prep-workers "$PREP_WORKERS")  # e.g. 14,12: the part again
 for step in "${@:-split}"; do
 case "$step" in
 split)

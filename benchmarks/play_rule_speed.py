@@ -21,6 +21,10 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
   pipeline (``score_many``'s batches, what ``benchmarks/play_speed.py`` times), torch with
   every one of ``--threads``.
 
+Each part's ``part_phases`` says where its time went: the evaluator opened, the first batch's
+results back (the preparation pool started and the first chunk prepared), the last batch's.
+``--prep-workers 14,12`` also runs the part with those preparation processes, same rounds.
+
 Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
 scorer; 1 = preparation costs nothing), its median and spread, and the rows' tables (the
 bootstrap) timed apart. Weights are freshly initialised: the speed does not depend on them.
@@ -62,17 +66,28 @@ def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
     return out
 
 
-def evaluator(net, cache_dir: Path, state: Path, args, serial: bool = False):  # noqa: ANN001, ANN201
-    """The rule's evaluator (``serial``: as before chesslm.play.prepare, every game's tables
-    computed in-process when its chunk is scored, torch on every core)."""
+def evaluator(net, cache_dir: Path, state: Path, args, workers: int | None = None):  # noqa: ANN001, ANN201
+    """The rule's evaluator (``workers``: preparation processes instead of the rule's; 0 is
+    as before chesslm.play.prepare, every game's tables computed in-process when its chunk is
+    scored, torch on every core)."""
     shutil.rmtree(state, ignore_errors=True)
     torch.set_num_threads(args.threads)
     ev = matching.Evaluator(net, cache_dir, state, games=args.games, chunk_games=args.chunk_games,
                             batch_tokens=args.batch_tokens, device=torch.device(args.device),
                             attention=args.attention, threads=args.threads)  # fmt: skip
-    if serial:
-        ev.workers = 0
+    if workers is not None:
+        ev.workers = workers
     return ev
+
+
+class Batches:
+    """The part's progress callback: when each batch's results were back (perf_counter)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def update(self, done: int) -> None:
+        self.times.append(time.perf_counter())
 
 
 def sync(device: str) -> None:
@@ -80,14 +95,22 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def part(net, cache_dir: Path, state: Path, args, serial: bool = False):  # noqa: ANN001, ANN201
-    """The rule's move-matching of every validation game: positions, wall seconds, evaluator."""
+def part(net, cache_dir: Path, state: Path, args, workers: int | None = None):  # noqa: ANN001, ANN201
+    """The rule's move-matching of every validation game: positions, wall seconds, evaluator,
+    and where the time went (seconds from the start: the evaluator opened, the first batch's
+    results back, the last one's; the rest is writing the last chunk and closing)."""
     sync(args.device)
     t0 = time.perf_counter()
-    ev = evaluator(net, cache_dir, state, args, serial)
-    assert ev.run(float("inf"))
+    ev = evaluator(net, cache_dir, state, args, workers)
+    opened, batches = time.perf_counter(), Batches()
+    assert ev.run(float("inf"), progress=batches)
     sync(args.device)
-    return ev.positions_total, time.perf_counter() - t0, ev
+    end = time.perf_counter()
+    first, last = (batches.times[0], batches.times[-1]) if batches.times else (end, end)
+    phases = {"opening_s": round(opened - t0, 3), "first_batch_s": round(first - t0, 3),
+              "last_batch_s": round(last - t0, 3), "batches": len(batches.times),
+              "workers": ev.workers}  # fmt: skip
+    return ev.positions_total, end - t0, ev, phases
 
 
 def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
@@ -108,18 +131,18 @@ def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float
 def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[scoring.GameInput]], float]:
     """Every chunk's inputs, tables computed with the job's workers (timed: seconds)."""
     t0 = time.perf_counter()
-    with prepare.Preparer(ev.workers) as prep:
-        pending = [ev._submit(prep, chunk) for chunk in ev.chunks]  # noqa: SLF001
-        chunks = []
-        for chunk, p in zip(ev.chunks, pending, strict=True):
-            tables = p.tables()
-            chunks.append([ev.game(int(g), tables.get(int(g))) for g in chunk])
+    prep = prepare.started(ev.workers)
+    pending = [ev._submit(prep, chunk) for chunk in ev.chunks]  # noqa: SLF001
+    chunks = []
+    for chunk, p in zip(ev.chunks, pending, strict=True):
+        tables = p.tables()
+        chunks.append([ev.game(int(g), tables.get(int(g))) for g in chunk])
     return chunks, time.perf_counter() - t0
 
 
 def one_round(net, cache_dir: Path, work: Path, chunks, args) -> dict:  # noqa: ANN001
     """The part, the scorer (and with ``--serial`` the part as before), one after the other."""
-    n_part, part_s, done = part(net, cache_dir, work / "state", args)
+    n_part, part_s, done, phases = part(net, cache_dir, work / "state", args)
     n_score, score_s = scorer(net, chunks, args)
     assert n_part == n_score == done.positions_total, (n_part, n_score)
     t1 = time.perf_counter()
@@ -130,11 +153,15 @@ def one_round(net, cache_dir: Path, work: Path, chunks, args) -> dict:  # noqa: 
            "scorer_seconds": round(score_s, 2),
            "scorer_positions_per_s": round(n_score / score_s),
            "ratio": round(score_s / part_s, 3),
-           "tables_seconds": round(time.perf_counter() - t1, 2)}  # fmt: skip
+           "tables_seconds": round(time.perf_counter() - t1, 2), "part_phases": phases}  # fmt: skip
     if args.serial:
-        _, serial_s, _ = part(net, cache_dir, work / "serial", args, serial=True)
+        _, serial_s, _, _ = part(net, cache_dir, work / "serial", args, workers=0)
         row |= {"serial_part_positions_per_s": round(n_part / serial_s),
                 "serial_ratio": round(score_s / serial_s, 3)}  # fmt: skip
+    for w in args.prep_workers:  # the part again with other preparation processes
+        _, w_s, _, w_phases = part(net, cache_dir, work / f"workers-{w}", args, workers=w)
+        row[f"workers_{w}"] = {"part_positions_per_s": round(n_part / w_s),
+                               "ratio": round(score_s / w_s, 3), **w_phases}  # fmt: skip
     return row | {"loadavg_1min": os.getloadavg()[0]}
 
 
@@ -169,6 +196,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--serial", action="store_true",
                         help="also the part as before (no workers), same rounds")  # fmt: skip
+    parser.add_argument("--prep-workers", type=lambda v: [int(x) for x in v.split(",")],
+                        default=[], help="e.g. 14,12: also the part with these preparation"
+                        " processes (the rule's: threads - 1 on a GPU), same rounds")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
     args = parser.parse_args()
     args.context = gpt.config_for(args.preset).block_size
@@ -180,6 +210,9 @@ def main() -> None:
         cache_dir = args.cache or build_cache(work, args.pgn, args)
         setup_s = time.perf_counter() - t0
         torch.manual_seed(0)
+        # as rule play: its preparation workers forked before the model is built (``prepare``)
+        for n in (prepare.workers(args.threads, 1, args.device), *args.prep_workers):
+            prepare.started(n)
         net = gpt.build(args.preset, device=args.device).eval()
         if args.compile:  # as rule play's match.compile (chesslm.play.evaluate)
             for block in net.transformer.h:

@@ -793,8 +793,11 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
         assert mine.codes.tolist() == theirs.codes.tolist(), g
         assert mine.counts.tolist() == theirs.counts.tolist(), g
     before = torch.get_num_threads()
+    pool = prepare.started(parallel.workers).pool  # the process's, forked once
+    pids = sorted(pool._processes)
     assert serial.run(time.monotonic() + 300) and parallel.run(time.monotonic() + 300)
     assert torch.get_num_threads() == before
+    assert sorted(prepare.started(parallel.workers).pool._processes) == pids  # no new forks
     one, other = serial.positions(), parallel.positions()
     assert len(one["game"]) == serial.positions_total
     for key in matching.CHUNK_FIELDS:
@@ -811,7 +814,7 @@ def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):
     script = (
         "import os, numpy as np\n"
         "from chesslm.play import prepare\n"
-        "prep = prepare.Preparer(1)\n"
+        "prep = prepare.started(1)\n"
         "prep.submit([0], [np.array([69, 70], dtype=np.uint8)]).tables()\n"
         "print(*[p.pid for p in prep.pool._processes.values()], flush=True)\n"
         "os.kill(os.getpid(), 9)\n"

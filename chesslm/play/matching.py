@@ -159,11 +159,12 @@ class Evaluator:
         threads = torch.get_num_threads()
         if self.workers and self.device.type != "cpu":
             torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
+        inputs = self._inputs(prepare.started(self.workers), todo)
         try:
-            with prepare.Preparer(self.workers) as prep:
+            with contextlib.closing(inputs):  # after the stream: its chunks ahead cancelled
                 stream = scoring.score_chunks(
-                    self.net, self._inputs(prep, todo), batch_tokens=self.batch_tokens,
-                    device=self.device, attention=self.attention,
+                    self.net, inputs, batch_tokens=self.batch_tokens, device=self.device,
+                    attention=self.attention,
                 )  # fmt: skip
                 with contextlib.closing(stream):
                     out = self._collected()
@@ -189,11 +190,15 @@ class Evaluator:
         """Each chunk's inputs, in ``todo``'s order, the tables of up to ``prepare.ahead``
         chunks beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
         ahead: dict[int, prepare.Pending] = {}
-        for k, i in enumerate(todo):
-            for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
-                ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
-            tables = ahead.pop(i).tables()
-            yield [self.game(int(g), tables.get(int(g))) for g in self.chunks[i]]
+        try:
+            for k, i in enumerate(todo):
+                for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
+                    ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
+                tables = ahead.pop(i).tables()
+                yield [self.game(int(g), tables.get(int(g))) for g in self.chunks[i]]
+        finally:  # the workers outlive this run (``prepare.started``): drop its tasks left
+            for pending in ahead.values():
+                pending.cancel()
 
     def _submit(self, prep: prepare.Preparer, chunk: np.ndarray) -> prepare.Pending:
         """Start preparing the games of ``chunk`` whose tables the cache does not store."""

@@ -16,6 +16,11 @@ scored). Otherwise worker processes prepare chunks of games:
 Memory does not grow with the number of games (at most ``AHEAD`` + 1 chunks' tables). The
 tables are ``chesslm.data.cache.legal_tables``'s, as the cache builds them: the same codes in
 the same order, whichever process computes them. Importing this module imports no torch.
+
+The workers are forked once per process (``started``) and shared by every evaluation in it:
+forking copies the parent's page tables, so 15 forks of a play job that holds a model on a GPU
+delayed its first batch by most of a second (H200, BENCHMARKS.md); a job forks them before
+it loads its model (``chesslm.play.evaluate``).
 """
 
 from __future__ import annotations
@@ -71,6 +76,11 @@ class Pending:
     def __init__(self, ids: Sequence[int], futures: list[Future], games: list[np.ndarray]):
         self.ids, self.futures, self.games = list(ids), futures, games
 
+    def cancel(self) -> None:
+        """Drop the tasks not yet started (a budget stop: the chunk is not scored)."""
+        for f in self.futures:
+            f.cancel()
+
     def tables(self) -> dict[int, Tables]:
         """Game id -> tables (computed here, in-process, when there is no pool)."""
         if self.futures:
@@ -100,6 +110,13 @@ class Preparer:
             else None
         )
 
+    def start(self) -> Preparer:
+        """Fork the workers now (a forking pool starts them all at its first task), from this
+        thread: each worker dies with the thread that forked it (``watch.die_with_parent``)."""
+        if self.pool is not None:
+            self.pool.submit(int).result()
+        return self
+
     def submit(self, ids: Sequence[int], games: list[np.ndarray]) -> Pending:
         """Start the tables of ``games`` (validation indices ``ids``)."""
         if self.pool is None:
@@ -115,3 +132,14 @@ class Preparer:
         if self.pool is not None:
             # chunks ahead of a budget stop are dropped; a running task is one small batch
             self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+_STARTED: dict[int, Preparer] = {}
+
+
+def started(n_workers: int) -> Preparer:
+    """This process's pool of ``n_workers`` workers, forked at the first call (call it from the
+    main thread: see ``Preparer.start``) and kept until the process ends; 0: in-process."""
+    if n_workers not in _STARTED:
+        _STARTED[n_workers] = Preparer(n_workers).start()
+    return _STARTED[n_workers]
