@@ -12,7 +12,7 @@
 #                                             # default; COMPILE_MONTH=yes: compiled)
 #   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
 #                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
-# DEADLINE (epoch seconds) caps every step's time limit; PREP_WORKERS (e.g. 14,12) also runs
+# DEADLINE (epoch seconds) caps every step's time limit; REPEATS: split's rounds (2); PREP_WORKERS (e.g. 14,12) also runs
 # each move-matching part with those preparation processes. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
@@ -30,7 +30,7 @@ split)
   for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
     timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
-      --validation 0.35 --legality-games 1024 --repeats 2 "${flag[@]}" \
+      --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" \
       --json "$OUT/play-rule-split-compile-$compiled.json" > "$OUT/split-$compiled.log" 2>&1
     rc=$?
     mark "split, compile $compiled: rc=$rc $(tail -1 "$OUT/split-$compiled.log")"

@@ -786,7 +786,7 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
     ids = [g for g in range(20) if parallel.ply_start[g] < 0]
     with prepare.Preparer(parallel.workers) as prep:
         pending = prep.submit(ids, [np.asarray(parallel.games[g]) for g in ids])
-        assert len(pending.futures) == 1 and not pending.games  # in the workers, not here
+        assert len(pending.futures) == 3 and not pending.games  # one task a worker, not here
         tables = pending.tables()
     for g in ids:
         mine, theirs = parallel.game(g, tables[g]), serial.game(g)
@@ -802,6 +802,42 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
     assert len(one["game"]) == serial.positions_total
     for key in matching.CHUNK_FIELDS:
         assert np.array_equal(one[key], other[key]), key
+
+
+def test_the_first_chunk_in_pieces_scores_as_one_chunk(tmp_path, net, monkeypatch):
+    """As on a GPU (workers preparing ahead), the first chunk is scored in pieces of
+    ``prepare.FIRST_PIECES`` games and written once, whole: the same positions and numbers as
+    the serial path; a budget stop after it resumes the rest."""
+    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                       legality_games=7)  # fmt: skip
+    monkeypatch.setattr(prepare, "FIRST_PIECES", (2, 3))
+    monkeypatch.setattr(prepare, "ahead", lambda device: 2)  # a GPU's, on this CPU
+
+    def evaluator(threads, state):
+        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=8,
+                                  batch_tokens=4096, device=torch.device("cpu"),
+                                  threads=threads)  # fmt: skip
+
+    serial, split = evaluator(1, "s"), evaluator(3, "p")
+    parts = split._parts(list(range(len(split.chunks))))
+    assert [(c, len(g), last) for c, g, last in parts][:4] == [
+        (0, 2, False), (0, 3, False), (0, 3, True), (1, 8, True)]  # fmt: skip
+    assert serial.run(time.monotonic() + 300)
+    assert not split.run(time.monotonic() - 1)  # past its deadline: nothing scored
+    assert split.positions_done == 0
+    chunk0 = len(np.load(serial.chunk_path(0))["game"])
+    assert split.run(time.monotonic() + 300)
+    assert len(np.load(split.chunk_path(0))["game"]) == chunk0  # one file, every piece
+    one, other = serial.positions(), split.positions()
+
+    def ordered(pos):
+        order = np.lexsort((pos["ply"], pos["game"]))
+        return {k: v[order] for k, v in pos.items()}
+
+    one, other = ordered(one), ordered(other)
+    for key in ("game", "ply", "rank", "n_legal"):
+        assert np.array_equal(one[key], other[key]), key
+    assert np.allclose(one["nll"], other["nll"], atol=1e-5)
 
 
 def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):

@@ -159,7 +159,8 @@ class Evaluator:
         threads = torch.get_num_threads()
         if self.workers and self.device.type != "cpu":
             torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
-        inputs = self._inputs(prepare.started(self.workers), todo)
+        parts = self._parts(todo)
+        inputs = self._inputs(prepare.started(self.workers), parts, len(parts) - len(todo))
         try:
             with contextlib.closing(inputs):  # after the stream: its chunks ahead cancelled
                 stream = scoring.score_chunks(
@@ -169,12 +170,12 @@ class Evaluator:
                 with contextlib.closing(stream):
                     out = self._collected()
                     for scored in stream:
-                        i = todo[scored.chunk]
-                        self._collect(out, self.chunks[i], scored)
+                        i, games, last_piece = parts[scored.chunk]
+                        self._collect(out, games, scored)
                         done += len(scored.host["rank"])
                         if progress is not None:
                             progress.update(done)
-                        if scored.last:
+                        if scored.last and last_piece:
                             result = {k: np.concatenate(v) for k, v in out.items()}
                             files.write_atomic(
                                 self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r)
@@ -186,16 +187,27 @@ class Evaluator:
             torch.set_num_threads(threads)  # the job's, for the parts after this one
         return True
 
-    def _inputs(self, prep: prepare.Preparer, todo: list[int]) -> Iterator[list[scoring.GameInput]]:
-        """Each chunk's inputs, in ``todo``'s order, the tables of up to ``prepare.ahead``
-        chunks beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
+    def _parts(self, todo: list[int]) -> list[tuple[int, np.ndarray, bool]]:
+        """(chunk, games, whether its last piece) in scoring order: ``prepare.pieces``, the
+        first chunk split where workers prepare ahead of the device."""
+        split = self.workers > 0 and prepare.ahead(self.device.type) > 0
+        return [(todo[c], games, last) for c, games, last in
+                prepare.pieces([self.chunks[i] for i in todo], split)]  # fmt: skip
+
+    def _inputs(
+        self, prep: prepare.Preparer, parts: list[tuple[int, np.ndarray, bool]], extra: int
+    ) -> Iterator[list[scoring.GameInput]]:
+        """Each piece's inputs (``parts``: chunk, games, last piece), in order, the tables of
+        up to ``prepare.ahead`` chunks (and the ``extra`` pieces the first was split into)
+        beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
         ahead: dict[int, prepare.Pending] = {}
+        n_ahead = prepare.ahead(self.device.type) + extra
         try:
-            for k, i in enumerate(todo):
-                for j in todo[k : k + 1 + prepare.ahead(self.device.type)]:
-                    ahead[j] = ahead.get(j) or self._submit(prep, self.chunks[j])
-                tables = ahead.pop(i).tables()
-                yield [self.game(int(g), tables.get(int(g))) for g in self.chunks[i]]
+            for k, (_, games, _) in enumerate(parts):
+                for j in range(k, min(k + 1 + n_ahead, len(parts))):
+                    ahead[j] = ahead.get(j) or self._submit(prep, parts[j][1])
+                tables = ahead.pop(k).tables()
+                yield [self.game(int(g), tables.get(int(g))) for g in games]
         finally:  # the workers outlive this run (``prepare.started``): drop its tasks left
             for pending in ahead.values():
                 pending.cancel()

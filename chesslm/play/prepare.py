@@ -35,6 +35,7 @@ from chesslm import watch
 from chesslm.data import cache
 
 AHEAD = 2  # chunks prepared beyond the one being scored
+FIRST_PIECES = (16, 64)  # on a GPU, the first chunk is scored in pieces of these games first
 TASK_GAMES = 32  # games per worker task: small, so that the workers share a chunk evenly
 
 Tables = tuple[np.ndarray, np.ndarray]  # (legal codes back to back, offsets per ply)
@@ -54,6 +55,23 @@ def workers(threads: int, games_to_prepare: int, device: str) -> int:
 def ahead(device: str) -> int:
     """Chunks prepared beyond the one being scored: none on a CPU (the phases alternate)."""
     return 0 if device == "cpu" else AHEAD
+
+
+def pieces(chunks: Sequence[np.ndarray], split_first: bool) -> list[tuple[int, np.ndarray, bool]]:
+    """(index into ``chunks``, games, whether the chunk's last piece) in scoring order.
+    ``split_first``: the first chunk goes in pieces of ``FIRST_PIECES`` games, then the rest,
+    so that the device starts on a few games' batches while the workers prepare the others
+    (whole, a chunk's first batch waits for all of its games: about 0.2 s of an idle H200).
+
+    >>> [(c, len(g), last) for c, g, last in pieces([np.arange(100), np.arange(7)], True)]
+    [(0, 16, False), (0, 64, False), (0, 20, True), (1, 7, True)]
+    """
+    out = []
+    for c, games in enumerate(chunks):
+        cuts = [int(n) for n in np.cumsum(FIRST_PIECES) if n < len(games)]
+        parts = np.split(games, cuts) if split_first and c == 0 else [games]
+        out += [(c, part, k == len(parts) - 1) for k, part in enumerate(parts)]
+    return out
 
 
 def game_tables(game: np.ndarray) -> Tables:
@@ -121,8 +139,9 @@ class Preparer:
         """Start the tables of ``games`` (validation indices ``ids``)."""
         if self.pool is None:
             return Pending(ids, [], games)
-        futures = [self.pool.submit(many_tables, games[i : i + TASK_GAMES])
-                   for i in range(0, len(games), TASK_GAMES)]  # fmt: skip
+        size = max(1, min(TASK_GAMES, -(-len(games) // self.n_workers)))  # few: every worker
+        futures = [self.pool.submit(many_tables, games[i : i + size])
+                   for i in range(0, len(games), size)]  # fmt: skip
         return Pending(ids, futures, [])
 
     def __enter__(self) -> Preparer:
