@@ -198,7 +198,7 @@ def main() -> None:
                         help="also the part as before (no workers), same rounds")  # fmt: skip
     parser.add_argument("--prep-workers", type=lambda v: [int(x) for x in v.split(",")],
                         default=[], help="e.g. 14,12: also the part with these preparation"
-                        " processes (the rule's: threads - 1 on a GPU), same rounds")  # fmt: skip
+                        " processes (the rule's: threads - 2 on a GPU), same rounds")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
     args = parser.parse_args()
     args.context = gpt.config_for(args.preset).block_size

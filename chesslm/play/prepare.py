@@ -6,9 +6,11 @@ How a move-matching job of ``threads`` cores (the rule's ``threads:``) shares th
 nothing changes (torch has every core; a missing table is computed in-process when its game is
 scored). Otherwise worker processes prepare chunks of games:
 
-* on a GPU, ``threads - 1`` workers, up to ``AHEAD`` chunks beyond the one being scored, while
-  torch keeps one intra-op thread (the forward runs on the device; the host only launches it
-  and builds batches): preparation overlaps the scoring;
+* on a GPU, ``threads - 2`` workers (at least one), up to ``AHEAD`` chunks beyond the one
+  being scored, while torch keeps one intra-op thread (the forward runs on the device): one
+  core is left to the thread launching it and one to the thread building its batches (H200,
+  16 cores: 14 workers scored 3-6 % more positions/s than 15 in the same rounds, 13 no more
+  than 14; BENCHMARKS.md): preparation overlaps the scoring;
 * on a CPU, where the forward needs every core too, ``threads`` workers prepare each chunk
   while torch waits, then torch scores it on ``threads`` threads while the workers wait: each
   phase has every core, and they never run at once.
@@ -45,11 +47,11 @@ def workers(threads: int, games_to_prepare: int, device: str) -> int:
     """Preparation processes of a job of ``threads`` cores (see the module's docstring).
 
     >>> workers(16, 9, "cuda"), workers(16, 9, "cpu"), workers(1, 9, "cpu"), workers(16, 0, "cpu")
-    (15, 16, 0, 0)
+    (14, 16, 0, 0)
     """
     if threads < 2 or games_to_prepare == 0:
         return 0
-    return threads if device == "cpu" else threads - 1
+    return threads if device == "cpu" else max(1, threads - 2)
 
 
 def ahead(device: str) -> int:
