@@ -23,7 +23,8 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
 
 Each part's ``part_phases`` says where its time went: the evaluator opened, the first batch's
 results back (the preparation pool started and the first chunk prepared), the last batch's.
-``--prep-workers 14,12`` also runs the part with those preparation processes, same rounds.
+``--prep-workers 14,12`` also runs the part with those preparation processes, same rounds;
+``--profile`` runs the parts of rounds 0 and 1 under torch.profiler (what a first pass adds).
 
 Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
 scorer; 1 = preparation costs nothing), its median and spread, and the rows' tables (the
@@ -34,6 +35,7 @@ Needs torch, numpy, chess, zstandard and rust-pgn-reader only.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -140,9 +142,29 @@ def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[scoring.GameInput
     return chunks, time.perf_counter() - t0
 
 
-def one_round(net, cache_dir: Path, work: Path, chunks, args) -> dict:  # noqa: ANN001
-    """The part, the scorer (and with ``--serial`` the part as before), one after the other."""
-    n_part, part_s, done, phases = part(net, cache_dir, work / "state", args)
+def profiled(fn, device: str, title: str):  # noqa: ANN001, ANN201
+    """``fn()`` under torch.profiler; prints the operators and runtime calls taking the most
+    host time (a first pass's allocations and waits show there), and on CUDA device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        out = fn()
+    for key in ("self_cpu_time_total", *(("self_cuda_time_total",) if cuda else ())):
+        print(f"== {title}: by {key}", flush=True)
+        print(prof.key_averages().table(sort_by=key, row_limit=20), flush=True)
+    return out
+
+
+def one_round(net, cache_dir: Path, work: Path, chunks, args, rep: int = 0) -> dict:  # noqa: ANN001
+    """The part, the scorer (and with ``--serial`` the part as before), one after the other;
+    with ``--profile``, the part of rounds 0 and 1 under torch.profiler (its time with it)."""
+    run_part = functools.partial(part, net, cache_dir, work / "state", args)
+    if args.profile and rep < 2:
+        n_part, part_s, done, phases = profiled(run_part, args.device, f"round {rep}'s part")
+    else:
+        n_part, part_s, done, phases = run_part()
     n_score, score_s = scorer(net, chunks, args)
     assert n_part == n_score == done.positions_total, (n_part, n_score)
     t1 = time.perf_counter()
@@ -199,6 +221,8 @@ def main() -> None:
     parser.add_argument("--prep-workers", type=lambda v: [int(x) for x in v.split(",")],
                         default=[], help="e.g. 14,12: also the part with these preparation"
                         " processes (the rule's: threads - 2 on a GPU), same rounds")  # fmt: skip
+    parser.add_argument("--profile", action="store_true",
+                        help="torch.profiler over the parts of rounds 0 and 1")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
     args = parser.parse_args()
     args.context = gpt.config_for(args.preset).block_size
@@ -232,7 +256,7 @@ def main() -> None:
         scorer(net, chunks[:1], args)  # warm-up: allocator, kernels
         runs = []
         for rep in range(args.repeats):
-            runs.append(one_round(net, cache_dir, work, chunks, args) | {"repeat": rep})
+            runs.append(one_round(net, cache_dir, work, chunks, args, rep) | {"repeat": rep})
             print(json.dumps(runs[-1]), flush=True)
         out = summary(runs, common)
         print(json.dumps(out), flush=True)
