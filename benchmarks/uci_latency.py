@@ -7,6 +7,7 @@ engine's bookkeeping add to one forward pass).
 
     python benchmarks/uci_latency.py --checkpoint results/demo/train/best.pt --device cpu
     python benchmarks/uci_latency.py --preset baseline --device cuda   # fresh weights
+    python benchmarks/uci_latency.py --preset baseline --outcome       # the head's score too
 
 Without ``--checkpoint`` a fresh model of ``--preset`` is saved with the project's own saver
 (latency does not depend on the weights). ``--threads`` (default 1, the engine's own
@@ -32,22 +33,24 @@ from chesslm.play import uci
 from chesslm.play.anchors import find_engine
 
 
-def fresh_checkpoint(preset: str, folder: Path) -> Path:
-    """A checkpoint of freshly initialised ``preset`` weights (tests.helpers' recipe)."""
+def fresh_checkpoint(preset: str, folder: Path, outcome: bool = False) -> Path:
+    """A checkpoint of freshly initialised ``preset`` weights (tests.helpers' recipe), with
+    the outcome head when ``outcome``."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.helpers import model_checkpoint
 
-    return model_checkpoint(folder / "fresh.pt", preset=preset)
+    return model_checkpoint(folder / "fresh.pt", preset=preset, outcome=outcome)
 
 
 def engine_games(
-    checkpoint: Path, device: str, moves: int, threads: int
+    checkpoint: Path, device: str, moves: int, threads: int, wdl: bool = False
 ) -> tuple[list[float], list[chess.Board]]:
     """Seconds per model move through UCI over games (model White) until ``moves`` model
-    moves, and the games' final boards."""
+    moves, and the games' final boards; ``wdl``: with ``UCI_ShowWDL`` on (an outcome
+    checkpoint's score and W/D/L on every move)."""
     command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(checkpoint)]
     model = chess.engine.SimpleEngine.popen_uci([*command, "--device", device])
-    model.configure({"Threads": threads})
+    model.configure({"Threads": threads, **({"UCI_ShowWDL": True} if wdl else {})})
     rival = chess.engine.SimpleEngine.popen_uci(find_engine("stockfish", "--engine"))
     seconds: list[float] = []
     games: list[chess.Board] = []
@@ -99,11 +102,15 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--moves", type=int, default=60, help="model moves timed")
     parser.add_argument("--threads", type=int, default=1, help="torch threads, both sides")
+    parser.add_argument("--outcome", action="store_true",
+                        help="a fresh model with the outcome head, UCI_ShowWDL on")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
-        checkpoint = args.checkpoint or fresh_checkpoint(args.preset, Path(folder))
-        through_uci, games = engine_games(checkpoint, args.device, args.moves, args.threads)
+        checkpoint = args.checkpoint or fresh_checkpoint(args.preset, Path(folder), args.outcome)
+        through_uci, games = engine_games(
+            checkpoint, args.device, args.moves, args.threads, wdl=args.outcome
+        )
         direct = in_process(checkpoint, args.device, games)
     uci_ms, direct_ms = summary(through_uci), summary(direct)
     record = {
@@ -111,6 +118,7 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
         "checkpoint": str(args.checkpoint) if args.checkpoint else f"fresh {args.preset}",
         "threads": args.threads,
+        "outcome_head": args.outcome,
         "model_moves": len(through_uci),
         "games": len(games),
         "uci": uci_ms,

@@ -347,6 +347,32 @@ def head_wdl(net: gpt.GPT, board: chess.Board, extra: chess.Move | None = None) 
         return net(torch.tensor([game]), outcome=True)[1][0, -1].softmax(-1).tolist()
 
 
+def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path: Path) -> None:
+    """With MultiPV 1, a go runs one forward pass: the move's scores and the head's W/D/L are
+    read off the same pass (the score equal to a plain forward's); MultiPV 3 adds one pass
+    over its lines' children."""
+    from chesslm.play import uci, wdl
+
+    from .helpers import model_checkpoint
+
+    net = weights.load_model(model_checkpoint(tmp_path / "o.pt", spread=0.3, outcome=True), "cpu")
+    passes = []
+    hook = net.transformer.wte.register_forward_hook(lambda *_: passes.append(1))
+    sent: list[str] = []
+    engine = uci.Engine(net, sent.append)
+    engine.handle("position startpos moves e2e4 c7c5")
+    engine.handle("setoption name UCI_ShowWDL value true")
+    engine.handle("go nodes 1")
+    one = len(passes)
+    engine.handle("setoption name MultiPV value 3")
+    engine.handle("go nodes 1")
+    hook.remove()
+    assert (one, len(passes) - one) == (1, 2)
+    w, d, l_ = head_wdl(net, engine.board)
+    (line,) = [t for t in sent if t.startswith("info depth") and " multipv 1 " in t][:1]
+    assert wdl.score_words([w, d, l_], show_wdl=True) in line, line
+
+
 def test_the_engine_scores_from_the_head_and_a_plain_checkpoint_does_not(tmp_path: Path) -> None:
     from chesslm.play import wdl
 

@@ -180,6 +180,7 @@ class Engine:
         self.self_elo = self.oppo_elo = ratings.DEFAULT
         self.multipv = 1
         self.evaluates = net.config.outcome  # has the outcome head
+        self.position_wdl: list[float] | None = None  # the head's, from the go's scoring pass
         self.show_wdl = False
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.commands = {
@@ -307,6 +308,7 @@ class Engine:
             self.info(text)
         self.release([])  # a go before the last one's stop: answer that one first
         started = time.perf_counter()
+        self.position_wdl = None
         try:
             move, why, ranked = self.choose()
         except Exception as error:  # noqa: BLE001 - every go gets a bestmove, or a GUI waits
@@ -373,10 +375,9 @@ class Engine:
         game = [*self.prefix(), tokens.BOS]
         for move in self.board.move_stack:
             game.extend(tokens.move_tokens(move))
-        if self.multipv == 1:
-            return [
-                wdl.score_words(wdl.evaluations(self.net, [game], self.device)[0], self.show_wdl)
-            ]
+        if self.multipv == 1:  # the scoring pass's, else a pass of its own
+            own = self.position_wdl or wdl.evaluations(self.net, [game], self.device)[0]
+            return [wdl.score_words(own, self.show_wdl)]
         lines = [game + list(tokens.move_tokens(m)) for m, _ in ranked[: self.multipv]]
         if len(lines[0]) > self.net.config.block_size:
             return None
@@ -418,7 +419,9 @@ class Engine:
         return f"ratings White {white} Black {black} (prefix {self.prefix()})"
 
     def model_move(self) -> tuple[chess.Move, str, list[Ranked]]:
-        codes, logp = legal_scores(self.net, self.board, self.device, self.prefix())
+        codes, logp, self.position_wdl = position_scores(
+            self.net, self.board, self.device, self.prefix()
+        )
         if self.temperature == 0:
             pick = int(torch.argmax(logp))
             how = "argmax"
@@ -441,6 +444,14 @@ def legal_scores(
     """The legal move codes of a board reached from the standard start and their
     log-probabilities (CPU, FP32), from one pass of the play evaluation's scoring;
     ``prefix``: the tokens before BOS (a conditioned model's ratings)."""
+    return position_scores(net, board, device, prefix)[:2]
+
+
+def position_scores(
+    net: gpt.GPT, board: chess.Board, device: torch.device, prefix: list[int] | None = None
+) -> tuple[list[int], torch.Tensor, list[float] | None]:
+    """``legal_scores``' and, with an outcome head, its win/draw/loss from the side to move
+    at the board, read in the same pass (``scoring.Scores.wdl``); None without the head."""
     main = [tokens.BOS]
     for move in board.move_stack:
         main.extend(tokens.move_tokens(move))
@@ -448,8 +459,9 @@ def legal_scores(
     game = scoring.GameInput.from_plies(main, [codes], start=len(board.move_stack),
                                         prefix=prefix or [])  # fmt: skip
     batch = scoring.build_batch([game], device)
-    logp = scoring.score(net, batch).move_logp.float().cpu()
-    return game.legal(0).tolist(), logp
+    scores = scoring.score(net, batch)
+    wdl_here = None if scores.wdl is None else scores.wdl[0].cpu().tolist()
+    return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here
 
 
 def read_lines(stream: Iterable[str], lines: queue.Queue[str | None]) -> None:
