@@ -13,7 +13,8 @@
 #   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
 #                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
 # DEADLINE (epoch seconds) caps every step's time limit; REPEATS: split's rounds (2); PREP_WORKERS (e.g. 14,12) also runs
-# each move-matching part with those preparation processes. JSON and a progress log go to $OUT.
+# each move-matching part with those preparation processes; SDPA (efficient, cudnn, math) pins
+# the attention backend; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -24,6 +25,8 @@ limit() { local left=$(( DEADLINE - $(date +%s) )); echo $(( $1 < left ? $1 : (l
 mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
 [ -n "${PREP_WORKERS:-}" ] && BENCH+=(--prep-workers "$PREP_WORKERS")  # e.g. 14,12: the part again
+[ -n "${SDPA:-}" ] && BENCH+=(--sdpa "$SDPA")  # e.g. efficient: no cuDNN graph per new shape
+[ -n "${PROFILE:-}" ] && BENCH+=(--profile)    # rounds 0 and 1 under torch.profiler
 for step in "${@:-split}"; do
 case "$step" in
 split)
