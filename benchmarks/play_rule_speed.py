@@ -240,7 +240,7 @@ def main() -> None:
                         default=[], help="e.g. 14,12: also the part with these preparation"
                         " processes (the rule's: threads - 2 on a GPU), same rounds")  # fmt: skip
     parser.add_argument("--sdpa", choices=SDPA, default="default",
-                        help="attention backend (rule play's: default; efficient, cudnn: CUDA)")  # fmt: skip
+                        help="attention backend (the rule's: default; others on CUDA)")  # fmt: skip
     parser.add_argument("--profile", action="store_true",
                         help="torch.profiler over the parts of rounds 0 and 1")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
