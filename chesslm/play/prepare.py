@@ -80,8 +80,7 @@ def pieces(chunks: Sequence[np.ndarray], split_first: bool) -> list[tuple[int, n
 
 def legal_codes(game: np.ndarray) -> list[np.ndarray]:
     """The sorted legal move codes at each ply of one tokenised game: ``cache.legal_tables``'
-    codes without its mask rows, which move-matching does not read (12-24 % less time a
-    game on 2 cores)."""
+    codes without its mask rows, which move-matching does not read."""
     board, per_ply = chess.Board(), []
     for ply in range((len(game) - 2) // 3):
         codes = [cache.move_code(*tokens.move_tokens(m)) for m in board.legal_moves]
