@@ -12,6 +12,7 @@ import logging
 import math
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -798,6 +799,11 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
     assert serial.run(time.monotonic() + 300) and parallel.run(time.monotonic() + 300)
     assert torch.get_num_threads() == before
     assert sorted(prepare.started(parallel.workers).pool._processes) == pids  # no new forks
+    other: list = []  # another thread's pool is its own: the shared one dies with main only
+    worker = threading.Thread(target=lambda: other.append(prepare.started(parallel.workers)))
+    worker.start()
+    worker.join()
+    assert other[0] is not prepare.started(parallel.workers)
     one, other = serial.positions(), parallel.positions()
     assert len(one["game"]) == serial.positions_total
     for key in matching.CHUNK_FIELDS:

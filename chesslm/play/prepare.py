@@ -29,6 +29,7 @@ it loads its model (``chesslm.play.evaluate``).
 from __future__ import annotations
 
 import multiprocessing
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -172,8 +173,11 @@ _STARTED: dict[int, Preparer] = {}
 
 
 def started(n_workers: int) -> Preparer:
-    """This process's pool of ``n_workers`` workers, forked at the first call (call it from the
-    main thread: see ``Preparer.start``) and kept until the process ends; 0: in-process."""
+    """This process's pool of ``n_workers`` workers, forked at the first call and kept until
+    the process ends; 0: in-process. Called from another thread than the main one, a pool of
+    that thread's own (not kept: its workers die with the thread, ``Preparer.start``)."""
+    if threading.current_thread() is not threading.main_thread():
+        return Preparer(n_workers).start()
     if n_workers not in _STARTED:
         _STARTED[n_workers] = Preparer(n_workers).start()
     return _STARTED[n_workers]
