@@ -254,8 +254,8 @@ def main() -> None:
         cache_dir = args.cache or build_cache(work, args.pgn, args)
         setup_s = time.perf_counter() - t0
         torch.manual_seed(0)
-        # as rule play: its preparation workers forked before the model is built (``prepare``)
-        for n in (prepare.workers(args.threads, 1, args.device), *args.prep_workers):
+        prepare.start_job(args.threads, args.device)  # as rule play: before the model
+        for n in args.prep_workers:
             prepare.started(n)
         net = gpt.build(args.preset, device=args.device).eval()
         if args.compile:  # as rule play's match.compile (chesslm.play.evaluate)

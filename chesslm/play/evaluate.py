@@ -174,8 +174,7 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
     host = {"device": how.device, **use_threads(how.threads)}
     dev = torch.device(how.device)
     torch.manual_seed(settings["seed"])
-    # move-matching's preparation workers, forked while this process is small (``prepare``)
-    prepare.started(prepare.workers(how.threads, 1, dev.type))
+    prepare.start_job(how.threads, dev.type)  # forked while this process is small
     ckpt = how.checkpoint_path or RunDir(run_dir).best
     net, model_info = load_model(ckpt, dev)
     if settings["match"]["compile"]:

@@ -172,6 +172,12 @@ class Preparer:
 _STARTED: dict[int, Preparer] = {}
 
 
+def start_job(threads: int, device: str) -> Preparer:
+    """Fork the workers a move-matching job of ``threads`` cores on ``device`` prepares games
+    with (``workers``, as if some games lacked tables), before the job loads its model."""
+    return started(workers(threads, 1, device))
+
+
 def started(n_workers: int) -> Preparer:
     """This process's pool of ``n_workers`` workers, forked at the first call and kept until
     the process ends; 0: in-process. Called from another thread than the main one, a pool of
