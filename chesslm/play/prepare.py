@@ -79,13 +79,18 @@ def pieces(chunks: Sequence[np.ndarray], split_first: bool) -> list[tuple[int, n
     return out
 
 
+def board_codes(board: chess.Board) -> np.ndarray:
+    """The sorted legal move codes (``cache.move_code``) of ``board``, int64."""
+    codes = [cache.move_code(*tokens.move_tokens(m)) for m in board.legal_moves]
+    return np.sort(np.array(codes, dtype=np.int64))
+
+
 def legal_codes(game: np.ndarray) -> list[np.ndarray]:
     """The sorted legal move codes at each ply of one tokenised game: ``cache.legal_tables``'
-    codes without its mask rows, which move-matching does not read."""
+    codes (int32, as it stores them) without its mask rows, which move-matching does not read."""
     board, per_ply = chess.Board(), []
     for ply in range((len(game) - 2) // 3):
-        codes = [cache.move_code(*tokens.move_tokens(m)) for m in board.legal_moves]
-        per_ply.append(np.sort(np.array(codes, dtype=np.int32)))
+        per_ply.append(board_codes(board).astype(np.int32))
         board.push(tokens.decode_move([int(t) for t in game[1 + 3 * ply : 4 + 3 * ply]]))
     return per_ply
 

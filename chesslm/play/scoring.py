@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 from chesslm.data import tokens
-from chesslm.data.cache import move_code
 from chesslm.model import gpt
+from chesslm.play.prepare import board_codes
 
 NEG_INF = float("-inf")
 ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)
@@ -582,10 +582,7 @@ def game_input(
     )
 
 
-def legal_codes(board: chess.Board) -> np.ndarray:
-    return np.array(
-        sorted(move_code(*tokens.move_tokens(m)) for m in board.legal_moves), dtype=np.int64
-    )
+legal_codes = board_codes  # a board's sorted legal move codes (the one rule, torch-free)
 
 
 def decode_code(code: int) -> chess.Move:
