@@ -270,9 +270,8 @@ def main() -> None:
             "validation_games": len(ev.games), "games_selected": len(ev.selected),
             "positions": ev.positions_total, "selection": ev.selection(),
             "preparation_workers": ev.workers, "cache_seconds": round(setup_s, 1),
-            "preparation_alone_seconds": round(prep_s, 2),
+            "preparation_alone_seconds": round(prep_s, 2), "sdpa": args.sdpa,
         }  # fmt: skip
-        common["sdpa"] = args.sdpa
         print(json.dumps(common), flush=True)
         runs = []
         with sdpa_backend(args.sdpa):

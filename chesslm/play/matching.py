@@ -160,7 +160,7 @@ class Evaluator:
         if self.workers and self.device.type != "cpu":
             torch.set_num_threads(1)  # the other cores prepare games (``prepare``)
         parts = self._parts(todo)
-        inputs = self._inputs(prepare.started(self.workers), parts, len(parts) - len(todo))
+        inputs = self._inputs(prepare.started(self.workers), parts)
         try:
             with contextlib.closing(inputs):  # after the stream: its chunks ahead cancelled
                 stream = scoring.score_chunks(
@@ -195,12 +195,13 @@ class Evaluator:
                 prepare.pieces([self.chunks[i] for i in todo], split)]  # fmt: skip
 
     def _inputs(
-        self, prep: prepare.Preparer, parts: list[tuple[int, np.ndarray, bool]], extra: int
+        self, prep: prepare.Preparer, parts: list[tuple[int, np.ndarray, bool]]
     ) -> Iterator[list[scoring.GameInput]]:
         """Each piece's inputs (``parts``: chunk, games, last piece), in order, the tables of
-        up to ``prepare.ahead`` chunks (and the ``extra`` pieces the first was split into)
+        up to ``prepare.ahead`` chunks (and the extra pieces the first was split into)
         beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
         ahead: dict[int, prepare.Pending] = {}
+        extra = len(parts) - sum(last for _, _, last in parts)  # pieces that end no chunk
         n_ahead = prepare.ahead(self.device.type) + extra
         try:
             for k, (_, games, _) in enumerate(parts):
