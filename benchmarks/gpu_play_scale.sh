@@ -13,8 +13,9 @@
 #   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
 #                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
 # DEADLINE (epoch seconds) caps every step's time limit; REPEATS: split's rounds (2); PREP_WORKERS (e.g. 14,12) also runs
-# each move-matching part with those preparation processes; SDPA (efficient, cudnn, math) pins
-# the attention backend; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
+# each move-matching part with those preparation processes; SDPA ("torch play": each in turn;
+# torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.play.kernels;
+# default play's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -25,25 +26,28 @@ limit() { local left=$(( DEADLINE - $(date +%s) )); echo $(( $1 < left ? $1 : (l
 mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader); torch $(python3 -c 'import torch; print(torch.__version__)')"
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
 [ -n "${PREP_WORKERS:-}" ] && BENCH+=(--prep-workers "$PREP_WORKERS")  # e.g. 14,12: the part again
-[ -n "${SDPA:-}" ] && BENCH+=(--sdpa "$SDPA")  # e.g. efficient: no cuDNN graph per new shape
 [ -n "${PROFILE:-}" ] && BENCH+=(--profile)    # rounds 0 and 1 under torch.profiler
 for step in "${@:-split}"; do
 case "$step" in
 split)
+  for sdpa in ${SDPA:-play}; do  # e.g. "torch play": cuDNN's plans per new shape, then not
   for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
+    name=split-compile-$compiled-sdpa-$sdpa
     timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
-      --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" \
-      --json "$OUT/play-rule-split-compile-$compiled.json" > "$OUT/split-$compiled.log" 2>&1
+      --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" --sdpa "$sdpa" \
+      --json "$OUT/play-rule-$name.json" > "$OUT/$name.log" 2>&1
     rc=$?
-    mark "split, compile $compiled: rc=$rc $(tail -1 "$OUT/split-$compiled.log")"
+    mark "split, compile $compiled, sdpa $sdpa: rc=$rc $(tail -1 "$OUT/$name.log")"
+  done
   done
   ;;
 parts)
   [ -d .deb ] && dpkg -x .deb/stockfish_*.deb /tmp/sf  # Debian's stockfish, carried
   export PATH=$PATH:/tmp/sf/usr/games
+  old=(); [ "${OLD:-yes}" = no ] && old=(--no-old)  # OLD=no: the new paths only
   timeout -k 5 "$(limit 400)" python3 benchmarks/play_parts_speed.py --preset baseline --device cuda \
-    --json "$OUT/play-parts-h200.json" > "$OUT/parts.log" 2>&1
+    --sdpa "${PARTS_SDPA:-play}" "${old[@]}" --json "$OUT/play-parts-h200.json" > "$OUT/parts.log" 2>&1
   rc=$?
   mark "parts: rc=$rc $(tail -3 "$OUT/parts.log")"
   ;;

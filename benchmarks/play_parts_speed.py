@@ -28,6 +28,10 @@ moves; where a UCI_Elo anchor's unseeded play leaves the recorded game, it plays
 legal move), the wall time of those games with the model's cost taken out: the floor.
 ``identical`` says whether the new path's games are the old path's (the UCI_Elo anchors'
 games are not compared: they do not replay).
+
+``--sdpa torch,play`` runs the parts under each choice of attention kernels in turn
+(``chesslm.play.kernels``: torch's own, which is cuDNN's on an H200 with a plan per new shape,
+then play's), the old paths under the first only; ``--no-old`` skips the old paths.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import anchors, games, inflight, ladder  # noqa: E402
+from chesslm.play import anchors, games, inflight, kernels, ladder  # noqa: E402
 
 MODES = {"greedy": 0.0, "temperature_1": 1.0}
 
@@ -69,8 +73,10 @@ def timed(fn, device: str):  # noqa: ANN001, ANN201
 def legality(net: gpt.GPT, args: argparse.Namespace) -> dict[str, Any]:
     kw = {"games": args.games, "max_plies": args.max_plies, "seed": 0, "deadline": 1e18}
     games.free_games(net, MODES, **{**kw, "max_plies": 4})  # warm-up (CUDA kernels)
-    old, old_s = timed(lambda: {m: games.free_games_plain(net, temperature=t, **kw)[0]
-                                for m, t in MODES.items()}, args.device)  # fmt: skip
+    old, old_s = None, None
+    if args.old:
+        old, old_s = timed(lambda: {m: games.free_games_plain(net, temperature=t, **kw)[0]
+                                    for m, t in MODES.items()}, args.device)  # fmt: skip
     new, new_s = timed(lambda: games.free_games(net, MODES, **kw)[0], args.device)
     # the new path with its replacements by best_moves' pass over the whole games
     passed, pass_s = timed(
@@ -82,12 +88,14 @@ def legality(net: gpt.GPT, args: argparse.Namespace) -> dict[str, Any]:
 
     plies = sum(g.proposals for gs in new.values() for g in gs)
     illegal = sum(len(g.illegal_plies) for gs in new.values() for g in gs)
-    return {"games": sum(map(len, new.values())), "plies": plies, "illegal": illegal,
-            "old_seconds": old_s, "new_seconds": new_s, "ratio": old_s / new_s,
-            "old_plies_per_s": plies / old_s, "new_plies_per_s": plies / new_s,
-            "identical": moves(old) == moves(new), "pass_seconds": pass_s,
-            "pass_plies_per_s": plies / pass_s, "pass_ratio": pass_s / new_s,
-            "pass_identical": moves(passed) == moves(new)}  # fmt: skip
+    out = {"games": sum(map(len, new.values())), "plies": plies, "illegal": illegal,
+           "new_seconds": new_s, "new_plies_per_s": plies / new_s, "pass_seconds": pass_s,
+           "pass_plies_per_s": plies / pass_s, "pass_ratio": pass_s / new_s,
+           "pass_identical": moves(passed) == moves(new)}  # fmt: skip
+    if old is not None:
+        out |= {"old_seconds": old_s, "ratio": old_s / new_s, "old_plies_per_s": plies / old_s,
+                "identical": moves(old) == moves(new)}  # fmt: skip
+    return out
 
 
 class Clock:
@@ -170,29 +178,31 @@ def elo_games(net: gpt.GPT, args: argparse.Namespace) -> dict[str, Any]:
             player, specs, settings, args.engine, per, max_in_flight=args.max_in_flight
         )
 
-    with Clock().on_anchors() as old_clock:
-        old, old_s = timed(sequential, args.device)
+    if args.old:
+        with Clock().on_anchors() as old_clock:
+            old, old_s = timed(sequential, args.device)
     with Clock().on_anchors() as new_clock:
         new, new_s = timed(lambda: together(model), args.device)
     rows = [r for by in new.values() for r in by]
     with Clock().on_anchors() as instant_clock:
         _, instant_s = timed(lambda: together(InstantModel(rows)), args.device)
     replayable = [s.name for s in specs if s.reproducible]
-    return {
+    out = {
         "games": len(rows),
         "plies": sum(r["plies"] for r in rows),
-        "old_seconds": old_s,
         "new_seconds": new_s,
-        "ratio": old_s / new_s,
-        "old_anchor_seconds": old_clock.seconds,
         "new_anchor_seconds": new_clock.seconds,
         "new_anchor_busy_seconds": new_clock.busy,
         "instant_model_seconds": instant_s,
         "instant_model_anchor_busy_seconds": instant_clock.busy,
         "anchor_calls": new_clock.calls,
-        "identical": all(old[n] == new[n] for n in replayable),
         "per_anchor_plies": {n: sum(r["plies"] for r in by) for n, by in new.items()},
     }
+    if args.old:
+        out |= {"old_seconds": old_s, "ratio": old_s / new_s,
+                "old_anchor_seconds": old_clock.seconds,
+                "identical": all(old[n] == new[n] for n in replayable)}  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -208,6 +218,11 @@ def main() -> None:
     parser.add_argument("--engine", default=None, help="Stockfish (default: found on PATH)")
     parser.add_argument("--parts", default="legality,elo")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (play's default 1)")
+    parser.add_argument("--no-old", dest="old", action="store_false",
+                        help="the new paths only (the old ones take minutes on a GPU)")  # fmt: skip
+    parser.add_argument("--sdpa", default="play",
+                        help="attention kernels (chesslm.play.kernels), e.g. torch,play:"
+                        " the parts under each in turn, the old paths under the first")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -230,10 +245,15 @@ def main() -> None:
                            "cores": inflight.default_engines(), "threads": args.threads,
                            "gpu": torch.cuda.get_device_name() if args.device == "cuda"
                            else None}  # fmt: skip
-    for part, fn in (("legality", legality), ("elo", elo_games)):
-        if part in parts:
-            out[part] = fn(net, args)
-            print(json.dumps({part: out[part]}), flush=True)
+    choices = args.sdpa.split(",")
+    for i, choice in enumerate(choices):
+        kernels.choose(choice)
+        for part, fn in (("legality", legality), ("elo", elo_games)):
+            if part in parts:  # the first choice's figures as before; the others' by name
+                key = part if i == 0 else f"{part}_sdpa_{choice}"
+                out[key] = fn(net, args) | {"sdpa": choice}
+                print(json.dumps({key: out[key]}), flush=True)
+        args.old = False  # the old paths once
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1) + "\n")

@@ -25,7 +25,8 @@ Each part's ``part_phases`` says where its time went: the evaluator opened, the 
 results back (the preparation pool started and the first chunk prepared), the last batch's.
 ``--prep-workers 14,12`` also runs the part with those preparation processes, same rounds;
 ``--profile`` runs the parts of rounds 0 and 1 under torch.profiler (what a first pass adds);
-``--sdpa efficient`` pins the attention backend (``sdpa_backend``).
+``--sdpa torch`` leaves the attention kernels to torch (``chesslm.play.kernels``; the rule's:
+``play``, no cuDNN plan per new shape), ``efficient``/``cudnn``/``math`` pin one.
 
 Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
 scorer; 1 = preparation costs nothing), its median and spread, and the rows' tables (the
@@ -36,7 +37,6 @@ Needs torch, numpy, chess, zstandard and rust-pgn-reader only.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import os
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 from chesslm import files  # noqa: E402
 from chesslm.data import cache, convert, integrity  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import matching, prepare, protocols, scoring  # noqa: E402
+from chesslm.play import kernels, matching, prepare, protocols, scoring  # noqa: E402
 
 
 def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
@@ -189,22 +189,6 @@ def one_round(net, cache_dir: Path, work: Path, chunks, args, rep: int = 0) -> d
     return row | {"loadavg_1min": os.getloadavg()[0]}
 
 
-SDPA = ("default", "efficient", "cudnn", "math")  # --sdpa: torch's choice, or one backend
-
-
-def sdpa_backend(name: str):  # noqa: ANN201
-    """The attention backend the branched rows' masked attention may use (``--sdpa``): on an
-    H200 a fresh job's first pass ran at half the warm rate, and cuDNN's attention builds a
-    graph per new shape; "default" leaves torch's choice."""
-    if name == "default":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = {"efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-               "math": SDPBackend.MATH}[name]  # fmt: skip
-    return sdpa_kernel([backend])
-
-
 def summary(runs: list[dict], common: dict) -> dict:
     """Medians over the rounds, and the ratio's spread."""
     ratios = [r["ratio"] for r in runs]
@@ -239,8 +223,8 @@ def main() -> None:
     parser.add_argument("--prep-workers", type=lambda v: [int(x) for x in v.split(",")],
                         default=[], help="e.g. 14,12: also the part with these preparation"
                         " processes (the rule's: threads - 2 on a GPU), same rounds")  # fmt: skip
-    parser.add_argument("--sdpa", choices=SDPA, default="default",
-                        help="attention backend (the rule's: default; others on CUDA)")  # fmt: skip
+    parser.add_argument("--sdpa", choices=kernels.CHOICES, default="play",
+                        help="attention kernels (the rule's: play; torch: its own)")  # fmt: skip
     parser.add_argument("--profile", action="store_true",
                         help="torch.profiler over the parts of rounds 0 and 1")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
@@ -274,11 +258,11 @@ def main() -> None:
         }  # fmt: skip
         print(json.dumps(common), flush=True)
         runs = []
-        with sdpa_backend(args.sdpa):
-            scorer(net, chunks[:1], args)  # warm-up: allocator, kernels
-            for rep in range(args.repeats):
-                runs.append(one_round(net, cache_dir, work, chunks, args, rep) | {"repeat": rep})
-                print(json.dumps(runs[-1]), flush=True)
+        kernels.choose(args.sdpa)
+        scorer(net, chunks[:1], args)  # warm-up: allocator, kernels
+        for rep in range(args.repeats):
+            runs.append(one_round(net, cache_dir, work, chunks, args, rep) | {"repeat": rep})
+            print(json.dumps(runs[-1]), flush=True)
         out = summary(runs, common)
         print(json.dumps(out), flush=True)
         if args.json:

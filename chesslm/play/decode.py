@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from chesslm.model import gpt
+from chesslm.play import kernels
 
 
 class Decoder:
@@ -78,6 +79,7 @@ class Decoder:
 
         return self._forward(idx, pos, attend)
 
+    @kernels.uses_play_kernels
     def _forward(self, idx: torch.Tensor, pos: torch.Tensor, attend) -> torch.Tensor:  # noqa: ANN001
         """``GPT.forward``'s arithmetic on new tokens, ``attend`` giving each layer's attention."""
         t = self.net.transformer

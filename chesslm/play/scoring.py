@@ -36,6 +36,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
+from chesslm.play import kernels
 from chesslm.play.prepare import board_codes
 
 NEG_INF = float("-inf")
@@ -363,6 +364,7 @@ def block_mask(prefix: torch.Tensor, extra: torch.Tensor):  # noqa: ANN201
     return create_block_mask(mask_mod, B, None, T, T, device=prefix.device, _compile=True)
 
 
+@kernels.uses_play_kernels
 def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
     """The last block's output (B, T, C) for explicit positions and mask (GPT.forward with
     ``pos``/``mask`` minus its length check: a branched row may be longer than the context,
@@ -407,6 +409,8 @@ def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any]:  # n
     if batch.max_pos >= net.config.block_size:
         raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
     with gpt.autocast(batch.idx.device):
+        if isinstance(mask, torch.Tensor):  # dense: one bias for every layer
+            mask = kernels.additive(mask)
         x = hidden_states(net, batch, mask)
         h = net.transformer.ln_f(x.reshape(-1, x.size(-1))[batch.dev["rows"]])
         logits = net.lm_head(h)
