@@ -13,9 +13,10 @@
 #   bash benchmarks/gpu_play_scale.sh trained # legality's new path with a trained run's
 #                                             # weights (CHECKPOINT, e.g. gpu_outcome.sh's)
 # DEADLINE (epoch seconds) caps every step's time limit; REPEATS: split's rounds (2); PREP_WORKERS (e.g. 14,12) also runs
-# each move-matching part with those preparation processes; SDPA ("torch play": each in turn;
+# each move-matching part with those preparation processes; ATTENTION (e.g. "dense split": each
+# in turn; default split) sets split's match.attention; SDPA ("torch play": each in turn;
 # torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.play.kernels;
-# default play's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
+# default play's), BATCH_TOKENS split's match.batch_tokens, PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -27,18 +28,21 @@ mark "start: $CORES cores; $(nvidia-smi --query-gpu=name --format=csv,noheader);
 BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --threads "$CORES")
 [ -n "${PREP_WORKERS:-}" ] && BENCH+=(--prep-workers "$PREP_WORKERS")  # e.g. 14,12: the part again
 [ -n "${PROFILE:-}" ] && BENCH+=(--profile)    # rounds 0 and 1 under torch.profiler
+[ -n "${BATCH_TOKENS:-}" ] && BENCH+=(--batch-tokens "$BATCH_TOKENS")  # match.batch_tokens
 for step in "${@:-split}"; do
 case "$step" in
 split)
+  for attention in ${ATTENTION:-split}; do  # e.g. "dense split": each a fresh process
   for sdpa in ${SDPA:-play}; do  # e.g. "torch play": cuDNN's plans per new shape, then not
   for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
-    name=split-compile-$compiled-sdpa-$sdpa
+    name=split-$attention-compile-$compiled-sdpa-$sdpa${BATCH_TOKENS:+-bt$BATCH_TOKENS}${PROFILE:+-profiled}
     timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
       --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" --sdpa "$sdpa" \
-      --json "$OUT/play-rule-$name.json" > "$OUT/$name.log" 2>&1
+      --attention "$attention" --json "$OUT/play-rule-$name.json" > "$OUT/$name.log" 2>&1
     rc=$?
-    mark "split, compile $compiled, sdpa $sdpa: rc=$rc $(tail -1 "$OUT/$name.log")"
+    mark "split, attention $attention, compile $compiled, sdpa $sdpa: rc=$rc $(tail -1 "$OUT/$name.log")"
+  done
   done
   done
   ;;

@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="an existing token cache instead")
     parser.add_argument("--chunk-games", type=int, default=512)
     parser.add_argument("--batch-tokens", type=int, default=65536)
-    parser.add_argument("--attention", default="dense")
+    parser.add_argument("--attention", default="split", choices=scoring.ATTENTION)
     parser.add_argument("--games", type=int, help="rule play's match.games (default: every game)")
     parser.add_argument("--compile", action="store_true", help="rule play's match.compile: true")
     parser.add_argument("--repeats", type=int, default=3)

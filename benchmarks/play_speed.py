@@ -187,7 +187,8 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=None, help="sample games (default: all)")
     parser.add_argument("--batch-tokens", type=_list(int), default=[65536],
                         help="comma-separated: one variant each")  # fmt: skip
-    parser.add_argument("--attention", type=_list(str), default=["dense"], help="dense,flex")
+    parser.add_argument("--attention", type=_list(str), default=["split"],
+                        help="comma-separated, of " + ",".join(scoring.ATTENTION))  # fmt: skip
     parser.add_argument("--compile", type=_list(str), nargs="?", default=["no"], const=["yes"],
                         help="no,yes: torch.compile the blocks (dynamic); bare: yes")  # fmt: skip
     parser.add_argument("--pad-to", type=_list(int), default=[1],
@@ -204,8 +205,8 @@ def main() -> None:
                         "fastest variant: the top kernels by device time")  # fmt: skip
     args = parser.parse_args()
     for a in args.attention:
-        if a not in ("dense", "flex"):
-            parser.error(f"--attention: {a!r} is not dense or flex")
+        if a not in scoring.ATTENTION:
+            parser.error(f"--attention: {a!r} is not one of {scoring.ATTENTION}")
     for c in args.compile:
         if c not in ("no", "yes"):
             parser.error(f"--compile: {c!r} is not no or yes")

@@ -119,9 +119,24 @@ def _input(moves: list[chess.Move]) -> scoring.GameInput:
     return scoring.GameInput.from_plies(tokens.encode_moves(moves)[:-1], legal)
 
 
-def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
+def _promotion_aside(games: list[chess.pgn.Game]) -> tuple[int, list[chess.Move]]:
+    """The first ply of ``games`` where a pawn may promote but another piece moves: its
+    promoting pairs' source is a branch token."""
+    for game in games:
+        board, moves = game.board(), list(game.mainline_moves())
+        for ply, move in enumerate(moves):
+            sources = {m.from_square for m in board.legal_moves if m.promotion}
+            if sources and move.from_square not in sources:
+                return ply, moves
+            board.push(move)
+    raise AssertionError("no sample game promotes aside")
+
+
+@pytest.mark.parametrize("attention", ["split", "dense"])
+def test_batched_scores_equal_the_one_pass_per_move_oracle(net, attention):
     """Real sample games, in one batch of different lengths, including promotions (a promoting
-    pawn's four moves are scored through branch destinations, an unplayed one too)."""
+    pawn's four moves are scored through branch destinations, an unplayed one too), under the
+    two-part attention (the default) and the dense mask."""
     pgn = sample_pgn_games(400)
     # the sample game with the earliest promotion keeps the oracle's passes short
     promo_ply, promo_moves = min(
@@ -132,13 +147,19 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net):
         ),
         key=lambda pair: pair[0],
     )
+    aside_ply, aside_moves = _promotion_aside(pgn)
     checked = {
         0: (list(pgn[0].mainline_moves())[:14], None),
         1: (list(pgn[1].mainline_moves())[:9], None),
         2: (promo_moves[: promo_ply + 1], {5, promo_ply}),
+        3: (aside_moves[: aside_ply + 1], {aside_ply}),
     }
     batch = scoring.build_batch([_input(m) for m, _ in checked.values()], "cpu")
-    result = scoring.score(net, batch)
+    assert batch.width == 1 + 3 * max(len(m) for m, _ in checked.values())
+    # a promoting pair's source on the main line and one among the branches (split's two cases)
+    assert ((batch.extra >= 0) & (batch.extra < batch.width)).any()
+    assert (batch.extra >= batch.width).any()
+    result = scoring.score(net, batch, attention=attention)
     seen_promotion_branch = False
     for b, (moves, plies) in checked.items():
         oracle = oracle_scores(net, moves, plies)
@@ -341,7 +362,7 @@ SETTINGS = {
     "split": "validation",
     "seed": 5,
     "match": {"games": None, "seconds": 600, "chunk_games": 8, "batch_tokens": 4096,
-              "attention": "dense", "compile": False,
+              "attention": "split", "compile": False,
               "bootstrap": 50, "protocols": ["maia2", "all"]},
     "legality": {"games": 2, "max_plies": 8, "seconds": 60},
     "elo": {"ladder": "tiny", "games_per_anchor": 2, "seed": None, "max_plies": 16,
@@ -590,7 +611,7 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
     m = settings["match"]
     evaluator = matching.Evaluator(net, play_cache, state / "match/sample", games=m["games"],
                                    chunk_games=m["chunk_games"], batch_tokens=m["batch_tokens"],
-                                   device=torch.device("cpu"))  # fmt: skip
+                                   device=torch.device("cpu"), attention=m["attention"])  # fmt: skip
     for i in range(2):
         result = evaluator.evaluate_games(evaluator.chunks[i])
         files.write_atomic(evaluator.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
@@ -691,14 +712,16 @@ def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_dense_and_flex_scores_match_the_oracle():
-    """On the GPU (BF16 autocast): the dense and the FlexAttention (compiled) paths agree with
-    the oracle loop up to BF16 rounding, and pick the same moves where the margin is clear."""
+def test_cuda_split_dense_and_flex_scores_match_the_oracle():
+    """On the GPU (BF16 autocast): the two-part, the dense and the FlexAttention (compiled)
+    paths agree with the oracle loop up to BF16 rounding."""
     torch.manual_seed(0)
     net = gpt.build("tiny", device="cuda").eval()
     moves = [list(g.mainline_moves())[:20] for g in sample_pgn_games(3)]
     batch = scoring.build_batch([_input(m) for m in moves], "cuda")
-    dense = scoring.score(net, batch)
+    dense = scoring.score(net, batch, attention="dense")
+    two_part = scoring.score(net, batch)
+    assert torch.allclose(dense.move_logp, two_part.move_logp, atol=3e-2)
     for block in net.transformer.h:
         block.compile(dynamic=True)
     flex = scoring.score(net, batch, attention="flex")
@@ -706,12 +729,13 @@ def test_cuda_dense_and_flex_scores_match_the_oracle():
     oracle = oracle_scores(net, moves[0], {0, 7, 19})
     rows = np.nonzero(batch.ply_game == 0)[0]
     for ply, per_move in oracle.items():
-        played = float(dense.played_logp[rows[ply]])
-        assert played == pytest.approx(per_move[moves[0][ply]], abs=3e-2)
+        for scores in (dense, two_part):
+            played = float(scores.played_logp[rows[ply]])
+            assert played == pytest.approx(per_move[moves[0][ply]], abs=3e-2)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("attention", ["dense", "flex"])
+@pytest.mark.parametrize("attention", scoring.ATTENTION)
 def test_cuda_pipeline_matches_one_batch(attention):
     """On the GPU the pipeline (pinned buffers, non-blocking copies, one sync per batch, the
     next batch prepared in a thread) yields each batch's own results, not a neighbour's."""

@@ -214,7 +214,7 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
     lengths = scoring.branched_lengths(inputs).tolist()
     for group in scoring.plan_batches(lengths, batch_tokens):
         batch = scoring.build_batch([inputs[i] for i in group], device)
-        s = scoring.score(net, batch)
+        s = scoring.score(net, batch, attention="split")  # whole games: the two-part pass
         top_logp, top_index = top_moves(s, batch)
         played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()
         chances = None if s.wdl is None else s.wdl.cpu().numpy()

@@ -50,14 +50,14 @@ class Decoder:
         seen = torch.arange(self.shape[2], device=self.device) <= pos.unsqueeze(1)  # (n, L)
 
         def attend(layer: int, attn: gpt.CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
-            q, k, v = _heads(attn, x)
+            q, k, v = heads(attn, x)
             if self.keys[layer] is None:  # zeros: masked keys must not be NaN; autocast's dtype
                 self.keys[layer] = torch.zeros(self.shape, dtype=k.dtype, device=self.device)
                 self.values[layer] = torch.zeros(self.shape, dtype=v.dtype, device=self.device)
             keys, values = self.keys[layer], self.values[layer]
             keys[:, :, at : at + n] = k
             values[:, :, at : at + n] = v
-            return _merge(attn, F.scaled_dot_product_attention(q, keys, values, attn_mask=seen))
+            return merge(attn, F.scaled_dot_product_attention(q, keys, values, attn_mask=seen))
 
         return self._forward(idx, pos, attend)
 
@@ -72,10 +72,10 @@ class Decoder:
         at = mask.size(-1) - idx.size(1)
 
         def attend(layer: int, attn: gpt.CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
-            q, k, v = _heads(attn, x)
+            q, k, v = heads(attn, x)
             keys = torch.cat([self.keys[layer][rows, :, :at], k], 2)
             values = torch.cat([self.values[layer][rows, :, :at], v], 2)
-            return _merge(attn, F.scaled_dot_product_attention(q, keys, values, attn_mask=mask))
+            return merge(attn, F.scaled_dot_product_attention(q, keys, values, attn_mask=mask))
 
         return self._forward(idx, pos, attend)
 
@@ -98,14 +98,14 @@ class Decoder:
         self.shape = (len(rows), *self.shape[1:])
 
 
-def _heads(attn: gpt.CausalSelfAttention, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def heads(attn: gpt.CausalSelfAttention, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Queries, keys and values (B, heads, n, head size) of ``x`` (B, n, C)."""
     B, n, C = x.size()
     q, k, v = attn.c_attn(x).split(C, dim=2)
     return tuple(z.view(B, n, attn.n_head, C // attn.n_head).transpose(1, 2) for z in (q, k, v))
 
 
-def _merge(attn: gpt.CausalSelfAttention, y: torch.Tensor) -> torch.Tensor:
+def merge(attn: gpt.CausalSelfAttention, y: torch.Tensor) -> torch.Tensor:
     """The attention's output projection of the heads ``y`` (B, heads, n, head size)."""
     B, _, n, _ = y.size()
     return attn.c_proj(y.transpose(1, 2).contiguous().view(B, n, -1))

@@ -89,7 +89,7 @@ class Evaluator:
         chunk_games: int,
         batch_tokens: int,
         device: torch.device,
-        attention: str = "dense",
+        attention: str = "split",
         ratings: tuple[int, int] | None = None,
         threads: int = 1,
     ) -> None:

@@ -8,11 +8,14 @@ Scoring every legal move needs the model's outputs after every legal *source* (a
 promotions, after every promoting source-destination pair), not only after the played one.
 
 One game becomes one *branched* sequence: the main line (BOS and the played triples) and,
-after it, one extra token per unplayed legal source of each ply (placed at the position the
+after it (in a batch, after the longest main line: every row's branches start at ``width``),
+one extra token per unplayed legal source of each ply (placed at the position the
 source would have, attending only to the main line before that ply and to itself) and one
 per unplayed promoting destination (attending to that prefix, its source token and itself).
 An explicit attention mask and explicit position ids make every branch token see exactly what
-it would see in a plain causal pass over its own prefix, so one forward pass scores them all.
+it would see in a plain causal pass over its own prefix, so one forward pass scores them
+all; ``chesslm.play.split`` computes that pass's attention without the branch-against-branch
+scores the mask would throw away (``attention="split"``, the default).
 ``chesslm.play.oracle`` is the plain loop (one causal pass per legal move) the tests compare
 with.
 
@@ -36,11 +39,11 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.play import kernels
+from chesslm.play import kernels, split
 from chesslm.play.prepare import board_codes
 
 NEG_INF = float("-inf")
-ATTENTION = ("dense", "flex")  # the branched rows' masks (mask_for; play.match.attention)
+ATTENTION = ("split", "dense", "flex")  # the branched rows' masks (mask_for; match.attention)
 
 
 @dataclass
@@ -92,6 +95,9 @@ DEVICE_ARRAYS = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "k
                  "key_src", "played")  # fmt: skip
 
 
+ASIDE = ("aside_row", "aside_at", "aside_src")  # split.Split.aside, on the device
+
+
 @dataclass
 class Batch:
     """Branched token rows and the index arrays that read the moves' scores off them."""
@@ -111,6 +117,8 @@ class Batch:
     ply_number: np.ndarray  # (P,) ply index within its game
     max_pos: int = 0  # the largest position id (checked against the context on the host)
     shape: tuple[int, int] = (0, 0)  # (B, T)
+    width: int = 0  # the longest main line: every row's branch tokens start here
+    n_aside: int = 0  # promoting pairs whose source is a branch token (``split``)
     counts: np.ndarray | None = None  # (P,) legal moves per ply
     packed: torch.Tensor | None = None  # every device array in one host buffer (``layout``)
     layout: dict[str, tuple[int, int]] | None = None  # name -> (offset, length) in ``packed``
@@ -217,7 +225,7 @@ def _keys(f: _Flat) -> dict[str, np.ndarray]:
     branch = key_src != f.played[0][key_ply]
     rank, n_src = _rank_in_game(key_game[branch], f.B)
     local = f.lead[key_ply] + 1 + 3 * f.ply_abs[key_ply]
-    local[branch] = f.L[key_game[branch]] + rank
+    local[branch] = f.L.max() + rank
     return {"of_move": np.cumsum(new_key) - 1, "ply": key_ply, "src": key_src, "game": key_game,
             "branch": branch, "local": local, "n_src": n_src}  # fmt: skip
 
@@ -238,7 +246,7 @@ def _pairs(f: _Flat, keys: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     branch = (pair_src != f.played[0][pair_ply]) | (pair_dst != f.played[1][pair_ply])
     rank, n_pair = _rank_in_game(pair_game[branch], f.B)
     local = f.lead[pair_ply] + 2 + 3 * f.ply_abs[pair_ply]
-    local[branch] = f.L[pair_game[branch]] + keys["n_src"][pair_game[branch]] + rank
+    local[branch] = f.L.max() + keys["n_src"][pair_game[branch]] + rank
     return {"of_move": move_pair, "ply": pair_ply, "dst": pair_dst, "game": pair_game,
             "key": keys["of_move"][pair_first], "branch": branch, "local": local,
             "n_pair": n_pair}  # fmt: skip
@@ -289,9 +297,11 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
     f = _flatten(games)
     keys = _keys(f)
     pairs = _pairs(f, keys)
-    T = int((f.L + keys["n_src"] + pairs["n_pair"]).max())
+    T = int(f.L.max() + (keys["n_src"] + pairs["n_pair"]).max())
     T = -(-T // pad_to) * pad_to  # fewer distinct shapes (compiled kernels) and aligned rows
     rows = _rows(f, keys, pairs, T)
+    W = int(f.L.max())
+    aside = np.nonzero(rows["extra"] >= W)[0]  # a pair whose source is a branch: split's case
     played = f.played
     is_played = (f.src == played[0][f.move_ply]) & (f.dst == played[1][f.move_ply])
     is_played &= f.pro == played[2][f.move_ply]
@@ -316,9 +326,11 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
         **rows,
         **{k: arrays[k] for k in DEVICE_ARRAYS},
         "rows": np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]]),
+        "aside_row": aside // T, "aside_at": aside % T - W, "aside_src": rows["extra"][aside] - W,
     }, pin)  # fmt: skip
-    return Batch(**arrays, max_pos=int(rows["pos"].max()), shape=(f.B, T), counts=f.counts,
-                 packed=packed, layout=layout)  # fmt: skip
+    return Batch(**arrays, max_pos=int(rows["pos"].max()), shape=(f.B, T),
+                 width=W, n_aside=len(aside), counts=f.counts, packed=packed,
+                 layout=layout)  # fmt: skip
 
 
 def to_device(batch: Batch, device: torch.device | str) -> Batch:
@@ -329,7 +341,7 @@ def to_device(batch: Batch, device: torch.device | str) -> Batch:
     view = {name: buf[at : at + n] for name, (at, n) in batch.layout.items()}
     batch.idx, batch.pos = view["idx"].view(B, T), view["pos"].view(B, T)
     batch.prefix, batch.extra = view["prefix"].view(B, T), view["extra"].view(B, T)
-    batch.dev = {k: view[k] for k in (*DEVICE_ARRAYS, "rows")}
+    batch.dev = {k: view[k] for k in (*DEVICE_ARRAYS, "rows", *ASIDE)}
     return batch
 
 
@@ -368,11 +380,16 @@ def block_mask(prefix: torch.Tensor, extra: torch.Tensor):  # noqa: ANN201
 def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
     """The last block's output (B, T, C) for explicit positions and mask (GPT.forward with
     ``pos``/``mask`` minus its length check: a branched row may be longer than the context,
-    its positions never are)."""
+    its positions never are); a ``split.Split`` mask runs each block's arithmetic with
+    ``split.attention`` in place of its attention's."""
     t = net.transformer
     x = t.wte(batch.idx) + t.wpe(batch.pos)
     for block in t.h:
-        x = block(x, mask)
+        if isinstance(mask, split.Split):
+            x = x + split.attention(block.attn, block.ln_1(x), mask)
+            x = x + block.mlp(block.ln_2(x))
+        else:
+            x = block(x, mask)
     return x
 
 
@@ -388,7 +405,11 @@ class Scores:
 
 
 def mask_for(batch: Batch, attention: str):  # noqa: ANN201
-    """The branched rows' attention mask: ``dense`` (a bool tensor) or ``flex`` (BlockMask)."""
+    """The branched rows' attention mask: ``split`` (``split.Split``: the main lines causal,
+    the branches over them), ``dense`` (a bool tensor) or ``flex`` (BlockMask)."""
+    if attention == "split":
+        aside = tuple(batch.dev[k] for k in ASIDE)
+        return split.mask(batch.prefix, batch.extra, batch.width, aside, batch.n_aside)
     if attention == "flex":
         return block_mask(batch.prefix, batch.extra)
     if attention == "dense":
@@ -411,6 +432,8 @@ def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any]:  # n
     with gpt.autocast(batch.idx.device):
         if isinstance(mask, torch.Tensor):  # dense: one bias for every layer
             mask = kernels.additive(mask)
+        elif isinstance(mask, split.Split):
+            mask = mask.in_dtype()
         x = hidden_states(net, batch, mask)
         h = net.transformer.ln_f(x.reshape(-1, x.size(-1))[batch.dev["rows"]])
         logits = net.lm_head(h)
@@ -462,7 +485,9 @@ def score_logits(batch: Batch, logits: torch.Tensor) -> Scores:
 
 @torch.no_grad()
 def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
-    """Every legal move's log-probability (legal-renormalised factorisation) in one pass."""
+    """Every legal move's log-probability (legal-renormalised factorisation) in one pass.
+    ``dense`` by default: a pass over a few boards (a move to play) is one kernel a layer
+    where ``split`` launches several; batches of whole games (``score_chunks``) are ``split``."""
     logits, wdl = heads_at(net, batch, mask_for(batch, attention))
     return dataclasses.replace(score_logits(batch, logits), wdl=wdl)
 
@@ -506,7 +531,7 @@ def score_chunks(
     *,
     batch_tokens: int,
     device: torch.device | str,
-    attention: str = "dense",
+    attention: str = "split",
     pad_to: int = 1,
 ) -> Iterator[Scored]:
     """Score chunks of games (each batched on its own) in one pipeline, so that the device

@@ -39,7 +39,7 @@ class Match:
     seconds: int = 1800
     chunk_games: int = 512
     batch_tokens: int = 65536
-    attention: str = "dense"
+    attention: str = "split"
     compile: bool = False
     bootstrap: int = 1000
     protocols: list[str] = field(default_factory=lambda: ["maia2", "all"])
