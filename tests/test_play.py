@@ -611,7 +611,8 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
     m = settings["match"]
     evaluator = matching.Evaluator(net, play_cache, state / "match/sample", games=m["games"],
                                    chunk_games=m["chunk_games"], batch_tokens=m["batch_tokens"],
-                                   device=torch.device("cpu"), attention=m["attention"])  # fmt: skip
+                                   device=torch.device("cpu"),
+                                   attention=m["attention"])  # fmt: skip
     for i in range(2):
         result = evaluator.evaluate_games(evaluator.chunks[i])
         files.write_atomic(evaluator.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
