@@ -4,7 +4,8 @@ measured on the same positions against two baselines, ``outcome_figures`` its ta
 rule outcome_figures; ``oracle`` the plain scorer the tests check
 ``scoring`` against) (``prepare`` the legal moves of games the token cache lacks, on the job's spare
 cores), ``games`` the model's best moves and self-play (``decode`` its incremental decoding, a KV
-cache), ``kernels`` the attention kernels of play's passes, ``anchors`` the Elo ladder's players,
+cache), ``kernels`` the attention kernels of play's passes, ``split`` move-matching's attention
+in two parts (main lines, branches over them), ``anchors`` the Elo ladder's players,
 ``ladder`` their round robin (rule ladder),
 ``inflight`` the model's games against them all in flight, ``elo`` the Elo fits, ``protocols`` which
 positions move-matching counts, ``evaluate`` the parts bounded and resumable, ``workstate`` their
