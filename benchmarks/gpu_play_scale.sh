@@ -16,7 +16,7 @@
 # each move-matching part with those preparation processes; ATTENTION (e.g. "dense split": each
 # in turn; default split) sets split's match.attention; SDPA ("torch play": each in turn;
 # torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.play.kernels;
-# default play's), BATCH_TOKENS split's match.batch_tokens, PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
+# default play's), BATCH_TOKENS split's match.batch_tokens, IN_FLIGHT its passes queued, WARM_UP=no no warm-up pass (round 0 a fresh job's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -29,6 +29,8 @@ BENCH=(python3 benchmarks/play_rule_speed.py --preset baseline --device cuda --t
 [ -n "${PREP_WORKERS:-}" ] && BENCH+=(--prep-workers "$PREP_WORKERS")  # e.g. 14,12: the part again
 [ -n "${PROFILE:-}" ] && BENCH+=(--profile)    # rounds 0 and 1 under torch.profiler
 [ -n "${BATCH_TOKENS:-}" ] && BENCH+=(--batch-tokens "$BATCH_TOKENS")  # match.batch_tokens
+[ -n "${IN_FLIGHT:-}" ] && BENCH+=(--in-flight "$IN_FLIGHT")  # scoring.IN_FLIGHT
+[ "${WARM_UP:-yes}" = no ] && BENCH+=(--no-warm-up)  # round 0's part: compile, first kernels
 for step in "${@:-split}"; do
 case "$step" in
 split)
@@ -36,7 +38,7 @@ split)
   for sdpa in ${SDPA:-play}; do  # e.g. "torch play": cuDNN's plans per new shape, then not
   for compiled in ${COMPILE:-yes}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
-    name=split-$attention-compile-$compiled-sdpa-$sdpa${BATCH_TOKENS:+-bt$BATCH_TOKENS}${PROFILE:+-profiled}
+    name=split-$attention-compile-$compiled-sdpa-$sdpa${BATCH_TOKENS:+-bt$BATCH_TOKENS}${IN_FLIGHT:+-if$IN_FLIGHT}${WARM_UP:+-warm-up-$WARM_UP}${PROFILE:+-profiled}
     timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
       --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" --sdpa "$sdpa" \
       --attention "$attention" --json "$OUT/play-rule-$name.json" > "$OUT/$name.log" 2>&1

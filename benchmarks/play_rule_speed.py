@@ -19,12 +19,14 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
   its last chunk written;
 * scorer: ``scoring.score_chunks`` over the same chunks' inputs, prepared beforehand, in one
   pipeline (``score_many``'s batches, what ``benchmarks/play_speed.py`` times), torch with
-  every one of ``--threads``.
+  every one of ``--threads`` (on the CPU; on a GPU one, as the part).
 
 Each part's ``part_phases`` says where its time went: the evaluator opened, the first batch's
 results back (the preparation pool started and the first chunk prepared), the last batch's.
 ``--prep-workers 14,12`` also runs the part with those preparation processes, same rounds;
 ``--profile`` runs the parts of rounds 0 and 1 under torch.profiler (what a first pass adds);
+``--no-warm-up`` leaves out the warm-up pass (one chunk) before round 0, so that round 0's
+part is a fresh job's (with ``--compile``, its compiling too);
 ``--sdpa torch`` leaves the attention kernels to torch (``chesslm.play.kernels``; the rule's:
 ``play``, no cuDNN plan per new shape), ``efficient``/``cudnn``/``math`` pin one.
 
@@ -119,8 +121,9 @@ def part(net, cache_dir: Path, state: Path, args, workers: int | None = None):  
 
 def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
     """``score_chunks`` over the chunks' prepared inputs (one pipeline, as the part scores
-    them): positions and seconds."""
-    torch.set_num_threads(args.threads)
+    them): positions and seconds. On a GPU torch runs on one thread, as in the part (and a
+    compiled pass is keyed to torch's thread count: the same graphs serve both)."""
+    torch.set_num_threads(1 if args.device == "cuda" else args.threads)
     positions = 0
     sync(args.device)
     t0 = time.perf_counter()
@@ -225,6 +228,11 @@ def main() -> None:
                         " processes (the rule's: threads - 2 on a GPU), same rounds")  # fmt: skip
     parser.add_argument("--sdpa", choices=kernels.CHOICES, default="play",
                         help="attention kernels (the rule's: play; torch: its own)")  # fmt: skip
+    parser.add_argument("--in-flight", type=int, default=scoring.IN_FLIGHT,
+                        help="passes queued on the device (scoring.IN_FLIGHT)")  # fmt: skip
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                        help="no warm-up pass first: round 0's part is a fresh job's (its"
+                        " compile and first kernels inside it)")  # fmt: skip
     parser.add_argument("--profile", action="store_true",
                         help="torch.profiler over the parts of rounds 0 and 1")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write every result here")
@@ -243,8 +251,7 @@ def main() -> None:
             prepare.started(n)
         net = gpt.build(args.preset, device=args.device).eval()
         if args.compile:  # as rule play's match.compile (chesslm.play.evaluate)
-            for block in net.transformer.h:
-                block.compile(dynamic=True)
+            scoring.compile_layers(net)
         ev = evaluator(net, cache_dir, work / "state", args)
         chunks, prep_s = prepared_chunks(ev)
         common = {
@@ -255,11 +262,14 @@ def main() -> None:
             "positions": ev.positions_total, "selection": ev.selection(),
             "preparation_workers": ev.workers, "cache_seconds": round(setup_s, 1),
             "preparation_alone_seconds": round(prep_s, 2), "sdpa": args.sdpa,
+            "attention": args.attention, "in_flight": args.in_flight, "warm_up": args.warm_up,
         }  # fmt: skip
         print(json.dumps(common), flush=True)
         runs = []
         kernels.choose(args.sdpa)
-        scorer(net, chunks[:1], args)  # warm-up: allocator, kernels
+        scoring.IN_FLIGHT = args.in_flight
+        if args.warm_up:
+            scorer(net, chunks[:1], args)  # allocator, kernels, compile for the first shapes
         for rep in range(args.repeats):
             runs.append(one_round(net, cache_dir, work, chunks, args, rep) | {"repeat": rep})
             print(json.dumps(runs[-1]), flush=True)

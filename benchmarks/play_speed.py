@@ -175,8 +175,7 @@ def build_net(preset: str, device: str, compile_blocks: bool) -> gpt.GPT:
     torch.manual_seed(0)
     net = gpt.build(preset, device=device).eval()
     if compile_blocks:
-        for block in net.transformer.h:
-            block.compile(dynamic=True)
+        scoring.compile_layers(net)
     return net
 
 

@@ -184,6 +184,33 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net, attention):
     assert seen_promotion_branch
 
 
+def test_compiled_two_part_attention_scores_as_eager(net):
+    """``match.compile`` compiles the two-part layer (one function for every block): batches
+    of other shapes share a graph, one for batches with a promoting pair whose source is a
+    branch token (however many) and one for those without (a batch of one game has its own),
+    and score as the eager layer does."""
+    pgn = sample_pgn_games(40)
+    aside_ply, aside_moves = _promotion_aside(pgn)
+    inputs = [_input(aside_moves[: aside_ply + 1])]
+    inputs += [_input(list(g.mainline_moves())[:n]) for g, n in zip(pgn[:5], (9, 30, 17, 4, 25),
+               strict=True)]  # fmt: skip
+    torch.manual_seed(0)
+    compiled = gpt.build("tiny").eval()
+    compiled.load_state_dict(net.state_dict())
+    scoring.compile_layers(compiled)
+    counters = torch._dynamo.utils.counters
+    frames, breaks = counters["frames"]["ok"], sum(counters["graph_break"].values())
+    for group, graphs in (([0, 1], 1), ([2, 3, 4], 2), ([1, 4], 2), ([5], 3)):
+        batch = scoring.build_batch([inputs[i] for i in group], "cpu")
+        eager, mine = scoring.score(net, batch, attention="split"), scoring.score(
+            compiled, batch, attention="split")  # fmt: skip
+        assert torch.allclose(eager.move_logp, mine.move_logp, atol=1e-5), group
+        assert torch.equal(eager.rank, mine.rank)
+        assert counters["frames"]["ok"] - frames == graphs, group
+    assert sum(counters["graph_break"].values()) == breaks  # compiled whole
+    assert net not in scoring._COMPILED  # the eager model stays eager
+
+
 @pytest.fixture(scope="module")
 def noisy() -> gpt.GPT:
     """A tiny model whose rating tokens' embeddings differ visibly (random init, spread)."""
@@ -715,18 +742,20 @@ def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_split_dense_and_flex_scores_match_the_oracle():
     """On the GPU (BF16 autocast): the two-part, the dense and the FlexAttention (compiled)
-    paths agree with the oracle loop up to BF16 rounding."""
+    paths, and the two-part compiled (``match.compile``), agree with the oracle loop up to
+    BF16 rounding."""
     torch.manual_seed(0)
     net = gpt.build("tiny", device="cuda").eval()
     moves = [list(g.mainline_moves())[:20] for g in sample_pgn_games(3)]
     batch = scoring.build_batch([_input(m) for m in moves], "cuda")
     dense = scoring.score(net, batch, attention="dense")
-    two_part = scoring.score(net, batch)
+    two_part = scoring.score(net, batch, attention="split")
     assert torch.allclose(dense.move_logp, two_part.move_logp, atol=3e-2)
-    for block in net.transformer.h:
-        block.compile(dynamic=True)
+    scoring.compile_layers(net)
     flex = scoring.score(net, batch, attention="flex")
     assert torch.allclose(dense.move_logp, flex.move_logp, atol=3e-2)
+    compiled = scoring.score(net, batch, attention="split")
+    assert torch.allclose(two_part.move_logp, compiled.move_logp, atol=3e-2)
     oracle = oracle_scores(net, moves[0], {0, 7, 19})
     rows = np.nonzero(batch.ply_game == 0)[0]
     for ply, per_move in oracle.items():

@@ -51,6 +51,7 @@ from chesslm.play import (
     prepare,
     protocols,
     ratings,
+    scoring,
     workstate,
 )
 from chesslm.play.progress import EVERY_SECONDS, Progress
@@ -178,8 +179,7 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
     ckpt = how.checkpoint_path or RunDir(run_dir).best
     net, model_info = load_model(ckpt, dev)
     if settings["match"]["compile"]:
-        for block in net.transformer.h:  # dynamic: every batch has its own (rows, length)
-            block.compile(dynamic=True)
+        scoring.compile_layers(net)
     play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)
     state = workstate.open_state(

@@ -46,12 +46,14 @@ def uses_play_kernels(fn: Callable) -> Callable:
 def additive(mask: torch.Tensor) -> torch.Tensor:
     """A boolean mask (True: may attend) as the additive bias (0 or -inf) that attention makes
     of it, made once for a pass's every layer: in the pass's dtype (autocast's, else FP32),
-    its rows laid 8 elements apart, so the memory-efficient kernel neither converts it nor
-    copies it to align it at each layer (9 % of an H200's move-matching time)."""
+    its rows a multiple of 8 elements apart, so the memory-efficient kernel neither converts
+    it nor copies it to align it at each layer (9 % of an H200's move-matching time), and
+    always padded (never contiguous: a compiled pass, ``match.compile``, guards on whether it
+    is, which would double its graphs)."""
     kind = mask.device.type
     dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
     width = mask.size(-1)
-    bias = torch.full((*mask.shape[:-1], width + -width % 8), float("-inf"), dtype=dtype,
+    bias = torch.full((*mask.shape[:-1], width + 8 - width % 8), float("-inf"), dtype=dtype,
                       device=mask.device)  # fmt: skip
     return bias[..., :width].masked_fill_(mask, 0.0)
 

@@ -28,6 +28,8 @@ main line before its ply (an empty prefix leaves every row exactly as without co
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -95,6 +97,7 @@ DEVICE_ARRAYS = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "k
                  "key_src", "played")  # fmt: skip
 
 
+IN_FLIGHT = 2  # score_chunks' passes queued on the device (and batches prepared ahead)
 ASIDE = ("aside_row", "aside_at", "aside_src")  # split.Split.aside, on the device
 
 
@@ -384,13 +387,24 @@ def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: AN
     ``split.attention`` in place of its attention's."""
     t = net.transformer
     x = t.wte(batch.idx) + t.wpe(batch.pos)
+    layer = _COMPILED.get(net, split.layer)
+    if isinstance(mask, split.Split) and layer is not split.layer:
+        mask = split.compilable(mask)
     for block in t.h:
-        if isinstance(mask, split.Split):
-            x = x + split.attention(block.attn, block.ln_1(x), mask)
-            x = x + block.mlp(block.ln_2(x))
-        else:
-            x = block(x, mask)
+        x = layer(block, x, mask) if isinstance(mask, split.Split) else block(x, mask)
     return x
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # net: its split.layer
+
+
+def compile_layers(net: gpt.GPT) -> None:
+    """``match.compile``: every block's pass compiled, dynamic (each batch has its own rows
+    and length): ``Block.forward`` for the dense and flex masks, ``split.layer`` (one compiled
+    function for all of ``net``'s blocks, their weights its inputs) for split."""
+    for block in net.transformer.h:
+        block.compile(dynamic=True)
+    _COMPILED[net] = torch.compile(split.layer, dynamic=True)
 
 
 @dataclass
@@ -537,10 +551,11 @@ def score_chunks(
     """Score chunks of games (each batched on its own) in one pipeline, so that the device
     does not wait at a chunk's end: a host thread takes the next chunk from ``chunks`` (a lazy
     iterable is consumed in that thread, so building a chunk's inputs overlaps the scoring) and
-    prepares its batches (NumPy, into pinned memory) while this thread copies the current
-    batch (non-blocking), launches its pass and, only then, waits for the previous batch's
-    results (one sync per batch, a non-blocking copy to pinned memory). An empty chunk yields
-    nothing."""
+    prepares its batches (NumPy, into pinned memory), ``IN_FLIGHT`` ahead, while this thread
+    copies the current batch (non-blocking), launches its pass and, only then, waits for the
+    results of the batch ``IN_FLIGHT`` before it (one sync per batch, a non-blocking copy to
+    pinned memory): a host that falls behind for a batch (a busy core) leaves the device
+    that many passes queued. An empty chunk yields nothing."""
     cuda = _is_cuda(device)
 
     def planned() -> Iterator[tuple[int, list[int], Batch, bool]]:
@@ -551,19 +566,19 @@ def score_chunks(
                 yield c, group, batch, k == len(groups) - 1
 
     items = planned()
-    pending = None
+    pending: deque[tuple] = deque()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-prepare") as pool:
-        ahead = pool.submit(next, items, None)
-        while (item := ahead.result()) is not None:
-            ahead = pool.submit(next, items, None)
+        ahead = deque(pool.submit(next, items, None) for _ in range(IN_FLIGHT))
+        while (item := ahead.popleft().result()) is not None:
+            ahead.append(pool.submit(next, items, None))
             c, group, host_batch, last = item
             batch = to_device(host_batch, device)
             fetch = start_fetch(score(net, batch, attention=attention), cuda)
-            if pending is not None:
-                yield finish(*pending)
-            pending = (c, group, batch, fetch, last)
-        if pending is not None:
-            yield finish(*pending)
+            pending.append((c, group, batch, fetch, last))
+            if len(pending) > IN_FLIGHT:
+                yield finish(*pending.popleft())
+        while pending:
+            yield finish(*pending.popleft())
 
 
 def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:

@@ -21,11 +21,15 @@ the oracle up to rounding (the tests compare).
 
 The kernels with a log-sum-exp are torch's own (``_scaled_dot_product_efficient_attention``
 on CUDA, ``_scaled_dot_product_flash_attention_for_cpu`` on the CPU, those SDPA runs); where
-one refuses the shapes, the same arithmetic in plain tensor operations.
+one refuses the shapes, the same arithmetic in plain tensor operations. ``layer`` is one
+block's arithmetic with this attention; ``match.compile`` compiles it once for every block
+(``scoring.compile_layers``), ``compilable`` readying each batch's ``Split`` so that batches
+share its graphs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -67,6 +71,23 @@ def mask(
     return Split(width, sees.unsqueeze(1), aside, n_aside)
 
 
+def compilable(split: Split) -> Split:
+    """``split`` for a compiled ``layer`` (``match.compile``), so that batches share graphs:
+    the aside arrays copied out of the batch's buffer (a compiled graph guards on where a
+    view lies) and their count unbacked (a count of 1 gets no graph of its own)."""
+    aside = tuple(t.clone() for t in split.aside)
+    for tensor in aside if split.n_aside else ():  # none: the graph without them reads none
+        torch._dynamo.decorators.mark_unbacked(tensor, 0)
+    return dataclasses.replace(split, aside=aside)
+
+
+def layer(block: gpt.Block, x: torch.Tensor, split: Split) -> torch.Tensor:
+    """One block of ``GPT.forward`` (``Block.forward``'s arithmetic) with ``attention`` in
+    place of its attention's."""
+    x = x + attention(block.attn, block.ln_1(x), split)
+    return x + block.mlp(block.ln_2(x))
+
+
 def attention(attn: gpt.CausalSelfAttention, x: torch.Tensor, split: Split) -> torch.Tensor:
     """The layer ``attn``'s attention output for rows ``x`` (B, T, C) under ``split``."""
     q, k, v = heads(attn, x)
@@ -93,8 +114,12 @@ def _branches(
     over, lse = _with_lse(qb, k[:, :, :W], v[:, :, :W], split.bias)
     own = (qb * kb).sum(-1, dtype=torch.float32) * q.size(-1) ** -0.5
     weight = torch.sigmoid(lse - own).unsqueeze(-1).to(q.dtype)
-    torch.lerp(vb, over, weight, out=out.transpose(1, 2)[:, :, W:])
-    if split.n_aside:
+    into = out.transpose(1, 2)[:, :, W:]
+    if torch.compiler.is_compiling():  # Dynamo takes no strided out=; Inductor fuses the copy
+        into.copy_(torch.lerp(vb, over, weight))
+    else:
+        torch.lerp(vb, over, weight, out=into)
+    if split.n_aside:  # compiled: a graph with, one without (no zero-size kernel launched)
         _aside((q, k, v), split, over, lse, out)
 
 
