@@ -42,6 +42,7 @@ from chesslm.play import (
     protocols,
     records,
     scoring,
+    split,
     workstate,
 )
 from chesslm.play.anchors import AnchorSpec
@@ -208,7 +209,7 @@ def test_compiled_two_part_attention_scores_as_eager(net):
         assert torch.equal(eager.rank, mine.rank)
         assert counters["frames"]["ok"] - frames == graphs, group
     assert sum(counters["graph_break"].values()) == breaks  # compiled whole
-    assert net not in scoring._COMPILED  # the eager model stays eager
+    assert net not in split._COMPILED  # the eager model stays eager
 
 
 @pytest.fixture(scope="module")

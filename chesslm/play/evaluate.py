@@ -179,8 +179,7 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
     ckpt = how.checkpoint_path or RunDir(run_dir).best
     net, model_info = load_model(ckpt, dev)
     if settings["match"]["compile"]:
-        logger.info("match.compile: the first batches compile the layers (on an H200, 45 s on a"
-                    " new host, 12 s with Inductor's cache on disk: BENCHMARKS.md)")  # fmt: skip
+        logger.info("match.compile: the first batches compile (on an H200: 45 s cold, 12 s cached)")
         scoring.compile_layers(net)
     play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,6 @@ main line before its ply (an empty prefix leaves every row exactly as without co
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -387,24 +386,22 @@ def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: AN
     ``split.attention`` in place of its attention's."""
     t = net.transformer
     x = t.wte(batch.idx) + t.wpe(batch.pos)
-    layer = _COMPILED.get(net, split.layer)
-    if isinstance(mask, split.Split) and layer is not split.layer:
-        mask = split.compilable(mask)
+    if isinstance(mask, split.Split):
+        layer, mask = split.layer_for(net, mask)
+        for block in t.h:
+            x = layer(block, x, mask)
+        return x
     for block in t.h:
-        x = layer(block, x, mask) if isinstance(mask, split.Split) else block(x, mask)
+        x = block(x, mask)
     return x
-
-
-_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # net: its split.layer
 
 
 def compile_layers(net: gpt.GPT) -> None:
     """``match.compile``: every block's pass compiled, dynamic (each batch has its own rows
-    and length): ``Block.forward`` for the dense and flex masks, ``split.layer`` (one compiled
-    function for all of ``net``'s blocks, their weights its inputs) for split."""
+    and length): ``Block.forward`` for the dense and flex masks, ``split.layer`` for split."""
     for block in net.transformer.h:
         block.compile(dynamic=True)
-    _COMPILED[net] = torch.compile(split.layer, dynamic=True)
+    split.compile_layer(net)
 
 
 @dataclass

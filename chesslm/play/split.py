@@ -23,14 +23,16 @@ The kernels with a log-sum-exp are torch's own (``_scaled_dot_product_efficient_
 on CUDA, ``_scaled_dot_product_flash_attention_for_cpu`` on the CPU, those SDPA runs); where
 one refuses the shapes, the same arithmetic in plain tensor operations. ``layer`` is one
 block's arithmetic with this attention; ``match.compile`` compiles it once for every block
-(``scoring.compile_layers``), ``compilable`` readying each batch's ``Split`` so that batches
-share its graphs.
+(``compile_layer``), ``compilable`` readying each batch's ``Split`` so that batches share its
+graphs.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -69,6 +71,22 @@ def mask(
     k = torch.arange(width, device=prefix.device)
     sees = (k < prefix_b.clamp(min=1).unsqueeze(-1)) | (k == extra_b.unsqueeze(-1))
     return Split(width, sees.unsqueeze(1), aside, n_aside)
+
+
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model: its compiled layer
+
+
+def compile_layer(net: gpt.GPT) -> None:
+    """``layer`` compiled for ``net`` (``match.compile``): one function for all its blocks,
+    their weights its inputs; dynamic shapes (each batch has its own rows and length)."""
+    _COMPILED[net] = torch.compile(layer, dynamic=True)
+
+
+def layer_for(net: gpt.GPT, split: Split) -> tuple[Callable, Split]:
+    """The layer function ``net``'s blocks run under ``split`` (compiled after
+    ``compile_layer``) and ``split`` as that function takes it."""
+    compiled = _COMPILED.get(net)
+    return (layer, split) if compiled is None else (compiled, compilable(split))
 
 
 def compilable(split: Split) -> Split:
