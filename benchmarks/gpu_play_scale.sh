@@ -16,7 +16,7 @@
 # each move-matching part with those preparation processes; ATTENTION (e.g. "dense split": each
 # in turn; default split) sets split's match.attention; SDPA ("torch play": each in turn;
 # torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.play.kernels;
-# default play's), BATCH_TOKENS split's match.batch_tokens, IN_FLIGHT its passes queued, WARM_UP=no no warm-up pass (round 0 a fresh job's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
+# default play's), BATCH_TOKENS split's match.batch_tokens, WINDOW ("1 16": each in turn) its chunks ordered by length together (matching.WINDOW_CHUNKS; 1: contiguous), IN_FLIGHT its passes queued, WARM_UP=no no warm-up pass (round 0 a fresh job's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh
 export PYTHONUNBUFFERED=1
@@ -37,13 +37,16 @@ split)
   for attention in ${ATTENTION:-split}; do  # e.g. "dense split": each a fresh process
   for sdpa in ${SDPA:-play}; do  # e.g. "torch play": cuDNN's plans per new shape, then not
   for compiled in ${COMPILE:-yes}; do
+  for window in ${WINDOW:-default}; do
     flag=(); [ "$compiled" = yes ] && flag=(--compile)
-    name=split-$attention-compile-$compiled-sdpa-$sdpa${BATCH_TOKENS:+-bt$BATCH_TOKENS}${IN_FLIGHT:+-if$IN_FLIGHT}${WARM_UP:+-warm-up-$WARM_UP}${PROFILE:+-profiled}
+    [ "$window" != default ] && flag+=(--window "$window")
+    name=split-$attention-compile-$compiled-sdpa-$sdpa-window-$window${BATCH_TOKENS:+-bt$BATCH_TOKENS}${IN_FLIGHT:+-if$IN_FLIGHT}${WARM_UP:+-warm-up-$WARM_UP}${PROFILE:+-profiled}
     timeout -k 5 "$(limit 250)" "${BENCH[@]}" --pgn resources/lichess-sample.pgn.zst resources/lichess-github.pgn.zst \
       --validation 0.35 --legality-games 1024 --repeats "${REPEATS:-2}" "${flag[@]}" --sdpa "$sdpa" \
       --attention "$attention" --json "$OUT/play-rule-$name.json" > "$OUT/$name.log" 2>&1
     rc=$?
-    mark "split, attention $attention, compile $compiled, sdpa $sdpa: rc=$rc $(tail -1 "$OUT/$name.log")"
+    mark "split, attention $attention, compile $compiled, sdpa $sdpa, window $window: rc=$rc $(tail -1 "$OUT/$name.log")"
+  done
   done
   done
   done

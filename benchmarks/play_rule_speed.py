@@ -14,9 +14,10 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
 
 * part: ``matching.Evaluator`` over the validation split (``--games``: the rule's ``match.games``,
   games chosen by its seeded key; every game by default; ``--chunk-games``, chunks
-  written to a fresh state directory), with the job's ``--threads`` split between torch and
-  preparation as ``chesslm.play.prepare`` says; its wall time from the evaluator's opening to
-  its last chunk written;
+  written to a fresh state directory; ``--window``, chunks ordered by length together,
+  ``matching.chunked``: 1 is the contiguous chunks of the code before windows), with the
+  job's ``--threads`` split between torch and preparation as ``chesslm.play.prepare`` says;
+  its wall time from the evaluator's opening to its last chunk written;
 * scorer: ``scoring.score_chunks`` over the same chunks' inputs, prepared beforehand, in one
   pipeline (``score_many``'s batches, what ``benchmarks/play_speed.py`` times), torch with
   every one of ``--threads`` (on the CPU; on a GPU one, as the part).
@@ -80,7 +81,8 @@ def evaluator(net, cache_dir: Path, state: Path, args, workers: int | None = Non
     torch.set_num_threads(args.threads)
     ev = matching.Evaluator(net, cache_dir, state, games=args.games, chunk_games=args.chunk_games,
                             batch_tokens=args.batch_tokens, device=torch.device(args.device),
-                            attention=args.attention, threads=args.threads)  # fmt: skip
+                            attention=args.attention, threads=args.threads,
+                            window=args.window)  # fmt: skip
     if workers is not None:
         ev.workers = workers
     return ev
@@ -216,6 +218,8 @@ def main() -> None:
                         help="validation games whose tables the cache stores")  # fmt: skip
     parser.add_argument("--cache", type=Path, help="an existing token cache instead")
     parser.add_argument("--chunk-games", type=int, default=512)
+    parser.add_argument("--window", type=int, default=matching.WINDOW_CHUNKS,
+                        help="chunks ordered by length together (1: contiguous)")  # fmt: skip
     parser.add_argument("--batch-tokens", type=int, default=65536)
     parser.add_argument("--attention", default="split", choices=scoring.ATTENTION)
     parser.add_argument("--games", type=int, help="rule play's match.games (default: every game)")
@@ -263,6 +267,7 @@ def main() -> None:
             "preparation_workers": ev.workers, "cache_seconds": round(setup_s, 1),
             "preparation_alone_seconds": round(prep_s, 2), "sdpa": args.sdpa,
             "attention": args.attention, "in_flight": args.in_flight, "warm_up": args.warm_up,
+            "chunk_games": args.chunk_games, "window": args.window,
         }  # fmt: skip
         print(json.dumps(common), flush=True)
         runs = []

@@ -619,6 +619,49 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
         markdown_section(run_dir / "play")
 
 
+def test_windows_order_chunks_by_length_score_as_contiguous_chunks_and_stop_at_their_end(
+    tmp_path, net
+):
+    """Chunks of 4 games from windows of 2 chunks: each window holds the same games as the
+    contiguous chunks, shortest first, and scores the same positions with the same numbers; a
+    time budget past after the first chunk stops the run at its window's end (two chunks
+    written), where contiguous chunks stop after the first; the next run resumes the rest."""
+    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
+                       legality_games=7)  # fmt: skip
+
+    def evaluator(window, state):
+        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=4,
+                                  batch_tokens=4096, device=torch.device("cpu"),
+                                  window=window)  # fmt: skip
+
+    plain, windowed = evaluator(1, "plain"), evaluator(2, "windowed")
+    lengths = np.asarray(windowed.games.lengths)
+    assert [sorted(c) for c in plain.chunks] == [list(range(i, i + 4)) for i in range(0, 20, 4)]
+    for w in range(0, 5, 2):
+        games = np.concatenate(windowed.chunks[w : w + 2])
+        assert sorted(games.tolist()) == list(range(4 * w, min(4 * w + 8, 20)))
+        assert np.all(np.diff(lengths[games]) >= 0)  # shortest first
+    assert [windowed.ends_window(i) for i in range(5)] == [False, True, False, True, True]
+
+    class Slow:  # the progress callback: the budget passes while the first chunk is scored
+        def update(self, done):
+            time.sleep(0.3)
+
+    for ev, kept in ((plain, 1), (windowed, 2)):
+        assert not ev.run(time.monotonic() + 0.2, Slow())
+        assert [ev.chunk_path(i).exists() for i in range(5)] == [True] * kept + [False] * (5 - kept)
+        assert ev.run(time.monotonic() + 300)
+
+    def ordered(pos):
+        order = np.lexsort((pos["ply"], pos["game"]))
+        return {k: v[order] for k, v in pos.items()}
+
+    one, other = ordered(plain.positions()), ordered(windowed.positions())
+    for key in ("game", "ply", "rank", "n_legal"):
+        assert np.array_equal(one[key], other[key]), key
+    assert np.allclose(one["nll"], other["nll"], atol=1e-5)
+
+
 def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunks(
     tmp_path, net, play_cache, caplog
 ):

@@ -108,9 +108,10 @@ def score(
     started = time.monotonic()
     host = evaluate.use_threads(threads)
     net, model = evaluate.load_model(Path(RunDir(run_dir).best), torch.device(device))
-    state = out_dir / "state" / f"{model['checkpoint_sha256'][:16]}-{games or 'all'}"
+    window = matching.state_key()["window_chunks"]
+    state = out_dir / "state" / f"{model['checkpoint_sha256'][:16]}-{games or 'all'}-w{window}"
     for old in (out_dir / "state").glob("*"):
-        if old != state:  # another checkpoint's chunks
+        if old != state:  # another checkpoint's (or chunking's) chunks
             shutil.rmtree(old)
     evaluator = matching.Evaluator(
         net, cache_dir, state, games=games, chunk_games=chunk_games,

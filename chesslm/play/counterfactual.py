@@ -77,14 +77,15 @@ class Counterfactual:
                        *(("gap_wdl",) if self.gaps else ()))  # fmt: skip
 
     def run(self, deadline: float, progress: Progress | None = None) -> bool:
-        """Score the chunks not yet on disk until ``deadline``; True when all are done."""
+        """Score the chunks not yet on disk until ``deadline``, checked at a window's start
+        (``matching.Evaluator.ends_window``); True when all are done."""
         ev = self.ev
         done = 0
         for i, chunk in enumerate(ev.chunks):
             if ev.chunk_path(i).exists():
                 done += int(ev.plies[chunk].sum())
                 continue
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline and (i == 0 or ev.ends_window(i - 1)):
                 return False
             result = self.score_games(chunk)
             files.write_atomic(ev.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))

@@ -184,7 +184,8 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
     play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)
     state = workstate.open_state(
-        play_dir, workstate.identity(model_info, settings, caches, how.device)
+        play_dir,
+        workstate.identity(model_info, settings, caches, how.device) | matching.state_key(),
     )
     for cache_dir in caches.values():
         check_validation_only(cache_dir)

@@ -8,7 +8,10 @@ than it is.
 The model's move is the argmax over the legal moves of the legal-renormalised factorisation
 (``scoring``). Positions are evaluated in chunks of games; each chunk's per-position results
 are written as soon as it completes (``state/``), so a run stopped by its time budget resumes
-where it stopped, and the tables are computed from every chunk written so far.
+where it stopped, and the tables are computed from every chunk written so far. The games of
+``WINDOW_CHUNKS`` consecutive chunks are ordered by length first (``chunked``), so that a
+chunk's batches pad their rows less; a time budget stops a run at a window's end only, so a
+stopped run has scored whole windows of evenly spaced games, not the short games of each.
 
 A rating-conditioned model (``ratings.conditioned``) scores each game behind its rating prefix:
 the game's own ``white_elo``/``black_elo`` from the validation metadata ("unknown" tokens where
@@ -45,6 +48,13 @@ STATS = ("top1", "top3", "nll")
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
 OUTCOME_FIELDS = ("p_win", "p_draw", "p_loss")  # an outcome head's, per position (in its chunks)
 MIN_INTERVAL_GAMES = 10
+WINDOW_CHUNKS = 16
+"""Chunks whose games are ordered by length together (``chunked``). A batch pads every row
+to its longest main line plus its most branch tokens: on ``real``'s validation split (8,405
+games, 512 a chunk, batches of 65,536 tokens) contiguous chunks made 1.21 row tokens per real
+one, windows of 8 chunks 1.10, of 16 1.07, of 32 1.06 (``benchmarks/play_padding.py``,
+BENCHMARKS.md); a larger window only makes a budget stop coarser. Kept work records it
+(``state_key``)."""
 
 
 def evenly_spaced(n: int, k: int | None) -> np.ndarray:
@@ -52,6 +62,31 @@ def evenly_spaced(n: int, k: int | None) -> np.ndarray:
     if k is None or k >= n:
         return np.arange(n, dtype=np.int64)
     return (np.arange(k, dtype=np.int64) * n) // k
+
+
+def chunked(
+    selected: np.ndarray, lengths: np.ndarray, chunk_games: int, window: int = WINDOW_CHUNKS
+) -> list[np.ndarray]:
+    """``selected`` (game indices) in chunks of ``chunk_games``: each window of ``window``
+    chunks' consecutive games ordered by ``lengths`` (main-line tokens, known before any
+    legal move is computed), shortest first, ties in their order, then cut.
+
+    >>> [c.tolist() for c in chunked(np.arange(5), np.array([5, 1, 4, 2, 3]), 2, window=2)]
+    [[1, 3], [2, 0], [4]]
+    """
+    out = []
+    step = chunk_games * window
+    for w in range(0, len(selected), step):
+        games = selected[w : w + step]
+        games = games[np.argsort(lengths[games], kind="stable")]
+        out += [games[i : i + chunk_games] for i in range(0, len(games), chunk_games)]
+    return out
+
+
+def state_key() -> dict[str, int]:
+    """What a chunk's games depend on besides the settings: kept work with another key is
+    not resumed (``chesslm.play.workstate``, rule score's state)."""
+    return {"window_chunks": WINDOW_CHUNKS}
 
 
 def load_metadata(cache_dir: Path, offsets: np.ndarray) -> tuple[dict[str, np.ndarray], str]:
@@ -92,10 +127,12 @@ class Evaluator:
         attention: str = "split",
         ratings: tuple[int, int] | None = None,
         threads: int = 1,
+        window: int = WINDOW_CHUNKS,
     ) -> None:
         """``ratings``: (White's, Black's) for every game instead of its own (a conditioned
         model only; a model without conditioning reads no ratings). ``threads``: the job's
-        cores, split between torch and preparing games as ``chesslm.play.prepare`` says."""
+        cores, split between torch and preparing games as ``chesslm.play.prepare`` says.
+        ``window``: chunks ordered by length together (``chunked``; a benchmark's other)."""
         self.net, self.device, self.attention = net, device, attention
         self.threads = threads
         self.cache = TokenCache(cache_dir)
@@ -111,9 +148,8 @@ class Evaluator:
         self.bound = games
         selected = evenly_spaced(len(self.games), games)
         self.selected = selected[plies[selected] > 0]
-        self.chunks = [
-            self.selected[i : i + chunk_games] for i in range(0, len(self.selected), chunk_games)
-        ]
+        self.window = window
+        self.chunks = chunked(self.selected, lengths, chunk_games, window)
         unstored = int((self.ply_start[self.selected] < 0).sum())
         self.workers = prepare.workers(threads, unstored, device.type)
         self.batch_tokens = batch_tokens
@@ -134,6 +170,11 @@ class Evaluator:
     def chunk_path(self, i: int) -> Path:
         return self.state_dir / f"chunk-{i:05d}.npz"
 
+    def ends_window(self, i: int) -> bool:
+        """Whether chunk ``i`` ends a window (``chunked``): where a time budget may stop a
+        run (a run stopped so has scored whole windows)."""
+        return (i + 1) % self.window == 0 or i == len(self.chunks) - 1
+
     @property
     def positions_total(self) -> int:
         """Positions of every selected game (one per ply)."""
@@ -151,7 +192,7 @@ class Evaluator:
         without stored tables are prepared by ``prepare``'s workers, as it says. The chunks
         flow through one scoring pipeline (``scoring.score_chunks``): the next chunk's inputs
         are built while the device scores this one's last batches; each chunk is written as
-        soon as its last batch is back, and the deadline is checked after each."""
+        soon as its last batch is back, and the deadline is checked after each window's last."""
         done = self.positions_done
         todo = [i for i in range(len(self.chunks)) if not self.chunk_path(i).exists()]
         if todo and time.monotonic() >= deadline:
@@ -181,7 +222,8 @@ class Evaluator:
                                 self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r)
                             )
                             out = self._collected()
-                            if time.monotonic() >= deadline and i != todo[-1]:
+                            if (time.monotonic() >= deadline and i != todo[-1]
+                                    and self.ends_window(i)):  # fmt: skip
                                 return False
         finally:
             torch.set_num_threads(threads)  # the job's, for the parts after this one
