@@ -4,7 +4,7 @@
         resources/lichess-github.pgn.zst --validation 0.35 --windows 1,8,16
 
 A batch pads every row to its longest main line plus its most branch tokens
-(``chesslm.play.scoring.prepare``), and a chunk's games are batched on their own, so what a
+(``chesslm.play.branched.prepare``), and a chunk's games are batched on their own, so what a
 chunk holds decides how much of the device's work is padding. For each ``--windows`` value W,
 the split's games are chunked as ``matching.chunked`` does with windows of W chunks (1: the
 contiguous chunks of the code before it), each chunk planned into batches as
@@ -34,7 +34,7 @@ from play_rule_speed import build_cache  # noqa: E402
 
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import matching, prepare, scoring  # noqa: E402
+from chesslm.play import branched, matching, prepare  # noqa: E402
 
 
 def inputs_of(cache_dir: Path, games: int | None, threads: int) -> tuple[matching.Evaluator, dict]:
@@ -54,9 +54,9 @@ def count(chunks: list[np.ndarray], inputs: dict, batch_tokens: int) -> dict:
     seconds = 0.0
     for chunk in chunks:
         games = [inputs[int(g)] for g in chunk]
-        for group in scoring.plan_batches(scoring.branched_lengths(games).tolist(), batch_tokens):
+        for group in branched.plan_batches(branched.branched_lengths(games).tolist(), batch_tokens):
             t0 = time.perf_counter()
-            batch = scoring.prepare([games[i] for i in group])
+            batch = branched.prepare([games[i] for i in group])
             seconds += time.perf_counter() - t0
             at, n = batch.layout["idx"]
             rows += n

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from chesslm import files  # noqa: E402
 from chesslm.data import cache, convert, integrity  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import kernels, matching, prepare, protocols, scoring  # noqa: E402
+from chesslm.play import branched, kernels, matching, prepare, protocols, scoring  # noqa: E402
 
 
 def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
@@ -121,7 +121,7 @@ def part(net, cache_dir: Path, state: Path, args, workers: int | None = None):  
     return ev.positions_total, end - t0, ev, phases
 
 
-def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
+def scorer(net, chunks: list[list[branched.GameInput]], args) -> tuple[int, float]:  # noqa: ANN001
     """``score_chunks`` over the chunks' prepared inputs (one pipeline, as the part scores
     them): positions and seconds. On a GPU torch runs on one thread, as in the part (and a
     compiled pass is keyed to torch's thread count: the same graphs serve both)."""
@@ -137,7 +137,7 @@ def scorer(net, chunks: list[list[scoring.GameInput]], args) -> tuple[int, float
     return positions, time.perf_counter() - t0
 
 
-def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[scoring.GameInput]], float]:
+def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[branched.GameInput]], float]:
     """Every chunk's inputs, tables computed with the job's workers (timed: seconds)."""
     t0 = time.perf_counter()
     prep = prepare.started(ev.workers)

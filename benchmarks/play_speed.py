@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import outputs, prepare, scoring  # noqa: E402
+from chesslm.play import branched, outputs, prepare, scoring  # noqa: E402
 from chesslm.play.oracle import oracle_scores  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
@@ -77,12 +77,12 @@ def load_games(n: int | None, context: int) -> tuple[list[np.ndarray], list]:
     return games, moves_of
 
 
-def prepare_inputs(games: list[np.ndarray], workers: int) -> list[scoring.GameInput]:
+def prepare_inputs(games: list[np.ndarray], workers: int) -> list[branched.GameInput]:
     """Every game's legal moves (python-chess), as rule play prepares the games its token
     cache lacks: ``chesslm.play.prepare`` on ``workers`` processes (0: this one)."""
     with prepare.Preparer(workers) as prep:
         tables = prep.submit(range(len(games)), games).tables()
-    return [scoring.game_input(g, *tables[i]) for i, g in enumerate(games)]
+    return [branched.game_input(g, *tables[i]) for i, g in enumerate(games)]
 
 
 STAGES = ("plan", "prepare", "copy", "mask", "forward", "post", "fetch")
@@ -127,12 +127,12 @@ def stages(net, inputs, device: str, v: dict) -> dict[str, float]:  # noqa: ANN0
         out[stage] += now - t
         t = now
 
-    groups = scoring.plan_batches(scoring.branched_lengths(inputs).tolist(), v["batch_tokens"])
+    groups = branched.plan_batches(branched.branched_lengths(inputs).tolist(), v["batch_tokens"])
     lap("plan")
     for group in groups:
-        batch = scoring.prepare([inputs[i] for i in group], pad_to=v["pad_to"], pin=cuda)
+        batch = branched.prepare([inputs[i] for i in group], pad_to=v["pad_to"], pin=cuda)
         lap("prepare")
-        scoring.to_device(batch, device)
+        branched.to_device(batch, device)
         lap("copy")
         mask = scoring.mask_for(batch, v["attention"])
         lap("mask")
@@ -154,8 +154,8 @@ def profile(net, inputs, args, v: dict) -> None:  # noqa: ANN001
     from torch.profiler import profile as torch_profile
 
     order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i].main))
-    groups = scoring.plan_batches(
-        scoring.branched_lengths([inputs[i] for i in order]).tolist(), v["batch_tokens"]
+    groups = branched.plan_batches(
+        branched.branched_lengths([inputs[i] for i in order]).tolist(), v["batch_tokens"]
     )
     chosen = [inputs[order[i]] for g in groups[: args.profile_batches] for i in g]
     cuda = args.device == "cuda"

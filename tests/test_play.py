@@ -31,6 +31,7 @@ from chesslm.export import card
 from chesslm.model import checkpoint, gpt
 from chesslm.play import (
     anchors,
+    branched,
     elo,
     evaluate,
     games,
@@ -112,12 +113,12 @@ def play_cache(tmp_path_factory):
 # ----------------------------------------------------------------------- scoring vs oracle
 
 
-def _input(moves: list[chess.Move]) -> scoring.GameInput:
+def _input(moves: list[chess.Move]) -> branched.GameInput:
     board, legal = chess.Board(), []
     for move in moves:
         legal.append(scoring.legal_codes(board))
         board.push(move)
-    return scoring.GameInput.from_plies(tokens.encode_moves(moves)[:-1], legal)
+    return branched.GameInput.from_plies(tokens.encode_moves(moves)[:-1], legal)
 
 
 def _promotion_aside(games: list[chess.pgn.Game]) -> tuple[int, list[chess.Move]]:
@@ -155,7 +156,7 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net, attention):
         2: (promo_moves[: promo_ply + 1], {5, promo_ply}),
         3: (aside_moves[: aside_ply + 1], {aside_ply}),
     }
-    batch = scoring.build_batch([_input(m) for m, _ in checked.values()], "cpu")
+    batch = branched.build_batch([_input(m) for m, _ in checked.values()], "cpu")
     assert batch.width == 1 + 3 * max(len(m) for m, _ in checked.values())
     # a promoting pair's source on the main line and one among the branches (split's two cases)
     assert ((batch.extra >= 0) & (batch.extra < batch.width)).any()
@@ -202,7 +203,7 @@ def test_compiled_two_part_attention_scores_as_eager(net):
     counters = torch._dynamo.utils.counters
     frames, breaks = counters["frames"]["ok"], sum(counters["graph_break"].values())
     for group, graphs in (([0, 1], 1), ([2, 3, 4], 2), ([1, 4], 2), ([5], 3)):
-        batch = scoring.build_batch([inputs[i] for i in group], "cpu")
+        batch = branched.build_batch([inputs[i] for i in group], "cpu")
         eager, mine = scoring.score(net, batch, attention="split"), scoring.score(
             compiled, batch, attention="split")  # fmt: skip
         assert torch.allclose(eager.move_logp, mine.move_logp, atol=1e-5), group
@@ -223,7 +224,7 @@ def noisy() -> gpt.GPT:
     return net
 
 
-def _scores_by_move(batch, result, b: int, game: scoring.GameInput) -> dict[int, dict]:
+def _scores_by_move(batch, result, b: int, game: branched.GameInput) -> dict[int, dict]:
     rows = np.nonzero(batch.ply_game == b)[0]
     out = {}
     for ply, p in enumerate(rows):
@@ -243,7 +244,7 @@ def test_a_rating_prefix_is_seen_by_every_branch_as_in_a_plain_pass(noisy):
     leads = [conditioning.prefix(1100, 1900), [], conditioning.prefix(2400, -1)]
     inputs = [dataclasses.replace(_input(m), prefix=np.array(lead, dtype=np.int64))
               for m, lead in zip(lines, leads, strict=True)]  # fmt: skip
-    batch = scoring.build_batch(inputs, "cpu")
+    batch = branched.build_batch(inputs, "cpu")
     result = scoring.score(noisy, batch)
     assert batch.idx[0, :3].tolist() == [*leads[0], tokens.BOS]
     mine = [_scores_by_move(batch, result, b, g) for b, g in enumerate(inputs)]
@@ -260,9 +261,9 @@ def test_a_rating_prefix_is_seen_by_every_branch_as_in_a_plain_pass(noisy):
 
 def test_an_empty_prefix_builds_the_rows_of_a_game_without_one():
     moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3", "b8c6")]
-    plain = scoring.prepare([_input(moves)])
+    plain = branched.prepare([_input(moves)])
     lead = dataclasses.replace(_input(moves), prefix=np.array(conditioning.prefix(1500, 1500)))
-    shifted = scoring.prepare([lead])
+    shifted = branched.prepare([lead])
     n = plain.shape[1]
     assert shifted.shape[1] == n + 2
     view = {k: plain.packed[a : a + m] for k, (a, m) in plain.layout.items()}
@@ -275,7 +276,7 @@ def test_an_empty_prefix_builds_the_rows_of_a_game_without_one():
 
 def test_branch_tokens_sit_at_their_prefix_position_and_see_only_it():
     moves = [chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3")]
-    batch = scoring.build_batch([_input(moves)], "cpu")
+    batch = branched.build_batch([_input(moves)], "cpu")
     mask = scoring.dense_mask(batch.prefix, batch.extra)[0, 0]
     main = 1 + 3 * len(moves)
     for row in range(main, batch.idx.size(1)):
@@ -291,9 +292,9 @@ def test_pipelined_batches_and_padded_rows_score_like_one_batch(net):
     by batch, the same per-ply results as one unpadded batch of every game."""
     inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(5),
               (30, 7, 22, 15, 40), strict=True)]  # fmt: skip
-    lengths = scoring.branched_lengths(inputs)
-    assert lengths.tolist() == [scoring.branched_length(g) for g in inputs]
-    whole = scoring.build_batch(inputs, "cpu")
+    lengths = branched.branched_lengths(inputs)
+    assert lengths.tolist() == [branched.branched_length(g) for g in inputs]
+    whole = branched.build_batch(inputs, "cpu")
     assert whole.idx.size(1) <= lengths.max()
     ref = scoring.score(net, whole)
     batches = list(scoring.score_many(net, inputs, batch_tokens=int(lengths.max()) * 2,
@@ -314,7 +315,7 @@ def test_chunks_scored_in_one_pipeline_equal_each_chunk_alone(net):
     inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(5),
               (30, 7, 22, 15, 40), strict=True)]  # fmt: skip
     chunks = [inputs[:2], [], inputs[2:]]
-    tokens = int(scoring.branched_lengths(inputs).max()) * 2
+    tokens = int(branched.branched_lengths(inputs).max()) * 2
     got = list(scoring.score_chunks(net, iter(chunks), batch_tokens=tokens, device="cpu"))
     assert [s.chunk for s in got] == sorted(s.chunk for s in got) and {s.chunk for s in got} == {
         0,
@@ -791,7 +792,7 @@ def test_cuda_split_dense_and_flex_scores_match_the_oracle():
     torch.manual_seed(0)
     net = gpt.build("tiny", device="cuda").eval()
     moves = [list(g.mainline_moves())[:20] for g in sample_pgn_games(3)]
-    batch = scoring.build_batch([_input(m) for m in moves], "cuda")
+    batch = branched.build_batch([_input(m) for m in moves], "cuda")
     dense = scoring.score(net, batch, attention="dense")
     two_part = scoring.score(net, batch, attention="split")
     assert torch.allclose(dense.move_logp, two_part.move_logp, atol=3e-2)
@@ -817,13 +818,13 @@ def test_cuda_pipeline_matches_one_batch(attention):
     net = gpt.build("tiny", device="cuda").eval()
     inputs = [_input(list(g.mainline_moves())[:n]) for g, n in zip(sample_pgn_games(6),
               (30, 7, 22, 15, 40, 11), strict=True)]  # fmt: skip
-    lengths = scoring.branched_lengths(inputs)
+    lengths = branched.branched_lengths(inputs)
     batches = list(scoring.score_many(net, inputs, batch_tokens=int(lengths.max()) * 2,
                                       device="cuda", attention=attention, pad_to=16))  # fmt: skip
     assert len(batches) > 1
     for group, batch, host in batches:
         for b, g in enumerate(group):
-            alone = scoring.score(net, scoring.build_batch([inputs[g]], "cuda"))
+            alone = scoring.score(net, branched.build_batch([inputs[g]], "cuda"))
             rows = batch.ply_game == b
             assert host["n_legal"][rows].tolist() == alone.n_legal.tolist()
             assert np.allclose(host["played_logp"][rows], alone.played_logp.cpu(), atol=3e-2)

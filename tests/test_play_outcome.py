@@ -19,7 +19,7 @@ from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.model import gpt
 from chesslm.model.outcome import positions, side_counts, targets
-from chesslm.play import evaluate, outcome, outcome_figures, records, scoring
+from chesslm.play import branched, evaluate, outcome, outcome_figures, records, scoring
 from chesslm.play.outputs import OUTCOME
 from chesslm.report.play_section import markdown_section
 from tests.conftest import make_cache
@@ -61,14 +61,14 @@ def _plain_wdl(net: gpt.GPT, game: np.ndarray) -> np.ndarray:
     return head[0, 0 : 3 * plies : 3].float().softmax(-1).numpy()
 
 
-def _input(cache: TokenCache, g: int) -> scoring.GameInput:
+def _input(cache: TokenCache, g: int) -> branched.GameInput:
     game = np.asarray(cache.validation[g], dtype=np.int64)
     board, legal = chess.Board(), []
     plies = (len(game) - 2) // 3
     for k in range(plies):
         legal.append(scoring.legal_codes(board))
         board.push(tokens.decode_move([int(t) for t in game[1 + 3 * k : 4 + 3 * k]]))
-    return scoring.GameInput.from_plies(game[:-1], legal)
+    return branched.GameInput.from_plies(game[:-1], legal)
 
 
 def test_scored_wdl_equals_a_plain_forward_softmax_at_each_position(cache_dir):
@@ -77,7 +77,7 @@ def test_scored_wdl_equals_a_plain_forward_softmax_at_each_position(cache_dir):
     net, cache = _noisy(True), TokenCache(cache_dir)
     ids = [0, 1, 2, 5]
     inputs = [_input(cache, g) for g in ids]
-    batch = scoring.build_batch(inputs, "cpu")
+    batch = branched.build_batch(inputs, "cpu")
     wdl = scoring.score(net, batch).wdl.numpy()
     expected = np.concatenate([_plain_wdl(net, np.asarray(cache.validation[g])) for g in ids])
     assert wdl.shape == (len(batch.before_rows), 3) == expected.shape

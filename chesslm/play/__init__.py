@@ -1,6 +1,7 @@
-"""Play evaluation of a trained model (rule play): ``scoring`` branched one-pass scoring of every
-legal move, ``matching`` move-matching tables with bootstrap intervals (``outcome`` an outcome head
-measured on the same positions against two baselines, ``outcome_figures`` its table and figures,
+"""Play evaluation of a trained model (rule play): ``scoring`` one-pass scoring of every legal
+move over ``branched`` token rows (a batch of games built on the host), ``matching``
+move-matching tables with bootstrap intervals (``outcome`` an outcome head measured on the same
+positions against two baselines, ``outcome_figures`` its table and figures,
 rule outcome_figures; ``oracle`` the plain scorer the tests check
 ``scoring`` against) (``prepare`` the legal moves of games the token cache lacks, on the job's spare
 cores), ``games`` the model's best moves and self-play (``decode`` its incremental decoding, a KV

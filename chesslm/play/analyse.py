@@ -47,7 +47,7 @@ from chesslm import files, layout
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
-from chesslm.play import matching, ratings, scoring
+from chesslm.play import branched, matching, ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
@@ -159,14 +159,14 @@ def validation_games(
         yield Game(game_id, game, moves, elo)
 
 
-def game_input(net: torch.nn.Module, game: Game) -> scoring.GameInput:
+def game_input(net: torch.nn.Module, game: Game) -> branched.GameInput:
     """Every ply of the game scored: the main line and each position's legal moves."""
     board, legal = chess.Board(), []
     for move in game.moves:
         legal.append(scoring.legal_codes(board))
         board.push(move)
     main = tokens.encode_moves(game.moves)[:-1]  # BOS and the triples, no EOS
-    return scoring.GameInput.from_plies(main, legal, prefix=ratings.prefix(net, *game.elo))
+    return branched.GameInput.from_plies(main, legal, prefix=ratings.prefix(net, *game.elo))
 
 
 def batches(games: Iterator[Game]) -> Iterator[list[Game]]:
@@ -192,7 +192,7 @@ class Ply:
     chances: list[float] | None = None  # the outcome head's win/draw/loss of the mover before it
 
 
-def top_moves(s: scoring.Scores, batch: scoring.Batch) -> tuple[np.ndarray, np.ndarray]:
+def top_moves(s: scoring.Scores, batch: branched.Batch) -> tuple[np.ndarray, np.ndarray]:
     """(P, TOP) log-probabilities and indices into the batch's moves of each ply's most probable
     moves, on the device in one go (index -1 past a ply's legal moves)."""
     counts = torch.as_tensor(batch.counts, device=s.move_logp.device)
@@ -211,9 +211,9 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
     device = next(net.parameters()).device
     inputs = [game_input(net, g) for g in games]
     out: list[list[Ply]] = [[] for _ in games]
-    lengths = scoring.branched_lengths(inputs).tolist()
-    for group in scoring.plan_batches(lengths, batch_tokens):
-        batch = scoring.build_batch([inputs[i] for i in group], device)
+    lengths = branched.branched_lengths(inputs).tolist()
+    for group in branched.plan_batches(lengths, batch_tokens):
+        batch = branched.build_batch([inputs[i] for i in group], device)
         s = scoring.score(net, batch, attention="split")  # whole games: the two-part pass
         top_logp, top_index = top_moves(s, batch)
         played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()

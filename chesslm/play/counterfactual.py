@@ -29,7 +29,7 @@ import torch
 from chesslm import files
 from chesslm.data import conditioning
 from chesslm.model.outcome import DRAW, LOSS, WIN
-from chesslm.play import gaps, matching, outcome, scoring
+from chesslm.play import branched, gaps, matching, outcome, scoring
 from chesslm.play import ratings as rating_prefix
 from chesslm.play.progress import Progress
 from chesslm.play.protocols import Protocol
@@ -98,14 +98,14 @@ class Counterfactual:
         """Per position of ``games``: game, ply and (positions, settings) of each FIELDS."""
         ids = np.asarray(games, dtype=np.int64)
         plain = [self.ev.game(int(g)) for g in ids]
-        groups = scoring.plan_batches(scoring.branched_lengths(plain).tolist(),
+        groups = branched.plan_batches(branched.branched_lengths(plain).tolist(),
                                       self.ev.batch_tokens)  # fmt: skip
         out: dict[str, list[np.ndarray]] = {k: [] for k in self.fields}
         for group in groups:
             per_setting, wdl = [], []
             for lead in self.prefixes:
                 inputs = [dataclasses.replace(plain[i], prefix=lead[ids[i]]) for i in group]
-                batch = scoring.build_batch(inputs, self.ev.device)
+                batch = branched.build_batch(inputs, self.ev.device)
                 s = scoring.score(self.ev.net, batch, attention=self.ev.attention)
                 per_setting.append((s.move_logp.cpu().numpy().astype(np.float64),
                                     s.rank.cpu().numpy(), s.played_logp.cpu().numpy()))  # fmt: skip

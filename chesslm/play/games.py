@@ -24,7 +24,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.play import decode, ratings, scoring
+from chesslm.play import branched, decode, ratings, scoring
 from chesslm.play.progress import Progress
 
 logger = logging.getLogger(__name__)
@@ -61,12 +61,12 @@ def best_moves(
     if prefixes is None:
         prefixes = [mover_prefix(net, b, ratings.DEFAULT, ratings.DEFAULT) for b in boards]
     inputs = [
-        scoring.GameInput.from_plies(
+        branched.GameInput.from_plies(
             move_tokens_of(b), [scoring.legal_codes(b)], start=len(b.move_stack), prefix=lead
         )
         for b, lead in zip(boards, prefixes, strict=True)
     ]
-    batch = scoring.build_batch(inputs, model_device(net))
+    batch = branched.build_batch(inputs, model_device(net))
     return _pick(batch, inputs, scoring.score(net, batch).move_logp.cpu(), sample, generators)
 
 
@@ -105,8 +105,8 @@ def cached_best_moves(
     mask and arithmetic as ``best_moves``' pass. ``choose``: its sample and generators."""
     if not boards:
         return []
-    inputs = [scoring.GameInput.from_plies([tokens.BOS], [scoring.legal_codes(b)]) for b in boards]
-    batch = scoring.build_batch(inputs, last.device)
+    inputs = [branched.GameInput.from_plies([tokens.BOS], [scoring.legal_codes(b)]) for b in boards]
+    batch = branched.build_batch(inputs, last.device)
     B, T = batch.shape
     sees = scoring.dense_mask(batch.prefix, batch.extra)[:, :, 1:]  # (B, 1, T - 1, T)
     # what the one-token game's BOS stands for: every cached token before ``at``

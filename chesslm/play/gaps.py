@@ -25,7 +25,7 @@ import torch
 from chesslm.data import conditioning
 from chesslm.model import gpt
 from chesslm.model.outcome import DRAW, LOSS, WIN
-from chesslm.play import outcome, scoring
+from chesslm.play import branched, outcome
 from chesslm.play.protocols import Protocol
 
 DEFINITION = (
@@ -55,7 +55,7 @@ def leads(centre: int, gaps: Sequence[int]) -> list[np.ndarray]:
 
 @torch.no_grad()
 def head_wdl(
-    net: gpt.GPT, games: Sequence[scoring.GameInput], lead: np.ndarray, device: torch.device
+    net: gpt.GPT, games: Sequence[branched.GameInput], lead: np.ndarray, device: torch.device
 ) -> np.ndarray:
     """(plies, 3) the head's win/draw/loss from the side to move at every scored ply of
     ``games`` in the scorer's order (game by game, ply by ply), each game behind ``lead``:
@@ -73,7 +73,7 @@ def head_wdl(
 
 
 def sweep(
-    net: gpt.GPT, games: Sequence[scoring.GameInput], gap_leads: Sequence[np.ndarray],
+    net: gpt.GPT, games: Sequence[branched.GameInput], gap_leads: Sequence[np.ndarray],
     device: torch.device,
 ) -> np.ndarray:  # fmt: skip
     """(plies, gaps, 3) ``head_wdl`` behind each gap's prefix."""

@@ -33,7 +33,7 @@ import torch
 from chesslm import files
 from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
-from chesslm.play import outcome, prepare, scoring
+from chesslm.play import branched, outcome, prepare, scoring
 from chesslm.play import ratings as rating_prefix
 from chesslm.play.progress import Progress
 from chesslm.play.protocols import Protocol
@@ -238,7 +238,7 @@ class Evaluator:
 
     def _inputs(
         self, prep: prepare.Preparer, parts: list[tuple[int, np.ndarray, bool]]
-    ) -> Iterator[list[scoring.GameInput]]:
+    ) -> Iterator[list[branched.GameInput]]:
         """Each piece's inputs (``parts``: chunk, games, last piece), in order, the tables of
         up to ``prepare.ahead`` chunks (and the extra pieces the first was split into)
         beyond it being prepared meanwhile (run in the scoring pipeline's thread)."""
@@ -260,7 +260,7 @@ class Evaluator:
         ids = [int(g) for g in chunk if self.ply_start[g] < 0]
         return prep.submit(ids, [np.asarray(self.games[g]) for g in ids])
 
-    def game(self, g: int, tables: prepare.Tables | None = None) -> scoring.GameInput:
+    def game(self, g: int, tables: prepare.Tables | None = None) -> branched.GameInput:
         """Validation game ``g``'s input: its stored tables, else ``tables`` (prepared), else
         computed here."""
         p0, n = self.ply_start[g], self.plies[g]
@@ -268,7 +268,7 @@ class Evaluator:
             codes, offsets = self.codes, self.code_offsets[p0 : p0 + n + 1]
         else:
             codes, offsets = tables if tables is not None else prepare.game_tables(self.games[g])
-        return scoring.game_input(self.games[g], codes, offsets, prefix=self.prefixes[g])
+        return branched.game_input(self.games[g], codes, offsets, prefix=self.prefixes[g])
 
     def selection(self) -> str:
         """Which validation games are evaluated, and why fewer than all where so."""

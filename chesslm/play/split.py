@@ -1,6 +1,6 @@
 """Attention over branched rows in two parts: the main lines causal, the branches over them.
 
-A batch's branched rows (``scoring.prepare``) hold every game's main line in their first
+A batch's branched rows (``branched.prepare``) hold every game's main line in their first
 ``width`` tokens and the branch tokens after them. A branch token attends to the main line
 before its ply, to at most one more token (a promoting pair's source, on the main line or a
 branch) and to itself; it never attends to another branch's token but that one. One dense

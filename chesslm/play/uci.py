@@ -59,7 +59,7 @@ import torch
 from chesslm.data import tokens
 from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
-from chesslm.play import ratings, scoring, wdl
+from chesslm.play import branched, ratings, scoring, wdl
 
 NAME = "chesslm"
 AUTHOR = "the chesslm authors"
@@ -456,9 +456,9 @@ def position_scores(
     for move in board.move_stack:
         main.extend(tokens.move_tokens(move))
     codes = scoring.legal_codes(board)
-    game = scoring.GameInput.from_plies(main, [codes], start=len(board.move_stack),
+    game = branched.GameInput.from_plies(main, [codes], start=len(board.move_stack),
                                         prefix=prefix or [])  # fmt: skip
-    batch = scoring.build_batch([game], device)
+    batch = branched.build_batch([game], device)
     scores = scoring.score(net, batch)
     wdl_here = None if scores.wdl is None else scores.wdl[0].cpu().tolist()
     return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here
