@@ -620,6 +620,31 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
         markdown_section(run_dir / "play")
 
 
+def small_cache(tmp_path: Path, legality_games: int | None = 7) -> Path:
+    """20 validation games, the legal-move tables of the first ``legality_games`` stored
+    (None: all of them)."""
+    return make_cache(tmp_path / f"small-{legality_games}", n_train=2, n_val=20,
+                      max_plies=MAX_PLIES, legality_games=legality_games)  # fmt: skip
+
+
+def cpu_evaluator(net, cache_dir: Path, state: Path, **kw) -> matching.Evaluator:
+    """Move-matching of ``cache_dir`` on the CPU, batches of 4,096 tokens (``kw``: games,
+    chunk_games, threads, window; every game in chunks of 8 by default)."""
+    return matching.Evaluator(net, cache_dir, state, batch_tokens=4096,
+                              device=torch.device("cpu"),
+                              **{"games": None, "chunk_games": 8, **kw})  # fmt: skip
+
+
+def assert_same_positions(one: dict, other: dict) -> None:
+    """Two evaluations' positions, in (game, ply) order: the same positions and ranks, the
+    same NLL up to rounding (batches of other games)."""
+    one, other = ({k: v[np.lexsort((p["ply"], p["game"]))] for k, v in p.items()}
+                  for p in (one, other))  # fmt: skip
+    for key in ("game", "ply", "rank", "n_legal"):
+        assert np.array_equal(one[key], other[key]), key
+    assert np.allclose(one["nll"], other["nll"], atol=1e-5)
+
+
 def test_windows_order_chunks_by_length_score_as_contiguous_chunks_and_stop_at_their_end(
     tmp_path, net
 ):
@@ -627,15 +652,9 @@ def test_windows_order_chunks_by_length_score_as_contiguous_chunks_and_stop_at_t
     contiguous chunks, shortest first, and scores the same positions with the same numbers; a
     time budget past after the first chunk stops the run at its window's end (two chunks
     written), where contiguous chunks stop after the first; the next run resumes the rest."""
-    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
-                       legality_games=7)  # fmt: skip
-
-    def evaluator(window, state):
-        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=4,
-                                  batch_tokens=4096, device=torch.device("cpu"),
-                                  window=window)  # fmt: skip
-
-    plain, windowed = evaluator(1, "plain"), evaluator(2, "windowed")
+    small = small_cache(tmp_path)
+    plain, windowed = (cpu_evaluator(net, small, tmp_path / f"w{w}", chunk_games=4, window=w)
+                       for w in (1, 2))  # fmt: skip
     lengths = np.asarray(windowed.games.lengths)
     assert [sorted(c) for c in plain.chunks] == [list(range(i, i + 4)) for i in range(0, 20, 4)]
     for w in range(0, 5, 2):
@@ -652,15 +671,7 @@ def test_windows_order_chunks_by_length_score_as_contiguous_chunks_and_stop_at_t
         assert not ev.run(time.monotonic() + 0.2, Slow())
         assert [ev.chunk_path(i).exists() for i in range(5)] == [True] * kept + [False] * (5 - kept)
         assert ev.run(time.monotonic() + 300)
-
-    def ordered(pos):
-        order = np.lexsort((pos["ply"], pos["game"]))
-        return {k: v[order] for k, v in pos.items()}
-
-    one, other = ordered(plain.positions()), ordered(windowed.positions())
-    for key in ("game", "ply", "rank", "n_legal"):
-        assert np.array_equal(one[key], other[key]), key
-    assert np.allclose(one["nll"], other["nll"], atol=1e-5)
+    assert_same_positions(plain.positions(), windowed.positions())
 
 
 def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunks(
@@ -835,14 +846,10 @@ def test_move_matching_evaluates_every_validation_game_beyond_the_legality_subse
     the 13 others with legal moves computed as the cache computes them (the same codes as a
     cache that stores all 20, and python-chess agrees); a bound picks evenly among all 20 and
     says so."""
-    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
-                       legality_games=7)  # fmt: skip
-    full = make_cache(tmp_path / "full", n_train=2, n_val=20, max_plies=MAX_PLIES,
-                      legality_games=None)  # fmt: skip
+    small, full = small_cache(tmp_path), small_cache(tmp_path, None)
 
     def evaluator(cache_dir, games, state):
-        return matching.Evaluator(net, cache_dir, tmp_path / state, games=games, chunk_games=8,
-                                  batch_tokens=4096, device=torch.device("cpu"))  # fmt: skip
+        return cpu_evaluator(net, cache_dir, tmp_path / state, games=games)
 
     ev, stored = evaluator(small, None, "s1"), evaluator(full, None, "s2")
     assert ev.selected.tolist() == list(range(20))
@@ -873,15 +880,9 @@ def test_games_prepared_by_worker_processes_score_as_the_serial_path(tmp_path, n
     for, chunk by chunk: the same tables as in-process (the cache's: the test above) and the
     same positions and numbers as the serial path (1 thread); torch's threads are the job's
     again after it."""
-    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
-                       legality_games=7)  # fmt: skip
-
-    def evaluator(threads, state):
-        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=4,
-                                  batch_tokens=4096, device=torch.device("cpu"),
-                                  threads=threads)  # fmt: skip
-
-    serial, parallel = evaluator(1, "s"), evaluator(3, "p")
+    small = small_cache(tmp_path)
+    serial, parallel = (cpu_evaluator(net, small, tmp_path / f"t{n}", chunk_games=4, threads=n)
+                        for n in (1, 3))  # fmt: skip
     assert (serial.workers, parallel.workers) == (0, 3)
     ids = [g for g in range(20) if parallel.ply_start[g] < 0]
     with prepare.Preparer(parallel.workers) as prep:
@@ -913,17 +914,10 @@ def test_the_first_chunk_in_pieces_scores_as_one_chunk(tmp_path, net, monkeypatc
     """As on a GPU (workers preparing ahead), the first chunk is scored in pieces of
     ``prepare.FIRST_PIECES`` games and written once, whole: the same positions and numbers as
     the serial path; a budget stop after it resumes the rest."""
-    small = make_cache(tmp_path / "small", n_train=2, n_val=20, max_plies=MAX_PLIES,
-                       legality_games=7)  # fmt: skip
+    small = small_cache(tmp_path)
     monkeypatch.setattr(prepare, "FIRST_PIECES", (2, 3))
     monkeypatch.setattr(prepare, "ahead", lambda device: 2)  # a GPU's, on this CPU
-
-    def evaluator(threads, state):
-        return matching.Evaluator(net, small, tmp_path / state, games=None, chunk_games=8,
-                                  batch_tokens=4096, device=torch.device("cpu"),
-                                  threads=threads)  # fmt: skip
-
-    serial, split = evaluator(1, "s"), evaluator(3, "p")
+    serial, split = (cpu_evaluator(net, small, tmp_path / f"t{n}", threads=n) for n in (1, 3))
     parts = split._parts(list(range(len(split.chunks))))
     assert [(c, len(g), last) for c, g, last in parts][:4] == [
         (0, 2, False), (0, 3, False), (0, 3, True), (1, 8, True)]  # fmt: skip
@@ -933,16 +927,7 @@ def test_the_first_chunk_in_pieces_scores_as_one_chunk(tmp_path, net, monkeypatc
     chunk0 = len(np.load(serial.chunk_path(0))["game"])
     assert split.run(time.monotonic() + 300)
     assert len(np.load(split.chunk_path(0))["game"]) == chunk0  # one file, every piece
-    one, other = serial.positions(), split.positions()
-
-    def ordered(pos):
-        order = np.lexsort((pos["ply"], pos["game"]))
-        return {k: v[order] for k, v in pos.items()}
-
-    one, other = ordered(one), ordered(other)
-    for key in ("game", "ply", "rank", "n_legal"):
-        assert np.array_equal(one[key], other[key]), key
-    assert np.allclose(one["nll"], other["nll"], atol=1e-5)
+    assert_same_positions(serial.positions(), split.positions())
 
 
 def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):
