@@ -90,11 +90,12 @@ def test_the_sweep_gives_white_the_higher_rating_of_a_positive_gap(cache_dir, tm
 
 def test_the_sweep_is_kept_in_the_resumable_chunks(cache_dir, tmp_path):
     """A chunk scored again after a stop holds the same sweep; no chunk yet: a row per gap,
-    none of them a number."""
+    none of them a number; a budget stops the part where a window of chunks ends only."""
     run_dir = _checkpoint(tmp_path, "elo", head=True)
     net = evaluate.load_model(run_dir / "train/best.pt", "cpu")[0]
     ev = matching.Evaluator(net, cache_dir, tmp_path / "state", games=None, chunk_games=4,
-                            batch_tokens=4096, device=torch.device("cpu"))  # fmt: skip
+                            batch_tokens=4096, device=torch.device("cpu"), window=2)  # fmt: skip
+    assert len(ev.chunks) >= 3
     scorer = counterfactual.Counterfactual(ev, SETTINGS["counterfactual"])
     meta, _ = matching.load_metadata(cache_dir, ev.games.offsets)
     chosen = protocols.chosen(["all"])
@@ -108,6 +109,10 @@ def test_the_sweep_is_kept_in_the_resumable_chunks(cache_dir, tmp_path):
     assert set(again) == {"game", "ply", *counterfactual.FIELDS, "wdl", "gap_wdl"}
     for key in whole:
         np.testing.assert_array_equal(whole[key], again[key])
+    for i in (1, 2):
+        ev.chunk_path(i).unlink()
+    assert not scorer.run(deadline=0.0)  # chunk 1 ends its window, chunk 2 starts the next
+    assert ev.chunk_path(1).exists() and not ev.chunk_path(2).exists()
 
 
 def test_the_gap_rows_are_whites_chances_beside_the_elo_expectation(cache_dir, tmp_path):
