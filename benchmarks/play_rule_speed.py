@@ -161,7 +161,64 @@ def profiled(fn, device: str, title: str):  # noqa: ANN001, ANN201
     for key in ("self_cpu_time_total", *(("self_cuda_time_total",) if cuda else ())):
         print(f"== {title}: by {key}", flush=True)
         print(prof.key_averages().table(sort_by=key, row_limit=20), flush=True)
+    if cuda:
+        print(f"== {title}: the device idle", flush=True)
+        print(json.dumps(device_idle(prof.events()), indent=1), flush=True)
     return out
+
+
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``spans`` (start, end) as disjoint spans in order.
+
+    >>> merged([(5, 7), (0, 2), (1, 3), (7, 8)])
+    [(0, 3), (5, 8)]
+    """
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def gaps(busy: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """The spans of [start, end] outside the disjoint, ordered ``busy`` spans.
+
+    >>> gaps([(2, 3), (5, 8)], 0, 10)
+    [(0, 2), (3, 5), (8, 10)]
+    """
+    edges = [start, *(x for span in busy for x in span), end]
+    return [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
+
+
+def device_idle(events, top: int = 12) -> dict:  # noqa: ANN001
+    """Where a profiled part left the device idle: its busy time (the union of its kernels'
+    and copies' spans), the profile's span (its host events'), and the ``top`` longest idle
+    spans, each with the host's top-level operations and labels (``scoring.WAITED``,
+    ``matching.WRITE``, ``matching.TABLES``) that overlap it most, per thread."""
+    device = [(e.time_range.start, e.time_range.end) for e in events
+              if e.device_type == torch.autograd.DeviceType.CUDA]  # fmt: skip
+    host = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU
+            and e.cpu_parent is None]  # fmt: skip
+    if not device or not host:
+        return {"device_events": len(device)}
+    start, end = min(e.time_range.start for e in host), max(e.time_range.end for e in host)
+    busy = merged(device)
+    idle = sorted(gaps(busy, start, end), key=lambda g: g[0] - g[1])[:top]
+
+    def during(a: float, b: float) -> list[str]:
+        over = [(min(b, e.time_range.end) - max(a, e.time_range.start), e) for e in host]
+        return [f"{e.name} (thread {e.thread}, {o / 1e3:.1f} ms)"
+                for o, e in sorted(over, key=lambda x: -x[0])[:4] if o > 0]  # fmt: skip
+
+    return {
+        "span_ms": round((end - start) / 1e3, 1),
+        "device_busy_ms": round(sum(b - a for a, b in busy) / 1e3, 1),
+        "idle_ms": round(sum(b - a for a, b in gaps(busy, start, end)) / 1e3, 1),
+        "longest_idle": [{"from_ms": round((a - start) / 1e3, 1), "ms": round((b - a) / 1e3, 2),
+                          "host": during(a, b)} for a, b in idle],  # fmt: skip
+    }
 
 
 def one_round(net, cache_dir: Path, work: Path, chunks, args, rep: int = 0) -> dict:  # noqa: ANN001

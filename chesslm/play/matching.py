@@ -48,6 +48,7 @@ STATS = ("top1", "top3", "nll")
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
 OUTCOME_FIELDS = ("p_win", "p_draw", "p_loss")  # an outcome head's, per position (in its chunks)
 MIN_INTERVAL_GAMES = 10
+WRITE, TABLES = "play: a chunk written", "play: a chunk's prepared tables"  # profile labels
 WINDOW_CHUNKS = 16
 """Chunks whose games are ordered by length together (``chunked``). A batch pads every row
 to its longest main line plus its most branch tokens: on ``real``'s validation split (8,405
@@ -217,10 +218,7 @@ class Evaluator:
                         if progress is not None:
                             progress.update(done)
                         if scored.last and last_piece:
-                            result = {k: np.concatenate(v) for k, v in out.items()}
-                            files.write_atomic(
-                                self.chunk_path(i), lambda fh, r=result: np.savez(fh, **r)
-                            )
+                            self._write(i, out)
                             out = self._collected()
                             if (time.monotonic() >= deadline and i != todo[-1]
                                     and self.ends_window(i)):  # fmt: skip
@@ -228,6 +226,12 @@ class Evaluator:
         finally:
             torch.set_num_threads(threads)  # the job's, for the parts after this one
         return True
+
+    def _write(self, i: int, out: dict[str, list[np.ndarray]]) -> None:
+        """Chunk ``i``'s positions, collected (``WRITE``: its label in a profile)."""
+        result = {k: np.concatenate(v) for k, v in out.items()}
+        with torch.profiler.record_function(WRITE):
+            files.write_atomic(self.chunk_path(i), lambda fh: np.savez(fh, **result))
 
     def _parts(self, todo: list[int]) -> list[tuple[int, np.ndarray, bool]]:
         """(chunk, games, whether its last piece) in scoring order: ``prepare.pieces``, the
@@ -249,7 +253,8 @@ class Evaluator:
             for k, (_, games, _) in enumerate(parts):
                 for j in range(k, min(k + 1 + n_ahead, len(parts))):
                     ahead[j] = ahead.get(j) or self._submit(prep, parts[j][1])
-                tables = ahead.pop(k).tables()
+                with torch.profiler.record_function(TABLES):
+                    tables = ahead.pop(k).tables()
                 yield [self.game(int(g), tables.get(int(g))) for g in games]
         finally:  # the workers outlive this run (``prepare.started``): drop its tasks left
             for pending in ahead.values():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,6 +38,7 @@ from chesslm.play.prepare import board_codes
 NEG_INF = float("-inf")
 ATTENTION = ("split", "dense", "flex")  # the branched rows' masks (mask_for; match.attention)
 IN_FLIGHT = 2  # score_chunks' passes queued on the device (and batches prepared ahead)
+WAITED = "play: the next batch's host half"  # what score_chunks waits for (a profile's label)
 
 
 def dense_mask(prefix: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
@@ -235,7 +236,7 @@ def score_chunks(
     pending: deque[tuple] = deque()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="play-prepare") as pool:
         ahead = deque(pool.submit(next, items, None) for _ in range(IN_FLIGHT))
-        while (item := ahead.popleft().result()) is not None:
+        while (item := _waited(ahead.popleft())) is not None:
             ahead.append(pool.submit(next, items, None))
             c, group, host_batch, last = item
             batch = branched.to_device(host_batch, device)
@@ -245,6 +246,13 @@ def score_chunks(
                 yield finish(*pending.popleft())
         while pending:
             yield finish(*pending.popleft())
+
+
+def _waited(prepared: Future) -> Any:
+    """A prepared batch, the wait for it labelled in a profile (``WAITED``): the device has
+    nothing queued but ``IN_FLIGHT`` passes while the host half lags."""
+    with torch.profiler.record_function(WAITED):
+        return prepared.result()
 
 
 def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
