@@ -192,13 +192,13 @@ def gaps(busy: list[tuple[float, float]], start: float, end: float) -> list[tupl
     return [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
 
 
-def device_idle(events, top: int = 12) -> dict:  # noqa: ANN001
+def device_idle(events, top: int = 12, kind=torch.autograd.DeviceType.CUDA) -> dict:  # noqa: ANN001
     """Where a profiled part left the device idle: its busy time (the union of its kernels'
-    and copies' spans), the profile's span (its host events'), and the ``top`` longest idle
-    spans, each with the host's top-level operations and labels (``scoring.WAITED``,
-    ``matching.WRITE``, ``matching.TABLES``) that overlap it most, per thread."""
+    and copies' spans: events of ``kind``), the profile's span (its host events'), and the
+    ``top`` longest idle spans, each with the host's top-level operations and labels
+    (``scoring.WAITED``, ``matching.WRITE``, ``matching.TABLES``) that overlap it most."""
     device = [(e.time_range.start, e.time_range.end) for e in events
-              if e.device_type == torch.autograd.DeviceType.CUDA]  # fmt: skip
+              if e.device_type == kind]  # fmt: skip
     host = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU
             and e.cpu_parent is None]  # fmt: skip
     if not device or not host:
@@ -215,7 +215,7 @@ def device_idle(events, top: int = 12) -> dict:  # noqa: ANN001
     return {
         "span_ms": round((end - start) / 1e3, 1),
         "device_busy_ms": round(sum(b - a for a, b in busy) / 1e3, 1),
-        "idle_ms": round(sum(b - a for a, b in gaps(busy, start, end)) / 1e3, 1),
+        "idle_ms": round(sum(b - a for a, b in gaps(busy, start, end)) / 1e3, 2),
         "longest_idle": [{"from_ms": round((a - start) / 1e3, 1), "ms": round((b - a) / 1e3, 2),
                           "host": during(a, b)} for a, b in idle],  # fmt: skip
     }

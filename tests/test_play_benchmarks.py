@@ -9,9 +9,11 @@ import importlib.util
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from chesslm.play import matching, scoring
 from tests.helpers import ROOT
@@ -53,9 +55,10 @@ def test_rule_speed_runs_the_part_and_the_scorer_on_the_same_positions(tmp_path:
     assert scoring.WAITED in printed and matching.WRITE in printed  # the profile's labels
 
 
-def test_the_profile_spans_arithmetic() -> None:
-    """``play_rule_speed``'s union of the device's spans and their gaps (its doctests: the
-    CUDA profile that uses them needs a GPU)."""
+def test_the_device_idle_spans_of_a_profile() -> None:
+    """``play_rule_speed``'s union of spans and their gaps (its doctests), and ``device_idle``
+    on a real profile, the CPU's operations standing for a device's kernels (a CUDA profile
+    needs a GPU): a 50 ms sleep between two operations is the longest idle span."""
     spec = importlib.util.spec_from_file_location(
         "play_rule_speed", ROOT / "benchmarks" / "play_rule_speed.py"
     )
@@ -63,3 +66,12 @@ def test_the_profile_spans_arithmetic() -> None:
     spec.loader.exec_module(module)
     result = doctest.testmod(module)
     assert result.attempted >= 2 and result.failed == 0
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for name in ("before", "after"):
+            with torch.profiler.record_function(name):
+                torch.ones(1000).cumsum(0)
+            time.sleep(0.05 if name == "before" else 0)
+    idle = module.device_idle(prof.events(), kind=torch.autograd.DeviceType.CPU)
+    assert idle["span_ms"] >= 50 and idle["idle_ms"] >= 49
+    assert 49 <= idle["longest_idle"][0]["ms"] <= idle["idle_ms"]
+    assert idle["device_busy_ms"] < idle["span_ms"] - 49
