@@ -133,7 +133,7 @@ class Evaluator:
         """``ratings``: (White's, Black's) for every game instead of its own (a conditioned
         model only; a model without conditioning reads no ratings). ``threads``: the job's
         cores, split between torch and preparing games as ``chesslm.play.prepare`` says.
-        ``window``: chunks ordered by length together (``chunked``; a benchmark's other)."""
+        ``window``: chunks ordered by length together (``chunked``; benchmarks set others)."""
         self.net, self.device, self.attention = net, device, attention
         self.threads = threads
         self.cache = TokenCache(cache_dir)
