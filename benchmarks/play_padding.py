@@ -49,8 +49,11 @@ def inputs_of(cache_dir: Path, games: int | None, threads: int) -> tuple[matchin
 
 
 def count(chunks: list[np.ndarray], inputs: dict, batch_tokens: int) -> dict:
-    """Row and real tokens of the batches ``score_chunks`` makes of ``chunks``."""
-    rows = real = batches = 0
+    """Row and real tokens of the batches ``score_chunks`` makes of ``chunks``, and the row
+    tokens the same batches would hold if each row's branches followed its own main line
+    (``own_layout_per_real``: rows as long as the batch's longest game, not its longest main
+    line plus its most branch tokens; what a layout change could save, not what runs)."""
+    rows = real = own = batches = 0
     seconds = 0.0
     for chunk in chunks:
         games = [inputs[int(g)] for g in chunk]
@@ -58,12 +61,14 @@ def count(chunks: list[np.ndarray], inputs: dict, batch_tokens: int) -> dict:
             t0 = time.perf_counter()
             batch = branched.prepare([games[i] for i in group])
             seconds += time.perf_counter() - t0
+            B, T = batch.shape
             at, n = batch.layout["idx"]
-            rows += n
-            real += int((batch.packed[at : at + n] != tokens.PAD).sum())
+            per_row = (batch.packed[at : at + n] != tokens.PAD).view(B, T).sum(1)
+            rows, real, own = rows + n, real + int(per_row.sum()), own + B * int(per_row.max())
             batches += 1
     return {"row_tokens": rows, "real_tokens": real, "rows_per_real": round(rows / real, 4),
-            "batches": batches, "host_seconds": round(seconds, 3)}  # fmt: skip
+            "own_layout_per_real": round(own / real, 4), "batches": batches,
+            "host_seconds": round(seconds, 3)}  # fmt: skip
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ def test_padding_counts_the_same_real_tokens_and_windows_pad_less(tmp_path: Path
     assert record["games"] > 64 and one["real_tokens"] == four["real_tokens"] > 0
     assert four["row_tokens"] < one["row_tokens"]
     assert one["rows_per_real"] == round(one["row_tokens"] / one["real_tokens"], 4)
+    assert 1 <= four["own_layout_per_real"] <= four["rows_per_real"]
 
 
 @pytest.mark.slow
