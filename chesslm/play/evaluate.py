@@ -183,10 +183,8 @@ def _job(run_dir: Path, settings: dict[str, Any], caches: dict[str, Path], how: 
         scoring.compile_layers(net)
     play_dir = Path(RunDir(run_dir).play)
     play_dir.mkdir(parents=True, exist_ok=True)
-    state = workstate.open_state(
-        play_dir,
-        workstate.identity(model_info, settings, caches, how.device) | matching.state_key(),
-    )
+    wanted = workstate.identity(model_info, settings, caches, how.device) | matching.state_key()
+    state = workstate.open_state(play_dir, wanted)
     for cache_dir in caches.values():
         check_validation_only(cache_dir)
     return Job(net, model_info, dev, settings, caches, state, host, how.progress_every, how.ladder)
