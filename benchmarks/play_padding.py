@@ -30,22 +30,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from play_rule_speed import build_cache  # noqa: E402
+from play_rule_speed import build_cache, prepared_chunks  # noqa: E402
 
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import branched, matching, prepare  # noqa: E402
+from chesslm.play import branched, matching  # noqa: E402
 
 
 def inputs_of(cache_dir: Path, games: int | None, threads: int) -> tuple[matching.Evaluator, dict]:
     """The evaluator (tiny model: only its context matters here) and every selected game's
-    input, tables prepared by ``threads`` processes."""
+    input, tables prepared as the rule's benchmark prepares them (``threads`` processes)."""
     net = gpt.GPT(gpt.config_for("tiny"))
-    ev = matching.Evaluator(net, cache_dir, Path(tempfile.mkdtemp()), games=games, chunk_games=1,
-                            batch_tokens=1, device=torch.device("cpu"))  # fmt: skip
-    ids = [int(g) for g in ev.selected if ev.ply_start[g] < 0]
-    tables = prepare.started(threads).submit(ids, [np.asarray(ev.games[g]) for g in ids]).tables()
-    return ev, {int(g): ev.game(int(g), tables.get(int(g))) for g in ev.selected}
+    ev = matching.Evaluator(net, cache_dir, Path(tempfile.mkdtemp()), games=games,
+                            chunk_games=512, batch_tokens=1,
+                            device=torch.device("cpu"), threads=threads)  # fmt: skip
+    chunks, _ = prepared_chunks(ev)
+    return ev, {int(g): game for c, ins in zip(ev.chunks, chunks, strict=True)
+                for g, game in zip(c, ins, strict=True)}  # fmt: skip
 
 
 def count(chunks: list[np.ndarray], inputs: dict, batch_tokens: int) -> dict:

@@ -79,8 +79,6 @@ class GameInput:
 
 DEVICE_ARRAYS = ("move_ply", "move_key", "move_pair", "move_dst", "move_pro", "key_ply",
                  "key_src", "played")  # fmt: skip
-
-
 ASIDE = ("aside_row", "aside_at", "aside_src")  # split.Split.aside, on the device
 
 
