@@ -149,6 +149,21 @@ def prepared_chunks(ev: matching.Evaluator) -> tuple[list[list[branched.GameInpu
     return chunks, time.perf_counter() - t0
 
 
+LABELS = (scoring.WAITED, matching.TABLES, matching.WRITE)  # the rule's waits, in a profile
+
+
+def all_threads():  # noqa: ANN201
+    """The profiler's setting that records every thread's operations, not only the thread
+    that started it: the scoring pipeline prepares batches (``matching.TABLES``) in its own."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    try:
+        return _ExperimentalConfig(profile_all_threads=True)
+    except TypeError:  # an older torch: the starting thread's only
+        print("== this torch profiles the starting thread only", flush=True)
+        return None
+
+
 def profiled(fn, device: str, title: str):  # noqa: ANN001, ANN201
     """``fn()`` under torch.profiler; prints the operators and runtime calls taking the most
     host time (a first pass's allocations and waits show there), and on CUDA device time."""
@@ -156,11 +171,14 @@ def profiled(fn, device: str, title: str):  # noqa: ANN001, ANN201
 
     cuda = device == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, experimental_config=all_threads()) as prof:
         out = fn()
     for key in ("self_cpu_time_total", *(("self_cuda_time_total",) if cuda else ())):
         print(f"== {title}: by {key}", flush=True)
         print(prof.key_averages().table(sort_by=key, row_limit=20), flush=True)
+    waits = {e.key: {"ms": round(e.cpu_time_total / 1e3, 1), "count": e.count}
+             for e in prof.key_averages() if e.key in LABELS}  # fmt: skip
+    print(f"== {title}: the rule's labelled waits {json.dumps(waits)}", flush=True)
     if cuda:
         print(f"== {title}: the device idle", flush=True)
         print(json.dumps(device_idle(prof.events()), indent=1), flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import doctest
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -53,7 +54,8 @@ def test_rule_speed_runs_the_part_and_the_scorer_on_the_same_positions(tmp_path:
     assert summary["window"] == 2 and summary["positions"] > 0
     assert row["part_positions_per_s"] > 0 and row["scorer_positions_per_s"] > 0
     assert row["part_phases"]["batches"] >= summary["games_selected"] // 16
-    assert scoring.WAITED in printed and matching.WRITE in printed  # the profile's labels
+    waits = re.search(r"round 0's part: the rule's labelled waits (.*)", printed)
+    assert set(json.loads(waits.group(1))) == {scoring.WAITED, matching.TABLES, matching.WRITE}
 
 
 def test_the_device_idle_spans_of_a_profile() -> None:
