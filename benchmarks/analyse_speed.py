@@ -26,8 +26,9 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from chesslm.engine import analyse  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import analyse, scoring  # noqa: E402
+from chesslm.scorer import scoring
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 

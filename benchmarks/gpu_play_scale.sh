@@ -15,7 +15,7 @@
 # DEADLINE (epoch seconds) caps every step's time limit; REPEATS: split's rounds (2); PREP_WORKERS (e.g. 14,12) also runs
 # each move-matching part with those preparation processes; ATTENTION (e.g. "dense split": each
 # in turn; default split) sets split's match.attention; SDPA ("torch play": each in turn;
-# torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.play.kernels;
+# torch: torch's own; efficient, cudnn, math) sets split's attention kernels (chesslm.scorer.kernels;
 # default play's), BATCH_TOKENS split's match.batch_tokens, WINDOW ("1 16": each in turn) its chunks ordered by length together (matching.WINDOW_CHUNKS; 1: contiguous), IN_FLIGHT its passes queued, WARM_UP=no no warm-up pass (round 0 a fresh job's), PARTS_SDPA (e.g. torch,play) parts'; OLD=no skips parts' old paths; PROFILE=1 profiles rounds 0 and 1. JSON and a progress log go to $OUT.
 set -uo pipefail
 . benchmarks/device-env.sh

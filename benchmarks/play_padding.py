@@ -4,7 +4,7 @@
         resources/lichess-github.pgn.zst --validation 0.35 --windows 1,8,16
 
 A batch pads every row to its longest main line plus its most branch tokens
-(``chesslm.play.branched.prepare``), and a chunk's games are batched on their own, so what a
+(``chesslm.scorer.branched.prepare``), and a chunk's games are batched on their own, so what a
 chunk holds decides how much of the device's work is padding. For each ``--windows`` value W,
 the split's games are chunked as ``matching.chunked`` does with windows of W chunks (1: the
 contiguous chunks of the code before it), each chunk planned into batches as
@@ -33,8 +33,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from play_rule_speed import build_cache, prepared_chunks  # noqa: E402
 
 from chesslm.data import tokens  # noqa: E402
+from chesslm.match import matching  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import branched, matching  # noqa: E402
+from chesslm.scorer import branched  # noqa: E402
 
 
 def inputs_of(cache_dir: Path, games: int | None, threads: int) -> tuple[matching.Evaluator, dict]:

@@ -30,7 +30,7 @@ legal move), the wall time of those games with the model's cost taken out: the f
 games are not compared: they do not replay).
 
 ``--sdpa torch,play`` runs the parts under each choice of attention kernels in turn
-(``chesslm.play.kernels``: torch's own, which is cuDNN's on an H200 with a plan per new shape,
+(``chesslm.scorer.kernels``: torch's own, which is cuDNN's on an H200 with a plan per new shape,
 then play's), the old paths under the first only; ``--no-old`` skips the old paths.
 """
 
@@ -51,8 +51,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from chesslm.ladder import games, inflight
+from chesslm.ladder import players as anchors  # noqa: E402
+from chesslm.ladder import round_robin as ladder
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import anchors, games, inflight, kernels, ladder  # noqa: E402
+from chesslm.scorer import kernels
 
 MODES = {"greedy": 0.0, "temperature_1": 1.0}
 
@@ -221,7 +224,7 @@ def main() -> None:
     parser.add_argument("--no-old", dest="old", action="store_false",
                         help="the new paths only (the old ones take minutes on a GPU)")  # fmt: skip
     parser.add_argument("--sdpa", default="play",
-                        help="attention kernels (chesslm.play.kernels), e.g. torch,play:"
+                        help="attention kernels (chesslm.scorer.kernels), e.g. torch,play:"
                         " the parts under each in turn, the old paths under the first")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -231,9 +234,9 @@ def main() -> None:
         args.engine = args.engine or anchors.find_engine("stockfish", "--engine")
     torch.manual_seed(0)
     if args.checkpoint:
-        from chesslm.play import evaluate
+        from chesslm.model import weights
 
-        net, _ = evaluate.load_model(args.checkpoint, torch.device(args.device))
+        net = weights.load_model(args.checkpoint, torch.device(args.device))
     else:
         net = gpt.build(args.preset, device=args.device).eval()
     out: dict[str, Any] = {"preset": args.preset, "device": args.device,

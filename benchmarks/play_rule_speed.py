@@ -16,7 +16,7 @@ must prepare the other games' legal moves (python-chess), as the rule does. Then
   games chosen by its seeded key; every game by default; ``--chunk-games``, chunks
   written to a fresh state directory; ``--window``, chunks ordered by length together,
   ``matching.chunked``: 1 is the contiguous chunks of the code before windows), with the
-  job's ``--threads`` split between torch and preparation as ``chesslm.play.prepare`` says;
+  job's ``--threads`` split between torch and preparation as ``chesslm.scorer.prepare`` says;
   its wall time from the evaluator's opening to its last chunk written;
 * scorer: ``scoring.score_chunks`` over the same chunks' inputs, prepared beforehand, in one
   pipeline (``score_many``'s batches, what ``benchmarks/play_speed.py`` times), torch with
@@ -28,7 +28,7 @@ results back (the preparation pool started and the first chunk prepared), the la
 ``--profile`` runs the parts of rounds 0 and 1 under torch.profiler (what a first pass adds);
 ``--no-warm-up`` leaves out the warm-up pass (one chunk) before round 0, so that round 0's
 part is a fresh job's (with ``--compile``, its compiling too);
-``--sdpa torch`` leaves the attention kernels to torch (``chesslm.play.kernels``; the rule's:
+``--sdpa torch`` leaves the attention kernels to torch (``chesslm.scorer.kernels``; the rule's:
 ``play``, no cuDNN plan per new shape), ``efficient``/``cudnn``/``math`` pin one.
 
 Prints one JSON line per run and a summary: positions/s of each, their ratio (part over
@@ -57,8 +57,9 @@ sys.path.insert(0, str(ROOT))
 
 from chesslm import files  # noqa: E402
 from chesslm.data import cache, convert, integrity  # noqa: E402
+from chesslm.match import matching, protocols  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import branched, kernels, matching, prepare, protocols, scoring  # noqa: E402
+from chesslm.scorer import branched, kernels, prepare, scoring  # noqa: E402
 
 
 def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
@@ -75,7 +76,7 @@ def build_cache(work: Path, pgns: list[Path], args: argparse.Namespace) -> Path:
 
 def evaluator(net, cache_dir: Path, state: Path, args, workers: int | None = None):  # noqa: ANN001, ANN201
     """The rule's evaluator (``workers``: preparation processes instead of the rule's; 0 is
-    as before chesslm.play.prepare, every game's tables computed in-process when its chunk is
+    as before chesslm.scorer.prepare, every game's tables computed in-process when its chunk is
     scored, torch on every core)."""
     shutil.rmtree(state, ignore_errors=True)
     torch.set_num_threads(args.threads)

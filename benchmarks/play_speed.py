@@ -14,7 +14,7 @@ copy = host to device, mask, forward, post = log-softmax/rank over the legal mov
 results to the host), so a GPU run shows where the time goes.
 
 Games: the embedded Lichess sample, tokenised (the PGN parse timed apart), their legal moves
-from python-chess as rule play prepares the games its token cache lacks (``chesslm.play.
+from python-chess as rule play prepares the games its token cache lacks (``chesslm.scorer.
 prepare`` on ``--prep-workers`` processes): each variant's ``end_to_end_positions_per_s``
 counts that preparation and the scoring, one after the other, beside the scorer's own rate.
 The weights are freshly initialised: the speed does not depend on them. Target: >= 100,000
@@ -53,8 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import branched, outputs, prepare, scoring  # noqa: E402
-from chesslm.play.oracle import oracle_scores  # noqa: E402
+from chesslm.play import outputs
+from chesslm.scorer import branched, prepare, scoring  # noqa: E402
+from chesslm.scorer.oracle import oracle_scores  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "resources" / "lichess-sample.pgn.zst"
 
@@ -79,7 +80,7 @@ def load_games(n: int | None, context: int) -> tuple[list[np.ndarray], list]:
 
 def prepare_inputs(games: list[np.ndarray], workers: int) -> list[branched.GameInput]:
     """Every game's legal moves (python-chess), as rule play prepares the games its token
-    cache lacks: ``chesslm.play.prepare`` on ``workers`` processes (0: this one)."""
+    cache lacks: ``chesslm.scorer.prepare`` on ``workers`` processes (0: this one)."""
     with prepare.Preparer(workers) as prep:
         tables = prep.submit(range(len(games)), games).tables()
     return [branched.game_input(g, *tables[i]) for i, g in enumerate(games)]

@@ -1,4 +1,4 @@
-"""The UCI engine's move latency: ``chesslm-uci`` (``python -m chesslm.play.uci``) driven through
+"""The UCI engine's move latency: ``chesslm-uci`` (``python -m chesslm.engine.uci``) driven through
 python-chess as a GUI drives it, playing Stockfish at one node per move, against the same
 positions scored in this process with no UCI pipe (``uci.legal_scores``: the engine's own
 forward pass), same weights, same run. Prints one JSON line: milliseconds per move (median and
@@ -28,9 +28,9 @@ import chess
 import chess.engine
 import torch
 
+from chesslm.engine import uci
+from chesslm.ladder.players import find_engine
 from chesslm.model import weights
-from chesslm.play import uci
-from chesslm.play.anchors import find_engine
 
 
 def fresh_checkpoint(preset: str, folder: Path, outcome: bool = False) -> Path:
@@ -48,7 +48,7 @@ def engine_games(
     """Seconds per model move through UCI over games (model White) until ``moves`` model
     moves, and the games' final boards; ``wdl``: with ``UCI_ShowWDL`` on (an outcome
     checkpoint's score and W/D/L on every move)."""
-    command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(checkpoint)]
+    command = [sys.executable, "-m", "chesslm.engine.uci", "--checkpoint", str(checkpoint)]
     model = chess.engine.SimpleEngine.popen_uci([*command, "--device", device])
     model.configure({"Threads": threads, **({"UCI_ShowWDL": True} if wdl else {})})
     rival = chess.engine.SimpleEngine.popen_uci(find_engine("stockfish", "--engine"))

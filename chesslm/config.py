@@ -24,9 +24,9 @@ from chesslm.compare.outputs import FIGURES as COMPARE_FIGURES
 from chesslm.compare.settings import Comparison
 from chesslm.data import settings as data_settings
 from chesslm.data.metadata import COLUMNS as META_COLUMNS
+from chesslm.ladder import round_robin as play_ladder
+from chesslm.ladder.players import EngineInfo, find_engine, handshake
 from chesslm.model.presets import config_for
-from chesslm.play import ladder as play_ladder
-from chesslm.play.anchors import EngineInfo, find_engine, handshake
 from chesslm.play.outputs import FILES as PLAY_FILES
 from chesslm.play.outputs import OUTCOME as PLAY_OUTCOME
 from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS

@@ -1,5 +1,5 @@
-"""chesslm-analyse (chesslm/play/analyse.py): a PGN scored move by move, checked against the
-plain causal loop (``chesslm.play.oracle``) and read back by python-chess; rule analyse, the
+"""chesslm-analyse (chesslm/engine/analyse.py): a PGN scored move by move, checked against the
+plain causal loop (``chesslm.scorer.oracle``) and read back by python-chess; rule analyse, the
 same of the staged run's validation split through real snakemake."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     games.write_text("\n\n[Event ".join(pgn[:2]) + "\n\n" + FEN_GAME + "\n" + VARIANT_GAME
                      + "\n[Event " + "\n\n[Event ".join(pgn[2:]))  # fmt: skip
     out = tmp / "moves.csv"
-    command = [sys.executable, "-m", "chesslm.play.analyse", str(games), "--checkpoint",
+    command = [sys.executable, "-m", "chesslm.engine.analyse", str(games), "--checkpoint",
                str(ckpt), "--csv", str(out), "--pgn", str(tmp / "annotated.pgn")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -65,8 +65,8 @@ def test_every_move_of_every_standard_game_is_scored_and_the_rest_named(analysed
 
 def assert_the_plain_loops(net: object, moves: list[chess.Move], rows: list[dict]) -> None:
     """Each row, a ply of ``moves`` from the start, holds the played move with the
-    log-probability, probability and rank of the plain causal loop (``chesslm.play.oracle``)."""
-    from chesslm.play.oracle import oracle_scores
+    log-probability, probability and rank of the plain causal loop (``chesslm.scorer.oracle``)."""
+    from chesslm.scorer.oracle import oracle_scores
 
     oracle = oracle_scores(net, moves)
     for ply, (move, row) in enumerate(zip(moves, rows, strict=True)):
@@ -101,7 +101,7 @@ def test_the_annotated_pgn_reads_back_with_a_comment_on_every_move(analysed: dic
 
 
 def test_without_the_head_the_columns_and_comments_are_todays(analysed: dict) -> None:
-    from chesslm.play import analyse
+    from chesslm.engine import analyse
 
     assert list(analysed["rows"][0]) == list(analyse.MOVE_FIELDS)
     assert "win=" not in (analysed["dir"] / "annotated.pgn").read_text()
@@ -114,12 +114,12 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
     import torch
 
     from chesslm.data import conditioning, metadata
+    from chesslm.engine import analyse
     from chesslm.model import weights
-    from chesslm.play import analyse
 
     ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.3, conditioning="elo", outcome=True)
     (tmp_path / "games.pgn").write_text(first_games_pgn(6))
-    command = [sys.executable, "-m", "chesslm.play.analyse", str(tmp_path / "games.pgn"),
+    command = [sys.executable, "-m", "chesslm.engine.analyse", str(tmp_path / "games.pgn"),
                "--checkpoint", str(ckpt), "--csv", str(tmp_path / "m.csv"), "--pgn",
                str(tmp_path / "a.pgn")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
@@ -152,7 +152,15 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
 
 
 def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> None:
-    base = [sys.executable, "-m", "chesslm.play.analyse", "--checkpoint", "x.pt", "--csv", "o.csv"]
+    base = [
+        sys.executable,
+        "-m",
+        "chesslm.engine.analyse",
+        "--checkpoint",
+        "x.pt",
+        "--csv",
+        "o.csv",
+    ]
     done = subprocess.run([*base, str(tmp_path / "none.pgn")], capture_output=True, text=True,
                           env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
     assert done.returncode == 1 and "none.pgn: no such file" in done.stderr
@@ -171,7 +179,7 @@ def play_scores(net: object, cache: TokenCache, state: Path) -> dict[tuple[str, 
     by the play evaluation's move-matching (``matching.Evaluator``)."""
     import torch
 
-    from chesslm.play import matching
+    from chesslm.match import matching
 
     evaluator = matching.Evaluator(net, cache.directory, state, games=None, chunk_games=64,
                                    batch_tokens=8192, device=torch.device("cpu"))  # fmt: skip

@@ -10,14 +10,15 @@ from chesslm.compare import stats
 from chesslm.compare.positions import Aligned, align
 from chesslm.compare.scores import COLUMNS, PROTOCOL_PREFIX
 from chesslm.compare.settings import Comparison
-from chesslm.play import protocols
+from chesslm.match import metrics, protocols
 
 
 def aligned(game, runs, elo=None) -> Aligned:
     game = np.asarray(game)
     n = len(game)
     elo = np.full(n, 1500) if elo is None else np.asarray(elo)
-    cols = {r: {k: np.asarray(v[k], dtype=float) for k in ("top1", "top3", "nll")}
+    # every metric of the table; those a test does not give (top5) as its top-3
+    cols = {r: {k: np.asarray(v.get(k, v["top3"]), dtype=float) for k in metrics.NAMES}
             for r, v in runs.items()}  # fmt: skip
     legal = np.full(n, 30)
     return Aligned(

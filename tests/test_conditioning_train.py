@@ -165,11 +165,14 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
     import pandas as pd
 
     from chesslm.play import evaluate
+    from chesslm.play.settings import PlaySettings
+
+    typed = PlaySettings.from_dict
 
     settings = json.loads(json.dumps(SETTINGS))  # test_play's, without ladder games
     settings["elo"]["games_per_anchor"] = 0
     settings["ratings"] = {"self": 1900, "opponent": 1100}
-    out = evaluate.run(run_dir, settings, {"rated": cache}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"rated": cache}, device="cpu")
     match = json.loads(out["move_match"].read_text())
     assert match["datasets"]["rated"]["complete"]
     table = pd.read_csv(out["counterfactual_table"])
@@ -183,7 +186,7 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "chesslm.play.uci",
+        "chesslm.engine.uci",
         "--checkpoint",
         str(run_dir / "train/best.pt"),
     ]

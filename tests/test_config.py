@@ -23,9 +23,12 @@ from snakemake.utils import update_config
 from chesslm import config as chesslm_config
 from chesslm.compare.settings import SHAPES, Comparison
 from chesslm.data import conditioning, metadata
+from chesslm.ladder import players as anchors
+from chesslm.ladder import round_robin as ladder
+from chesslm.match import protocols
 from chesslm.model.presets import PRESETS
-from chesslm.play import anchors, ladder, protocols, scoring
 from chesslm.play import settings as play_settings
+from chesslm.scorer import scoring
 from chesslm.train.settings import DEVICES, RunSettings
 from tests.helpers import ROOT, snakemake
 from tests.test_workflow_data import make_workdir

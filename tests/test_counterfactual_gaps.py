@@ -15,18 +15,23 @@ import torch
 
 from chesslm.data import conditioning
 from chesslm.data.cache import TokenCache
-from chesslm.model import gpt
-from chesslm.play import counterfactual, evaluate, gaps, matching, protocols, records
+from chesslm.match import counterfactual, gaps, matching, protocols
+from chesslm.model import gpt, weights
+from chesslm.play import evaluate, records
+from chesslm.play.settings import PlaySettings
 from chesslm.report.play_section import markdown_section
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
 from tests.test_play_outcome import SETTINGS as OUTCOME_SETTINGS
+
+typed = PlaySettings.from_dict  # rule play's script types the play settings so
 
 GAPS = [-800, -400, -200, 0, 200, 400, 800]
 MATCH = {**OUTCOME_SETTINGS["match"], "protocols": ["maia2", "all"]}  # maia2: none of these
 SETTINGS = {**OUTCOME_SETTINGS, "match": MATCH,
             "counterfactual": {"ratings": [1100, 1500], "seconds": 600, "gaps": GAPS,
                                "gap_centre": 1500}}  # fmt: skip
+CF = SETTINGS["counterfactual"]
 # counterfactual.csv's columns and the record's keys before the outcome head's (issue 35 item 5)
 PLAIN_COLUMNS = ["dataset", "protocol", "grouping", "group", "setting", "rating_bin", "positions",
                  "games", "top1", "top3", "nll", "argmax_changed", "tv", "kl"]  # fmt: skip
@@ -69,10 +74,12 @@ def test_the_sweep_gives_white_the_higher_rating_of_a_positive_gap(cache_dir, tm
     assert gaps.ratings(1500, 400) == (1700, 1300) and gaps.ratings(1500, -400) == (1300, 1700)
     assert gaps.leads(1500, [400])[0].tolist() == conditioning.prefix(1700, 1300)
     run_dir = _checkpoint(tmp_path, "elo", head=True)
-    net = evaluate.load_model(run_dir / "train/best.pt", "cpu")[0]
+    net = weights.load_model(run_dir / "train/best.pt", "cpu")
     ev = matching.Evaluator(net, cache_dir, tmp_path / "state", games=None, chunk_games=4,
                             batch_tokens=4096, device=torch.device("cpu"))  # fmt: skip
-    scorer = counterfactual.Counterfactual(ev, SETTINGS["counterfactual"])
+    scorer = counterfactual.Counterfactual(
+        ev, CF["ratings"], gap_centre=CF["gap_centre"], gap_list=CF["gaps"]
+    )
     pos = scorer.score_games(ev.selected)
     assert pos["wdl"].shape == (len(pos["game"]), 3, 3)
     assert pos["gap_wdl"].shape == (len(pos["game"]), len(GAPS), 3)
@@ -92,14 +99,22 @@ def test_the_sweep_is_kept_in_the_resumable_chunks(cache_dir, tmp_path):
     """A chunk scored again after a stop holds the same sweep; no chunk yet: a row per gap,
     none of them a number; a budget stops the part where a window of chunks ends only."""
     run_dir = _checkpoint(tmp_path, "elo", head=True)
-    net = evaluate.load_model(run_dir / "train/best.pt", "cpu")[0]
+    net = weights.load_model(run_dir / "train/best.pt", "cpu")
     ev = matching.Evaluator(net, cache_dir, tmp_path / "state", games=None, chunk_games=4,
                             batch_tokens=4096, device=torch.device("cpu"), window=2)  # fmt: skip
     assert len(ev.chunks) >= 3
-    scorer = counterfactual.Counterfactual(ev, SETTINGS["counterfactual"])
+    scorer = counterfactual.Counterfactual(
+        ev, CF["ratings"], gap_centre=CF["gap_centre"], gap_list=CF["gaps"]
+    )
     meta, _ = matching.load_metadata(cache_dir, ev.games.offsets)
     chosen = protocols.chosen(["all"])
-    empty = scorer.tables(scorer.positions(), meta, chosen, SETTINGS)["gap_table"]
+    empty = scorer.tables(
+        scorer.positions(),
+        meta,
+        chosen,
+        replicates=SETTINGS["match"]["bootstrap"],
+        seed=SETTINGS["seed"],
+    )["gap_table"]
     assert [r["gap"] for r in empty] == GAPS and {r["white_score"] for r in empty} == {None}
     assert not scorer.run(deadline=0.0) and scorer.run(deadline=float("inf"))
     whole = scorer.positions()
@@ -120,7 +135,7 @@ def test_the_gap_rows_are_whites_chances_beside_the_elo_expectation(cache_dir, t
     to one, the Elo expectation of the formula, White's score of a plain pass over every
     position, its interval around it; each setting's W/D/L from the side to move."""
     run_dir = _checkpoint(tmp_path, "elo", head=True)
-    out = evaluate.run(run_dir, SETTINGS, {"sample": cache_dir}, device="cpu")
+    out = evaluate.run(run_dir, typed(SETTINGS), {"sample": cache_dir}, device="cpu")
     record = json.loads(out["counterfactual"].read_text())
     sweep = record["gap_sweep"]
     assert sweep["centre"] == 1500 and sweep["perspective"] == "white"
@@ -137,7 +152,7 @@ def test_the_gap_rows_are_whites_chances_beside_the_elo_expectation(cache_dir, t
         assert r["white_elo"] - r["black_elo"] == r["gap"]
         assert r["white_score"] == pytest.approx(r["white_win"] + r["draw"] / 2)
         assert r["white_score_low"] <= r["white_score"] <= r["white_score_high"]
-    net = evaluate.load_model(run_dir / "train/best.pt", "cpu")[0]
+    net = weights.load_model(run_dir / "train/best.pt", "cpu")
     games = TokenCache(cache_dir).validation
     for r in (r for r in sweep["rows"] if r["protocol"] == "all"):
         white = np.concatenate([_white_wdl(net, np.asarray(games[g]), r["white_elo"],
@@ -167,7 +182,7 @@ def test_without_the_head_or_the_conditioning_the_files_are_as_before(
     """The csv's columns and the record's keys are those from before the sweep; nothing about
     it in the summary."""
     run_dir = _checkpoint(tmp_path, "elo" if conditioned else None, head)
-    out = evaluate.run(run_dir, SETTINGS, {"sample": cache_dir}, device="cpu")
+    out = evaluate.run(run_dir, typed(SETTINGS), {"sample": cache_dir}, device="cpu")
     record = json.loads(out["counterfactual"].read_text())
     record.pop("record_sha256", None)  # the seal
     section = markdown_section(run_dir / "play").split("### Counterfactual ratings")[1]

@@ -277,7 +277,7 @@ def check_uci(command: Command, workdir: Path) -> None:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         model_checkpoint(path)
-    engine = [sys.executable, "-m", "chesslm.play.uci", *words]
+    engine = [sys.executable, "-m", "chesslm.engine.uci", *words]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     talk = "uci\nposition startpos moves e2e4\ngo movetime 100\nquit\n"
     done = subprocess.run(
@@ -380,7 +380,7 @@ def check_analyse(command: Command, workdir: Path) -> None:
     model_checkpoint(path)
     games = next(w for w in words if w.endswith((".pgn", ".pgn.zst")) and "--pgn" not in w)
     (scratch / games).write_text(first_games_pgn(3))
-    engine = [sys.executable, "-m", "chesslm.play.analyse", *words]
+    engine = [sys.executable, "-m", "chesslm.engine.analyse", *words]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(engine, cwd=scratch, env=full_env, capture_output=True, text=True)
     assert done.returncode == 0, f"{command}\n{done.stderr}"
@@ -482,11 +482,11 @@ def check_lichess_bot(engine: dict, where: str) -> None:
     command-line flags (``engine_options``: ``--KEY=VALUE``) and UCI options."""
     import tomllib
 
-    from chesslm.play import uci
+    from chesslm.engine import uci
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert engine["name"] in scripts and engine["protocol"] == "uci", where
-    done = run([sys.executable, "-m", "chesslm.play.uci", "--help"], ROOT)
+    done = run([sys.executable, "-m", "chesslm.engine.uci", "--help"], ROOT)
     for key in engine.get("engine_options") or {}:
         assert f"--{key}" in done.stdout, f"{where}: the engine has no --{key}"
     declared = {re.match(r"option name (.+?) type ", line).group(1) for line in uci.OPTIONS}

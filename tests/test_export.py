@@ -207,7 +207,8 @@ def card_block(folder: Path) -> str:
 def project_probabilities(net: gpt.GPT, moves: list[str], prefix: list[int]) -> dict:
     import math
 
-    from chesslm.play import scoring, uci
+    from chesslm.engine import uci
+    from chesslm.scorer import scoring
 
     board = chess.Board()
     for text in moves:
@@ -259,7 +260,7 @@ def test_an_export_folder_alone_plays_the_checkpoints_moves(exported: Path, tmp_
     export is one line naming what is missing."""
     folder = shutil.copytree(exported / "results/mini/export", tmp_path / "downloaded")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    engine = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint"]
+    engine = [sys.executable, "-m", "chesslm.engine.uci", "--checkpoint"]
     game = chess.pgn.read_game(io.StringIO(first_games_pgn(1)))
     moves = list(game.mainline_moves())[:40]
     best = {}
@@ -440,7 +441,7 @@ def test_an_exported_head_scores_in_the_engine_as_the_checkpoint(outcome_export:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     seen = []
     for source in (folder, outcome_export["ckpt"]):
-        command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(source)]
+        command = [sys.executable, "-m", "chesslm.engine.uci", "--checkpoint", str(source)]
         with chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120) as engine:
             engine.configure({"UCI_ShowWDL": True})
             info = engine.analyse(board, chess.engine.Limit(nodes=1))

@@ -1,5 +1,5 @@
 """Free-running legality's games, every mode in one batch with a KV-cached decoder
-(``games.free_games``, ``chesslm.play.decode``): the decoder's logits are the model's, and the
+(``games.free_games``, ``chesslm.scorer.decode``): the decoder's logits are the model's, and the
 games are move for move those of the plain path (``games.free_games_plain``, three passes
 over every whole sequence per ply), greedy and sampled, with and without a rating prefix."""
 
@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from chesslm.data import conditioning, tokens
+from chesslm.ladder import games
 from chesslm.model import gpt
-from chesslm.play import decode, games, ratings
+from chesslm.scorer import decode, ratings
 
 MODES = {"greedy": 0.0, "temperature_1": 1.0}
 

@@ -1,4 +1,4 @@
-"""The model's games against the anchors, all in flight together (``chesslm.play.inflight``):
+"""The model's games against the anchors, all in flight together (``chesslm.ladder.inflight``):
 the same rows as the sequential path (``ladder.play_anchors``, one game at a time) with real
 Stockfish, the tiny model playing argmax; the deadline; every engine closed."""
 
@@ -11,9 +11,11 @@ import psutil
 import pytest
 import torch
 
+from chesslm.ladder import inflight
+from chesslm.ladder import players as anchors
+from chesslm.ladder import round_robin as ladder
+from chesslm.ladder.players import AnchorSpec
 from chesslm.model import gpt
-from chesslm.play import anchors, inflight, ladder
-from chesslm.play.anchors import AnchorSpec
 
 SPECS = (
     AnchorSpec("random", "random"),

@@ -1,4 +1,4 @@
-"""Play's passes attend without cuDNN's attention (``chesslm.play.kernels``): on an H200 it
+"""Play's passes attend without cuDNN's attention (``chesslm.scorer.kernels``): on an H200 it
 builds a plan for every new shape, and play's passes rarely repeat one. Read through the
 flags that ``sdpa_kernel`` sets, at every layer's attention, on the CPU as on a GPU."""
 
@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from chesslm.data import tokens
+from chesslm.ladder import games
 from chesslm.model import gpt
-from chesslm.play import decode, games, kernels
+from chesslm.scorer import decode, kernels
 
 
 @pytest.fixture(scope="module")

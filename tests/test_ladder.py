@@ -15,9 +15,11 @@ import pytest
 import torch
 
 from chesslm import seal
+from chesslm.ladder import elo
+from chesslm.ladder import players as anchors
+from chesslm.ladder import round_robin as ladder
+from chesslm.ladder.players import AnchorSpec
 from chesslm.model import gpt
-from chesslm.play import anchors, elo, ladder
-from chesslm.play.anchors import AnchorSpec
 
 ENGINE = "/usr/games/stockfish"
 

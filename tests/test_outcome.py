@@ -335,7 +335,7 @@ def uci_engine(ckpt: Path) -> chess.engine.SimpleEngine:
     import sys
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "chesslm.play.uci", "--checkpoint", str(ckpt)]
+    command = [sys.executable, "-m", "chesslm.engine.uci", "--checkpoint", str(ckpt)]
     return chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120)
 
 
@@ -351,7 +351,7 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
     """With MultiPV 1, a go runs one forward pass: the move's scores and the head's W/D/L are
     read off the same pass (the score equal to a plain forward's); MultiPV 3 adds one pass
     over its lines' children."""
-    from chesslm.play import uci, wdl
+    from chesslm.engine import uci, wdl
 
     from .helpers import model_checkpoint
 
@@ -374,7 +374,7 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
 
 
 def test_the_engine_scores_from_the_head_and_a_plain_checkpoint_does_not(tmp_path: Path) -> None:
-    from chesslm.play import wdl
+    from chesslm.engine import wdl
 
     from .helpers import model_checkpoint
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from chesslm.data.cache import TokenCache
-from chesslm.play import evaluate, outcome
+from chesslm.match import outcome
+from chesslm.model import weights
 from chesslm.play.outputs import OUTCOME
 from tests.helpers import ROOT, snakemake
 
@@ -77,7 +78,7 @@ def test_the_games_are_the_heads_white_chances_at_every_ply(played: Path) -> Non
     assert 1 <= len(games) <= outcome.GAMES
     assert [g["game"] for g in games] == sorted({g["game"] for g in games})
     validation = TokenCache(played / "results/datasets/mini/token-cache").validation
-    net = evaluate.load_model(played / "results/mini-o/train/best.pt", torch.device("cpu"))[0]
+    net = weights.load_model(played / "results/mini-o/train/best.pt", torch.device("cpu"))
     for g in games:
         tokens = np.asarray(validation[g["game"]], dtype=np.int64)
         plies = (len(tokens) - 2) // 3

@@ -27,30 +27,24 @@ import zstandard
 
 from chesslm import files, seal
 from chesslm.data import conditioning, metadata, tokens
+from chesslm.data.cache import check_validation_only
 from chesslm.export import card
-from chesslm.model import checkpoint, gpt
-from chesslm.play import (
-    anchors,
-    branched,
-    elo,
-    evaluate,
-    games,
-    ladder,
-    matching,
-    outputs,
-    plots,
-    prepare,
-    protocols,
-    records,
-    scoring,
-    split,
-    workstate,
-)
-from chesslm.play.anchors import AnchorSpec
-from chesslm.play.oracle import oracle_scores
-from chesslm.play.progress import Progress
+from chesslm.ladder import elo, games
+from chesslm.ladder import players as anchors
+from chesslm.ladder import round_robin as ladder
+from chesslm.ladder.players import AnchorSpec
+from chesslm.match import matching, protocols
+from chesslm.model import checkpoint, gpt, weights
+from chesslm.play import elo_games, evaluate, outputs, plots, records, workstate
+from chesslm.play.settings import PlaySettings
+from chesslm.progress import Progress
 from chesslm.report.play_section import markdown_section
+from chesslm.scorer import branched, prepare, scoring, split
+from chesslm.scorer.oracle import oracle_scores
+from chesslm.scorer.threads import use_threads
 from tests.conftest import SAMPLE, make_cache
+
+typed = PlaySettings.from_dict  # rule play's script types the play settings so
 
 MAX_PLIES = 24
 
@@ -441,7 +435,7 @@ def test_evaluation_writes_tables_figures_and_section_and_keeps_no_state(
 ):
     run_dir = _run_dir(tmp_path, net)
     with caplog.at_level(logging.INFO, logger="chesslm.play"):
-        out = evaluate.run(run_dir, SETTINGS, {"sample": play_cache}, device="cpu",
+        out = evaluate.run(run_dir, typed(SETTINGS), {"sample": play_cache}, device="cpu",
                            progress_every=0, ladder=tiny_ladder)  # fmt: skip
     assert all(p.exists() for p in out.values())
     match = json.loads(out["move_match"].read_text())
@@ -520,8 +514,8 @@ def _card_and_report_agree(play_dir: Path, out: dict[str, Path], stored: dict) -
         assert line in section and line in text, line
     assert f"**{play.elo.fit.elo:.0f}** (95 % interval" in text
     record = json.loads(out["elo"].read_text())
-    lost = [{"white": a, "black": evaluate.MODEL, "score": 1.0} for a in stored["ratings"]]
-    record["fit"] = elo.fit_player(lost, ladder.ladder_ratings(stored), evaluate.MODEL)
+    lost = [{"white": a, "black": elo_games.MODEL, "score": 1.0} for a in stored["ratings"]]
+    record["fit"] = elo.fit_player(lost, ladder.ladder_ratings(stored), elo_games.MODEL)
     seal.write(out["elo"], record)
     play, section = _play_records(out), markdown_section(play_dir)
     assert play.elo.fit.bound == "below" and "Estimate not finite: below" in play.elo.sentence()
@@ -547,7 +541,7 @@ def test_a_conditioned_model_is_scored_at_true_and_counterfactual_ratings(
     settings["elo"]["games_per_anchor"] = 0
     settings["match"]["games"] = 8
     settings["ratings"] = {"self": 1900, "opponent": 1100}
-    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     record = json.loads(out["counterfactual"].read_text())
     assert record["conditioned"] and record["model"]["conditioning"] == "elo"
     assert record["datasets"]["sample"]["complete"]
@@ -562,7 +556,7 @@ def test_a_conditioned_model_is_scored_at_true_and_counterfactual_ratings(
         assert by.loc["true", stat] == pytest.approx(m[stat], abs=1e-6), stat
     assert by.loc["true", "argmax_changed"] == 0 and by.loc["true", "tv"] == 0
     assert by.loc["1100", "tv"] > 1e-4 and by.loc["1900", "kl"] > 0
-    ev = matching.Evaluator(evaluate.load_model(run_dir / "train/best.pt", "cpu")[0], play_cache,
+    ev = matching.Evaluator(weights.load_model(run_dir / "train/best.pt", "cpu"), play_cache,
                             tmp_path / "direct", games=8, chunk_games=8, batch_tokens=4096,
                             device=torch.device("cpu"), ratings=(1100, 1100))  # fmt: skip
     direct = ev.evaluate_games(ev.selected)
@@ -580,7 +574,7 @@ def test_a_model_without_conditioning_says_so_in_the_counterfactual_part(tmp_pat
     settings = json.loads(json.dumps(SETTINGS))
     settings["elo"]["games_per_anchor"] = 0
     settings["match"]["games"] = 2
-    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     record = json.loads(out["counterfactual"].read_text())
     assert record["conditioned"] is False and "not conditioned" in record["note"]
     assert out["counterfactual_table"].exists() and out["counterfactual_plot"].exists()
@@ -601,7 +595,7 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
     settings["elo"]["games_per_anchor"] = 0
     settings["match"]["games"] = 2
     settings["legality"]["games"] = 1
-    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     match = json.loads(out["move_match"].read_text())
     no_top1, text_step = json.loads(json.dumps(match)), json.loads(json.dumps(match))
     del no_top1["datasets"]["sample"]["table"][0]["top1"]
@@ -684,7 +678,7 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
     settings["elo"]["games_per_anchor"] = 0
     settings["match"]["chunk_games"] = 2
     settings["match"]["seconds"] = 0  # stop before the first chunk
-    out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     d = json.loads(out["move_match"].read_text())["datasets"]["sample"]
     assert not d["complete"] and d["games_evaluated"] == 0
     assert "stopped by its time budget" in markdown_section(run_dir / "play")
@@ -701,7 +695,7 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
         files.write_atomic(evaluator.chunk_path(i), lambda fh, r=result: np.savez(fh, **r))
     settings["match"]["seconds"] = 600  # a larger budget: the same work, resumed
     with caplog.at_level(logging.INFO, logger="chesslm.play"):
-        out = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+        out = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     assert "resuming the work of a job stopped by its time budget" in caplog.text
     first = next(m for m in caplog.messages if m.startswith("move-matching sample: "))
     assert not first.startswith("move-matching sample: 0/"), first  # counted from the kept
@@ -711,7 +705,7 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
     full = pd.read_csv(out["move_match_table"])
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="chesslm.play"):
-        again = evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu")
+        again = evaluate.run(run_dir, typed(settings), {"sample": play_cache}, device="cpu")
     assert any(m.startswith("move-matching sample: 0/") for m in caplog.messages)
     assert pd.read_csv(again["move_match_table"]).equals(full)  # re-measured, same numbers
 
@@ -723,14 +717,14 @@ def test_missing_metadata_puts_positions_in_unknown_bins(tmp_path, net, play_cac
         path.unlink()
     run_dir = _run_dir(tmp_path, net)
     settings = {**SETTINGS, "elo": {**SETTINGS["elo"], "games_per_anchor": 0}}
-    out = evaluate.run(run_dir, settings, {"sample": bare}, device="cpu")
+    out = evaluate.run(run_dir, typed(settings), {"sample": bare}, device="cpu")
     table = pd.read_csv(out["move_match_table"], keep_default_na=False)
     assert set(table[table["grouping"] != "overall"]["group"]) == {"unknown"}
 
 
 def test_a_test_split_is_refused(tmp_path):
     with pytest.raises(ValueError, match="validation splits only"):
-        evaluate.check_validation_only(tmp_path / "datasets" / "x" / "test")
+        check_validation_only(tmp_path / "datasets" / "x" / "test")
 
 
 def _validation_plies(cache_dir):
@@ -939,7 +933,7 @@ def test_preparation_workers_die_with_a_job_killed_outright(tmp_path):
 
     script = (
         "import os, numpy as np\n"
-        "from chesslm.play import prepare\n"
+        "from chesslm.scorer import prepare\n"
         "prep = prepare.started(1)\n"
         "prep.submit([0], [np.array([69, 70], dtype=np.uint8)]).tables()\n"
         "print(*[p.pid for p in prep.pool._processes.values()], flush=True)\n"
@@ -976,7 +970,13 @@ def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cac
         for threads in (2, 1):
             torch.set_num_threads(3 - threads)  # the other value
             if threads == 2:
-                evaluate.run(run_dir, settings, {"sample": play_cache}, device="cpu", threads=2)
+                evaluate.run(
+                    run_dir,
+                    PlaySettings.from_dict(settings),
+                    {"sample": play_cache},
+                    device="cpu",
+                    threads=2,
+                )
             else:  # the command line
                 assert evaluate.main(["--run-dir", str(run_dir), "--settings",
                                       json.dumps(settings), "--cache", f"sample={play_cache}",
@@ -988,7 +988,7 @@ def test_evaluation_uses_exactly_the_threads_it_is_given(tmp_path, net, play_cac
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="play threads: 0"):
-        evaluate.use_threads(0)
+        use_threads(0)
 
 
 def test_the_play_rule_asks_snakemake_for_the_configured_threads(tmp_path):

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from chesslm.play import matching, scoring
+from chesslm.match import matching
+from chesslm.scorer import scoring
 from tests.helpers import ROOT
 
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"

@@ -17,14 +17,19 @@ import torch
 
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
-from chesslm.model import gpt
+from chesslm.match import outcome
+from chesslm.model import gpt, weights
 from chesslm.model.outcome import positions, side_counts, targets
-from chesslm.play import branched, evaluate, outcome, outcome_figures, records, scoring
+from chesslm.play import evaluate, outcome_figures, records
 from chesslm.play.outputs import OUTCOME
+from chesslm.play.settings import PlaySettings
 from chesslm.report.play_section import markdown_section
+from chesslm.scorer import branched, scoring
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
 from tests.test_play import SETTINGS as PLAY_SETTINGS
+
+typed = PlaySettings.from_dict  # rule play's script types the play settings so
 
 # test_play's settings, smaller: one protocol, no Elo games
 SETTINGS = {
@@ -112,7 +117,7 @@ def _run(tmp_path: Path, cache_dir: Path, head: bool) -> tuple[Path, dict]:
     run_dir = tmp_path / ("head" if head else "plain")
     (run_dir / "train").mkdir(parents=True)
     model_checkpoint(run_dir / "train/best.pt", spread=0.3, outcome=head)
-    out = evaluate.run(run_dir, SETTINGS, {"sample": cache_dir}, device="cpu")
+    out = evaluate.run(run_dir, typed(SETTINGS), {"sample": cache_dir}, device="cpu")
     return run_dir, json.loads(out["move_match"].read_text())
 
 
@@ -124,7 +129,7 @@ def test_the_measure_is_that_of_a_plain_pass_beside_both_baselines(tmp_path, cac
     run_dir, record = _run(tmp_path, cache_dir, head=True)
     d = record["datasets"]["sample"]["outcome"]
     assert "outcome_definition" in record and d["baseline_source"] == "train"
-    cache, net = TokenCache(cache_dir), evaluate.load_model(run_dir / "train/best.pt", "cpu")[0]
+    cache, net = TokenCache(cache_dir), weights.load_model(run_dir / "train/best.pt", "cpu")
     meta = metadata.Metadata(cache_dir / "validation", cache.validation.offsets)
     result, white, black = (np.asarray(meta[c]) for c in ("result", "white_elo", "black_elo"))
     p, y, elo = [], [], []

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from chesslm.play import protocols
+from chesslm.match import protocols
 from tests.helpers import ROOT
 
 MISSING = -1.0
@@ -103,7 +103,7 @@ def test_the_demos_64_games_give_the_issues_counts(tmp_path):
     it (the mover's clock before the move, at least 30 s, unknown kept), 3,481 by Maia-2's
     rule with absent clocks kept; ``maia2`` follows Maia-2's code and drops those too."""
     from chesslm.data import convert, gamearrays, metadata, settings
-    from chesslm.play import matching
+    from chesslm.match import matching
 
     convert.convert([ROOT / "resources/lichess-sample.pgn.zst"], tmp_path, settings.Settings())
     prefix = tmp_path / "validation" / "00000"

@@ -16,8 +16,10 @@ import torch
 from chesslm import files, seal
 from chesslm.compare import positions, scores
 from chesslm.export import folder
+from chesslm.ladder import round_robin as ladder
+from chesslm.match import protocols
 from chesslm.model.checkpoint import CheckpointError
-from chesslm.play import ladder, protocols, records
+from chesslm.play import records
 from chesslm.play.outputs import FILES
 from chesslm.report.play_section import markdown_section
 from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
@@ -168,8 +170,8 @@ def test_an_export_is_byte_identical_and_checked_by_sha256sum_and_the_engine(
     the card, passes coreutils' ``sha256sum -c``; with a data byte of the weights flipped
     (which transformers loads silently), sha256sum, chesslm-uci and chesslm-analyse refuse it,
     in one line."""
+    from chesslm.engine import analyse, uci
     from chesslm.export.load import model_at
-    from chesslm.play import analyse, uci
 
     ckpt = model_checkpoint(tmp_path / "best.pt", spread=0.1, outcome=outcome)
     first, second = export_of(ckpt, tmp_path / "a"), export_of(ckpt, tmp_path / "b")

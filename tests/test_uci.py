@@ -1,4 +1,4 @@
-"""The UCI engine (chesslm/play/uci.py) driven as GUIs drive it: python-chess's UCI client
+"""The UCI engine (chesslm/engine/uci.py) driven as GUIs drive it: python-chess's UCI client
 against a real process, whole games against Stockfish, and raw malformed input on a pipe."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import ROOT, model_checkpoint
 
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
-ENGINE = [sys.executable, "-m", "chesslm.play.uci"]
+ENGINE = [sys.executable, "-m", "chesslm.engine.uci"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
@@ -75,7 +75,7 @@ def test_whole_games_against_stockfish_under_every_kind_of_go(ckpt: Path) -> Non
 @pytest.mark.slow
 def test_argmax_is_the_oracles_best_move_and_a_seed_repeats_a_sample(ckpt: Path) -> None:
     from chesslm.model import weights
-    from chesslm.play.oracle import oracle_scores
+    from chesslm.scorer.oracle import oracle_scores
 
     net = weights.load_model(str(ckpt), "cpu")
     board = chess.Board()
@@ -205,7 +205,7 @@ def test_the_console_script_is_the_module() -> None:
     import tomllib
     from importlib.metadata import PackageNotFoundError, entry_points, version
 
-    from chesslm.play import uci
+    from chesslm.engine import uci
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert declared["chesslm-uci"] == f"{uci.__name__}:{uci.main.__name__}"
@@ -216,7 +216,7 @@ def test_the_console_script_is_the_module() -> None:
     scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
     if "chesslm-uci" not in scripts:
         pytest.skip("the installed chesslm predates [project.scripts]: pip install -e . again")
-    assert scripts["chesslm-uci"] == "chesslm.play.uci:main"
+    assert scripts["chesslm-uci"] == "chesslm.engine.uci:main"
 
 
 @pytest.mark.slow
@@ -249,8 +249,8 @@ def test_the_reports_play_command_runs_and_names_the_export(
 
 def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
     """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
+    from chesslm.engine import uci
     from chesslm.model import weights
-    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -264,8 +264,8 @@ def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> No
 def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
     ckpt: Path, value: str
 ) -> None:
+    from chesslm.engine import uci
     from chesslm.model import weights
-    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -317,8 +317,8 @@ def test_the_rating_options_change_a_conditioned_models_distribution(elo_ckpt: P
 def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_options(
     ckpt: Path,
 ) -> None:
+    from chesslm.engine import uci
     from chesslm.model import weights
-    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -366,8 +366,8 @@ def test_lichess_bots_default_options_ponder_and_clocks_play_whole_games(ckpt: P
 
 
 def test_every_option_lichess_bot_sends_is_declared_and_said_ignored(ckpt: Path) -> None:
+    from chesslm.engine import uci
     from chesslm.model import weights
-    from chesslm.play import uci
 
     said: list[str] = []
     engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
@@ -395,8 +395,8 @@ def test_uci_opponent_sets_a_conditioned_models_opponent_rating(elo_ckpt: Path) 
 
 
 def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> None:
+    from chesslm.engine import uci
     from chesslm.model import weights
-    from chesslm.play import uci
 
     board = chess.Board()
     for text in ("d2d4", "g8f6"):
@@ -409,7 +409,7 @@ def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> N
     assert len(set(moves)) == 3 and all(move in board.legal_moves for move in moves)
     probs = [float(info["string"].removeprefix("p=")) for info in infos]
     assert probs == sorted(probs, reverse=True) and "score" not in infos[0]
-    from chesslm.play import scoring
+    from chesslm.scorer import scoring
 
     best = sorted(zip(logp.tolist(), codes, strict=True), reverse=True)[:3]
     assert moves == [scoring.decode_code(code) for _, code in best]

@@ -11,7 +11,7 @@ from typing import NamedTuple
 class Anchor(NamedTuple):
     model: str
     top1: float  # fraction
-    protocol: str  # "maia2", "maia3" (chesslm.play.protocols) or another, spelled out
+    protocol: str  # "maia2", "maia3" (chesslm.match.protocols) or another, spelled out
     test_set: str
     source: str
 

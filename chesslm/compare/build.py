@@ -16,7 +16,7 @@ from chesslm.compare import anchors, plots, positions, stats
 from chesslm.compare import scores as scores_module
 from chesslm.compare.settings import Comparison
 from chesslm.figures import save_svg
-from chesslm.play import protocols
+from chesslm.match import protocols
 
 
 def run_records(runs: dict[str, dict[str, Any]], scores: dict[str, Path]) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ from matplotlib.ticker import MaxNLocator
 
 from chesslm.compare.anchors import ANCHORS
 from chesslm.figures import notice_figure
+from chesslm.match import metrics
 
-METRICS = (("top1", "top-1 agreement"), ("top3", "top-3 agreement"), ("nll", "NLL (nats/move)"))
+METRICS = tuple((m.name, m.label) for m in metrics.METRICS)  # one panel each
 
 
 def _errors(part: pd.DataFrame) -> np.ndarray | None:
@@ -26,12 +27,14 @@ def _errors(part: pd.DataFrame) -> np.ndarray | None:
 
 
 def runs_figure(rows: pd.DataFrame, title: str) -> Figure:
-    """Per run: top-1, top-3 and NLL per move on all the comparison's positions, 95 % bars."""
+    """Per run: each metric (``chesslm.match.metrics``) on all the comparison's positions, 95 %
+    bars."""
     part = rows[(rows["kind"] == "metric") & (rows["group"] == "all")]
     if not len(part):
         return notice_figure(title, "No positions to compare.")
-    fig = Figure(figsize=(11, 1.6 + 0.4 * part["run"].nunique()), layout="constrained")
-    axes = fig.subplots(1, 3, sharey=True)
+    fig = Figure(figsize=(3.7 * len(METRICS), 1.6 + 0.4 * part["run"].nunique()),
+                 layout="constrained")  # fmt: skip
+    axes = fig.subplots(1, len(METRICS), sharey=True)
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
         m = part[part["metric"] == metric]
         y = np.arange(len(m))
@@ -52,8 +55,8 @@ def paired_figure(rows: pd.DataFrame, baseline: str, title: str) -> Figure:
         return notice_figure(title, f"Only the baseline {baseline}: no difference to show.")
     texts = (part["run"] + f" − {baseline}: " + part["group"]).tolist()
     labels = list(dict.fromkeys(texts))
-    fig = Figure(figsize=(11, 1.6 + 0.3 * len(labels)), layout="constrained")
-    axes = fig.subplots(1, 3, sharey=True)
+    fig = Figure(figsize=(3.7 * len(METRICS), 1.6 + 0.3 * len(labels)), layout="constrained")
+    axes = fig.subplots(1, len(METRICS), sharey=True)
     for ax, (metric, label) in zip(axes, METRICS, strict=True):
         m = part[part["metric"] == metric]
         y = [labels.index(text) for text in (m["run"] + f" − {baseline}: " + m["group"])]

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from chesslm.compare.scores import COLUMNS, PROTOCOL_PREFIX, ids_digest, read_record
-from chesslm.play import protocols
+from chesslm.match import metrics, protocols
+from chesslm.seal import rebuild
 
-PER_RUN = ("top1", "top3", "nll")
+PER_RUN = metrics.NAMES  # each run's per-position values, from its table's rank and nll
 
 
 @dataclass
@@ -25,7 +26,7 @@ class Aligned:
     opponent_elo: np.ndarray
     n_legal: np.ndarray
     keep: dict[str, np.ndarray]  # protocol name -> the positions it counts
-    runs: dict[str, dict[str, np.ndarray]]  # run -> top1, top3, nll per position
+    runs: dict[str, dict[str, np.ndarray]]  # run -> each metric per position
     validation_games: int
     ids_sha256: str
 
@@ -48,6 +49,11 @@ def load(out_dir: Path) -> dict[str, np.ndarray]:
     path = out_dir / "positions.npz"
     with np.load(path, allow_pickle=False) as data:  # no pickle: nothing in a table runs
         missing = [c for c in (*COLUMNS, "game_ids") if c not in data.files]
+        if missing == ["rank"] and "top1" in data.files:  # written before the metric table
+            raise ValueError(
+                f"{path}: a score table from before rule score kept each position's"
+                f" rank; rebuild it: {rebuild(out_dir / 'scores.json', 'score')}"
+            )
         if missing:
             raise ValueError(f"{path}: not a score table (no {', '.join(missing)})")
         return {k: data[k] for k in data.files}
@@ -75,7 +81,7 @@ def align(tables: dict[str, dict[str, np.ndarray]]) -> Aligned:
                 " bounds the games scored: the runs of a comparison need the same)"
             )
     keep = {name: ref[PROTOCOL_PREFIX + name].astype(bool) for name in protocols.PROTOCOLS}
-    runs = {run: {k: t[k] for k in PER_RUN} for run, t in tables.items()}
+    runs = {run: metrics.values(t["rank"], t["nll"]) for run, t in tables.items()}
     return Aligned(
         ref["game"].astype(np.int64), ref["ply"].astype(np.int64),
         ref["mover_elo"].astype(np.int64), ref["opponent_elo"].astype(np.int64),

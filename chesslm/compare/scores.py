@@ -25,12 +25,17 @@ import numpy as np
 import torch
 
 from chesslm import files, seal
+from chesslm.data.cache import check_validation_only
 from chesslm.layout import RunDir
-from chesslm.play import evaluate, matching, protocols
+from chesslm.match import matching, protocols
+from chesslm.model import weights
+from chesslm.scorer.threads import use_threads
 
 logger = logging.getLogger(__name__)
 
-COLUMNS = ("game", "ply", "mover_elo", "opponent_elo", "top1", "top3", "nll", "n_legal")
+# rank and nll: every metric of chesslm.match.metrics derives from them, so a new metric
+# leaves the table as it is
+COLUMNS = ("game", "ply", "mover_elo", "opponent_elo", "rank", "nll", "n_legal")
 PROTOCOL_PREFIX = "protocol_"  # one bool column per protocol: the position counts under it
 
 
@@ -78,8 +83,7 @@ def table(pos: dict[str, np.ndarray], meta: dict[str, np.ndarray]) -> dict[str, 
         "ply": ply.astype(np.int16),
         "mover_elo": np.where(white, w, b).astype(np.int32),
         "opponent_elo": np.where(white, b, w).astype(np.int32),
-        "top1": rank < 1,
-        "top3": rank < 3,
+        "rank": rank.astype(np.int16),
         "nll": pos["nll"][order].astype(np.float64),
         "n_legal": pos["n_legal"][order].astype(np.int16),
     }
@@ -104,10 +108,10 @@ def score(
     """Score ``run_dir``'s best.pt on ``cache_dir``'s validation split into ``out_dir``;
     returns the record written as scores.json. ``games``: that many evenly spaced validation
     games (the run's ``play.match.games``), None for all of them."""
-    evaluate.check_validation_only(cache_dir)
+    check_validation_only(cache_dir)
     started = time.monotonic()
-    host = evaluate.use_threads(threads)
-    net, model = evaluate.load_model(Path(RunDir(run_dir).best), torch.device(device))
+    host = use_threads(threads)
+    net, model = weights.load_with_record(Path(RunDir(run_dir).best), torch.device(device))
     window = matching.state_key()["window_chunks"]
     state = out_dir / "state" / f"{model['checkpoint_sha256'][:16]}-{games or 'all'}-w{window}"
     for old in (out_dir / "state").glob("*"):

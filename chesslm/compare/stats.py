@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from chesslm.compare.positions import PER_RUN, Aligned
-from chesslm.play.matching import BANDS, MIN_INTERVAL_GAMES, elo_band
+from chesslm.match.matching import BANDS, MIN_INTERVAL_GAMES, elo_band
 
 ALL = "all"
 BLOCK = 250  # bootstrap draws computed at a time: memory bounded by BLOCK x games

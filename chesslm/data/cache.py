@@ -43,6 +43,13 @@ LEGALITY_GAMES = 4096  # default bound of the legality subset (datasets.NAME.leg
 N_MOVE_CODES = 64 * 64 * 5
 
 
+def check_validation_only(cache_dir: Path) -> None:
+    """Refuse anything but a token cache (which holds train and validation only): what scores
+    positions (rule play, score, analyse) reads validation splits only, never the test split."""
+    if "test" in cache_dir.parts or not (cache_dir / "cache.json").exists():
+        raise ValueError(f"{cache_dir}: not a token cache (play reads validation splits only)")
+
+
 def move_code(source: int, destination: int, promotion_token: int) -> int:
     return (source * 64 + destination) * 5 + (promotion_token - tokens.PROMO_NONE)
 

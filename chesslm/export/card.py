@@ -15,6 +15,7 @@ from typing import Any
 
 from chesslm.data import conditioning, tokens
 from chesslm.files import lookup
+from chesslm.match import metrics
 from chesslm.play import records
 
 LICENCE = (
@@ -311,14 +312,20 @@ def move_matching(match: records.MoveMatch | None) -> str:
         row = ds.overall
         if row:
             lines.append(
-                f"| {name} | {row.protocol} | {row.positions} |"
-                f" {_ci(row, 'top1')} | {_ci(row, 'top3')} | {_ci(row, 'nll')} |"
+                f"| {name} | {row.protocol} | {row.positions} | "
+                + " | ".join(_ci(row, m.name) for m in metrics.METRICS)
+                + " |"
             )
     protocols = "; ".join(f"`{k}`: {v}" for k, v in match.protocols.items())
     return (
         f"Move-matching on validation games ({match.definition}; {protocols};"
-        f" {match.interval}):\n\n| dataset | protocol | positions | top-1 | top-3 | NLL |"
-        "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
+        f" {match.interval}):\n\n| dataset | protocol | positions | "
+        + " | ".join(m.label for m in metrics.METRICS)
+        + " |\n|---|---|---|"
+        + "---|" * len(metrics.METRICS)
+        + "\n"
+        + "\n".join(lines)
+        + "\n\n"
     )
 
 

@@ -19,7 +19,7 @@ the head existed (no parameter, no random draw at init).
 
 ``GPTConfig.conditioning`` is the input layout the model was trained with (``none`` or ``elo``:
 two rating tokens before BOS); the network is the same, so what feeds it reads the layout from
-``net.config`` (``chesslm.play.ratings``) and builds the same inputs.
+``net.config`` (``chesslm.scorer.ratings``) and builds the same inputs.
 
 >>> model = GPT(config_for("tiny"))
 >>> model(torch.tensor([[69, 12, 28, 64]])).shape

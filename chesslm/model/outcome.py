@@ -1,6 +1,6 @@
 """What the outcome head (``GPTConfig.outcome``) predicts, NumPy only: the one definition that
 training's targets and loss (``chesslm.train.outcome``) and play's measure
-(``chesslm.play.outcome``) both read.
+(``chesslm.match.outcome``) both read.
 
 A game's *positions* are BOS and each move's last token: a game of n plies (3n + 2 tokens with
 BOS and EOS) has n + 1, White to move at even plies. At each, the target is the game's result

@@ -4,7 +4,7 @@ shape), in eval mode.
 
 The model's config carries the input layout it was trained with (``net.config.conditioning``:
 ``none`` or ``elo``, from the checkpoint's identity) so whatever feeds it builds the same
-inputs (``chesslm.play.ratings``), and whether it has the outcome head (``net.config.outcome``,
+inputs (``chesslm.scorer.ratings``), and whether it has the outcome head (``net.config.outcome``,
 ``identity.model.outcome``; absent in checkpoints from before it: no head)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from chesslm.data import conditioning
-from chesslm.files import lookup
+from chesslm.files import lookup, sha256_file
 from chesslm.model import checkpoint, gpt
 
 
@@ -81,3 +81,21 @@ def load_model(path: Path | str, device: str | torch.device) -> gpt.GPT:
     :raises checkpoint.CheckpointError: naming the file, if it is not a chesslm checkpoint
         (``checkpoint.load``'s refusals) or its weights do not fit its own preset."""
     return model_of(checkpoint.load(path), path, device)
+
+
+def load_with_record(
+    path: Path | str, device: str | torch.device
+) -> tuple[gpt.GPT, dict[str, Any]]:
+    """The checkpoint's model (as ``load_model``) and what evaluation records say of it: the
+    file and its sha256, preset, step, best validation NLL and input layout."""
+    payload = checkpoint.load(path)
+    net = model_of(payload, path, device)
+    info = {
+        "checkpoint": str(path),
+        "checkpoint_sha256": sha256_file(path),
+        "preset": payload["identity"]["model"]["preset"],
+        "step": payload["cursor"]["step"],
+        "best_nll": payload["metrics"].get("best_nll"),
+        "conditioning": net.config.conditioning,
+    }
+    return net, info

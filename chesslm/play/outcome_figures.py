@@ -1,5 +1,5 @@
 """The outcome head's report items (rule ``outcome_figures``, an outcome run's only), made from
-move-match.json's ``outcome`` entries (``chesslm.play.outcome``) and nothing else:
+move-match.json's ``outcome`` entries (``chesslm.match.outcome``) and nothing else:
 
 * ``outcome.csv``: one row per dataset, protocol, scope (``overall``, ``band``, ``ply``:
   the record's groupings; ``calibration``: a bin of predicted win probability), group,
@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 
 from chesslm import files
 from chesslm.figures import STYLES, notice_figure, save_svg
+from chesslm.match.outcome import METRICS
 from chesslm.play import records
-from chesslm.play.outcome import METRICS
 from chesslm.play.outputs import OUTCOME
 
 COLUMNS = ("dataset", "protocol", "scope", "group", "predictor", "metric", "value", "low",

@@ -12,7 +12,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from chesslm.figures import STYLES, notice_figure
-from chesslm.play import elo, matching
+from chesslm.ladder import elo
+from chesslm.match import matching, metrics
 
 
 def match_figure(rows: pd.DataFrame) -> Figure:
@@ -35,8 +36,8 @@ def match_figure(rows: pd.DataFrame) -> Figure:
         for i, protocol in enumerate(names):
             part = mine[mine["protocol"] == protocol]
             style, shift = STYLES[i % len(STYLES)], (i - (len(names) - 1) / 2) * 16
-            for stat, colour in (("top1", "tab:blue"), ("top3", "tab:orange")):
-                _match_series(ax, part, stat, colour, style, shift)
+            for j, metric in enumerate(metrics.SHARES):  # the metric table's shares
+                _match_series(ax, part, metric.name, f"C{j}", style, shift)
         counted = "all" if "all" in names else names[0]
         _game_counts(ax, mine[mine["protocol"] == counted])
         ax.plot([], [], "o", markerfacecolor="none", color="grey",
@@ -153,8 +154,9 @@ def counterfactual_figure(rows: pd.DataFrame) -> Figure:
     left, right, *sweep = fig.subplots(1, 3 if len(gap) else 2)
     for name, part in rows.groupby("dataset", sort=False):
         x = range(len(part))
-        for ax, stats in ((left, ("top1", "top3")), (right, ("argmax_changed", "tv"))):
-            for stat, style in zip(stats, ("o-", "s--"), strict=True):
+        shares = tuple(m.name for m in metrics.SHARES)
+        for ax, stats in ((left, shares), (right, ("argmax_changed", "tv"))):
+            for stat, style in zip(stats, ("o-", "s--", "^:", "d-."), strict=False):
                 ax.plot(x, part[stat].astype(float), style, label=f"{stat} ({name})")
             ax.set_xticks(list(x), [_setting_label(s) for s in part["setting"]])
     protocol = rows["protocol"].iloc[0]

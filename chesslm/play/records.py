@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chesslm import seal
+from chesslm.match import metrics
 from chesslm.play.outputs import FILES
 
 
@@ -97,34 +98,37 @@ def _pct(value: float | None) -> str:
 # ------------------------------------------------------------------ move-match.json
 
 
+def _metric_fields(*suffixes: str) -> list[tuple[str, Any, Any]]:
+    """A field per metric of the table (``chesslm.match.metrics``) and suffix: ``None`` in a
+    record written before the metric existed, which so stays readable."""
+    return [(m.name + s, float | None, field(default=None, kw_only=True))
+            for m in metrics.METRICS for s in suffixes]  # fmt: skip
+
+
+Scores = dataclasses.make_dataclass(
+    "Scores",
+    [("protocol", str), ("grouping", str), ("positions", int), *_metric_fields("")],
+    frozen=True,
+)
+Scores.__doc__ = """What a row of move-matching (or counterfactual) positions says: each metric."""
+Scores.__module__ = __name__
+_Intervals = dataclasses.make_dataclass(
+    "_Intervals", _metric_fields("_low", "_high"), bases=(Scores,), frozen=True
+)
+_Intervals.__module__ = __name__
+
+
 @dataclass(frozen=True)
-class Scores:
-    """What a row of move-matching (or counterfactual) positions says: top-1, top-3, NLL."""
-
-    protocol: str
-    grouping: str
-    positions: int
-    top1: float | None
-    top3: float | None
-    nll: float | None
-
-
-@dataclass(frozen=True)
-class MatchRow(Scores):
-    """One (protocol, grouping, group) row of a dataset's table (``matching.tables``)."""
+class MatchRow(_Intervals):
+    """One (protocol, grouping, group) row of a dataset's table (``matching.tables``): each
+    metric and its 95 % interval."""
 
     group: str
     games: int
-    top1_low: float | None = None
-    top1_high: float | None = None
-    top3_low: float | None = None
-    top3_high: float | None = None
-    nll_low: float | None = None
-    nll_high: float | None = None
     few_games: bool = False
 
     def interval(self, stat: str) -> tuple[float | None, float | None, float | None]:
-        """``stat`` (top1, top3 or nll) and its 95 % interval (``None`` where it has none)."""
+        """Metric ``stat`` and its 95 % interval (``None`` where it has none)."""
         return getattr(self, stat), getattr(self, f"{stat}_low"), getattr(self, f"{stat}_high")
 
 
@@ -155,7 +159,7 @@ class OutcomeScores:
 
 @dataclass(frozen=True)
 class OutcomeRow:
-    """One (protocol, grouping, group) row of the outcome measure (``chesslm.play.outcome``):
+    """One (protocol, grouping, group) row of the outcome measure (``chesslm.match.outcome``):
     the model's and the baselines' (``model``, ``frequency``, ``elo``) scores."""
 
     protocol: str
@@ -222,7 +226,7 @@ class MatchDataset(Evaluated):
     games_selected: int | None = None
     protocol_positions: dict[str, int] | None = None
     maia_positions: int | None = None  # a record from before protocols were selectable
-    outcome: OutcomeMeasure | None = None  # an outcome checkpoint's (chesslm.play.outcome)
+    outcome: OutcomeMeasure | None = None  # an outcome checkpoint's (chesslm.match.outcome)
 
     @property
     def per_protocol(self) -> dict[str, int | None]:
@@ -236,7 +240,8 @@ class MatchDataset(Evaluated):
 
 @dataclass(frozen=True)
 class MatchModel:
-    """The checkpoint evaluated, as ``evaluate.load_model`` records it (its path by name)."""
+    """The checkpoint evaluated, as ``chesslm.model.weights.load_with_record`` records it (its
+    path by name)."""
 
     checkpoint: str
     step: int

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from chesslm.match import metrics
 from chesslm.play import records
 from chesslm.play.outputs import FILES, OUTCOME
 from chesslm.report.cells import md_table, num
@@ -21,7 +22,8 @@ def _pct(value: Any) -> str:
     return num(value, ".1%")
 
 
-def _interval(row: records.MatchRow, stat: str, fmt: Any = _pct) -> str:
+def _interval(row: records.MatchRow, stat: str, fmt: Any = None) -> str:
+    fmt = fmt or _format(stat)
     value, low, high = row.interval(stat)
     if row.few_games:
         return f"{fmt(value)} (no interval)"
@@ -30,6 +32,11 @@ def _interval(row: records.MatchRow, stat: str, fmt: Any = _pct) -> str:
 
 def _nll(value: Any) -> str:
     return num(value, ".3f")
+
+
+def _format(stat: str) -> Any:
+    """How a metric of the table (``chesslm.match.metrics``) is shown: shares in percent."""
+    return _pct if metrics.by_name(stat).kind == "share" else _nll
 
 
 def read_records(play_dir: Path) -> dict[str, Any]:
@@ -143,14 +150,15 @@ def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
         lines += [f"Dataset `{name}`: {d.selection}, {d.positions} positions{state}.", ""]
     head = bool(result.outcome_definition)  # a model with the outcome head: its columns
     rows = [
-        [r.dataset, r.protocol, r.setting, r.rating_bin, r.positions, _pct(r.top1),
-         _pct(r.top3), _nll(r.nll), _pct(r.argmax_changed), _nll(r.tv), _nll(r.kl),
+        [r.dataset, r.protocol, r.setting, r.rating_bin, r.positions,
+         *(_format(m.name)(getattr(r, m.name)) for m in metrics.METRICS),
+         _pct(r.argmax_changed), _nll(r.tv), _nll(r.kl),
          *([_pct(r.p_win), _pct(r.p_draw), _pct(r.p_loss), _nll(r.expected_score),
             _nll(r.elo_expectation)] if head else [])]
         for r in result.summary_rows if r.grouping == "overall"
     ]  # fmt: skip
-    table = md_table(["dataset", "protocol", "ratings", "bin", "positions", "top-1", "top-3",
-                      "NLL", "argmax changed", "TV", "KL",
+    table = md_table(["dataset", "protocol", "ratings", "bin", "positions",
+                      *(m.label for m in metrics.METRICS), "argmax changed", "TV", "KL",
                       *(["P(win)", "P(draw)", "P(loss)", "score", "Elo expectation"] if head
                         else [])],
                      rows)  # fmt: skip
@@ -250,12 +258,19 @@ def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:
     ]
     rows = [
         [r.protocol, r.grouping, r.group, r.positions, r.games,
-         _interval(r, "top1"), _interval(r, "top3"), _interval(r, "nll", _nll)]
+         *(_interval(r, m.name) for m in metrics.METRICS)]
         for r in d.table
         if r.grouping in ("overall", "band", "speed")
     ]  # fmt: skip
     lines += md_table(
-        ["protocol", "grouping", "group", "positions", "games", "top-1", "top-3", "NLL/move"],
+        [
+            "protocol",
+            "grouping",
+            "group",
+            "positions",
+            "games",
+            *(m.label for m in metrics.METRICS),
+        ],
         rows,
     )
     if any(r.few_games for r in d.table):

@@ -1,5 +1,5 @@
 # Analysis of a dataset's validation games move by move by a run's best.pt, as chesslm-analyse
-# does a PGN (chesslm/play/analyse.py; README.md, "Play it or share it").
+# does a PGN (chesslm/engine/analyse.py; README.md, "Play it or share it").
 #
 # rule analyse: results/{run}/results.json (a terminal status) + the token cache of {dataset}
 #   (its validation split only: a cache holds no test split) ->

@@ -1,5 +1,5 @@
 # Elo ladders: anchors from a random mover up to Stockfish's UCI_Elo, rated on one scale by a
-# round robin among themselves (chesslm/play/ladder.py; config/README.md, section "ladders").
+# round robin among themselves (chesslm/ladder/round_robin.py; config/README.md, section "ladders").
 #
 # rule ladder: ladders.NAME of the config + the engine build -> results/ladders/NAME-KEY/
 #   ladder.json, KEY the first 12 hex digits of the settings' and engine build's key (common.smk,

@@ -1,4 +1,4 @@
-"""Snakemake script of rule analyse: chesslm.play.analyse on the run's best.pt and the dataset's
+"""Snakemake script of rule analyse: chesslm.engine.analyse on the run's best.pt and the dataset's
 validation split, with the rule's threads; the games skipped and the counts in the rule's log."""
 
 from chesslm import watch
@@ -9,12 +9,13 @@ import io
 from pathlib import Path
 
 from chesslm import logs
+from chesslm.engine import analyse
 from chesslm.export.load import model_at
 from chesslm.layout import RunDir
-from chesslm.play import analyse, evaluate
+from chesslm.scorer.threads import use_threads
 
 with logs.step("analyse", snakemake.log[0]) as log:  # noqa: F821
-    evaluate.use_threads(snakemake.threads)  # noqa: F821
+    use_threads(snakemake.threads)  # noqa: F821
     run_dir = Path(snakemake.input.results).parent  # noqa: F821
     net = model_at(RunDir(run_dir).best, snakemake.params.device)  # noqa: F821
     said = io.StringIO()

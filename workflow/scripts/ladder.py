@@ -1,4 +1,4 @@
-"""Snakemake script of rule ladder: chesslm.play.ladder.build_ladder with the rule's threads;
+"""Snakemake script of rule ladder: chesslm.ladder.round_robin.build_ladder with the rule's threads;
 progress on the console and in the rule's log."""
 
 from chesslm import watch
@@ -8,8 +8,8 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 import json
 
 from chesslm import logs
-from chesslm.play import ladder
-from chesslm.play.progress import Progress
+from chesslm.ladder import round_robin as ladder
+from chesslm.progress import Progress
 
 with logs.step("ladder", snakemake.log[0]):  # noqa: F821
     name, target = snakemake.wildcards.ladder, snakemake.output[0]  # noqa: F821

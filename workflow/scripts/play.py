@@ -10,13 +10,14 @@ from pathlib import Path
 
 from chesslm import logs
 from chesslm.play import evaluate
+from chesslm.play.settings import PlaySettings
 
 with logs.step("play", snakemake.log[0]):  # noqa: F821
     ladder = snakemake.input.ladder  # noqa: F821
     ladder = [ladder] if isinstance(ladder, str) else list(ladder)  # one file, or none (no games)
     outputs = evaluate.run(
         Path(snakemake.input.results).parent,  # the run's folder  # noqa: F821
-        json.loads(snakemake.params.settings),  # noqa: F821
+        PlaySettings.from_dict(json.loads(snakemake.params.settings)),  # noqa: F821
         {name: Path(path).parent for name, path in snakemake.params.caches.items()},  # noqa: F821
         device=snakemake.params.device,  # noqa: F821
         threads=snakemake.threads,  # noqa: F821

@@ -15,7 +15,7 @@ games (16 by default: 960 games in all): games 2k and 2k+1 start from the same
 games replay move for move on one engine build; the ``UCI_Elo`` anchors' games do not (the
 engine weakens itself with a random generator no client can seed).
 
-Fit (``chesslm.play.elo``). Maximum likelihood of the Bradley-Terry (logistic) model,
+Fit (``chesslm.ladder.elo``). Maximum likelihood of the Bradley-Terry (logistic) model,
 expected score ``1 / (1 + 10^((R_b - R_a) / 400))``, draws as half a point (as BayesElo and
 Ordo), over all the ladder's games jointly, with the ``UCI_Elo`` anchors held at their
 calibrated values and every other anchor free; Newton iterations in NumPy. Prior (as
@@ -25,7 +25,7 @@ game of a pair; it pulls each pair's rating gap towards 0 by about as much as on
 would. Intervals: 95 % Wald intervals from the observed Fisher information at the maximum
 (virtual draws included), conditional on the fixed anchors' values.
 
-A run's model then plays the anchors; ``chesslm.play.elo.fit_player`` fits its one rating
+A run's model then plays the anchors; ``chesslm.ladder.elo.fit_player`` fits its one rating
 against the ladder's ratings, held fixed, with a 95 % likelihood-ratio (profile) interval; given
 the ladder's covariance it also states that interval widened by the ladder's own uncertainty
 (delta method, half-widths in quadrature: ``low_total``/``high_total``).
@@ -50,10 +50,10 @@ from typing import Any
 import chess
 
 from chesslm import files, layout, seal
-from chesslm.play import anchors as anchor_players
-from chesslm.play import elo
-from chesslm.play.anchors import AnchorSpec, Player
-from chesslm.play.elo import LadderError
+from chesslm.ladder import elo
+from chesslm.ladder import players as anchor_players
+from chesslm.ladder.elo import LadderError
+from chesslm.ladder.players import AnchorSpec, Player
 
 FORMAT = 1
 RESULTS = {"1-0": 1.0, "0-1": 0.0, "1/2-1/2": 0.5}

@@ -321,7 +321,7 @@ class ModelPlayer:
         """``elo``: (its own, its opponent's) rating, for a rating-conditioned model."""
         import torch  # here, not above: the ladder's worker processes start without torch
 
-        from chesslm.play import games
+        from chesslm.ladder import games
 
         self.best_moves, self.mover_prefix = games.best_moves, games.mover_prefix
         self.elo = elo

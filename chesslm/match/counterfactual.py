@@ -28,15 +28,16 @@ import torch
 
 from chesslm import files
 from chesslm.data import conditioning
+from chesslm.match import gaps, matching, metrics, outcome
+from chesslm.match.protocols import Protocol
 from chesslm.model.outcome import DRAW, LOSS, WIN
-from chesslm.play import branched, gaps, matching, outcome, scoring
-from chesslm.play import ratings as rating_prefix
-from chesslm.play.progress import Progress
-from chesslm.play.protocols import Protocol
+from chesslm.progress import Progress
+from chesslm.scorer import branched, scoring
+from chesslm.scorer import ratings as rating_prefix
 
 TRUE = "true"  # the setting of each game's own ratings
 FIELDS = ("rank", "nll", "changed", "tv", "kl")
-STATS = ("top1", "top3", "nll", "argmax_changed", "tv", "kl")
+STATS = (*metrics.NAMES, "argmax_changed", "tv", "kl")
 DEFINITION = (
     "each position scored at the game's true ratings and with both players at each"
     " counterfactual rating; argmax_changed: share of positions whose best legal move differs"
@@ -59,19 +60,26 @@ def settings_of(elos: list[int]) -> list[tuple[str, tuple[int, int] | None]]:
 class Counterfactual:
     """One dataset's counterfactual scoring, chunk by chunk, resumable."""
 
-    def __init__(self, evaluator: matching.Evaluator, c: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        evaluator: matching.Evaluator,
+        elos: list[int],
+        *,
+        gap_centre: int,
+        gap_list: list[int],
+    ) -> None:
         """``evaluator``: move-matching's of the dataset (its games, chunks, true prefixes),
-        with its own state directory for this part's chunks; ``c``: the ``counterfactual``
-        settings."""
+        with its own state directory for this part's chunks; ``elos``, ``gap_centre`` and
+        ``gap_list``: the run's ``play.counterfactual`` ratings, gap_centre and gaps."""
         self.ev = evaluator
-        self.settings = settings_of(c["ratings"])
+        self.settings = settings_of(elos)
         n = len(evaluator.games)
         self.prefixes = [evaluator.prefixes] + [
             np.tile(conditioning.prefix(*both), (n, 1)) for _, both in self.settings[1:]
         ]
         self.head = bool(evaluator.net.config.outcome)
-        self.centre = c["gap_centre"]
-        self.gaps = list(c["gaps"]) if self.head else []  # the sweep reads the head
+        self.centre = gap_centre
+        self.gaps = list(gap_list) if self.head else []  # the sweep reads the head
         self.gap_leads = gaps.leads(self.centre, self.gaps)
         self.fields = ("game", "ply", *FIELDS, *(("wdl",) if self.head else ()),
                        *(("gap_wdl",) if self.gaps else ()))  # fmt: skip
@@ -135,15 +143,15 @@ class Counterfactual:
 
     def tables(
         self, pos: dict[str, np.ndarray], meta: dict[str, np.ndarray], protocols: list[Protocol],
-        play: dict[str, Any],
+        *, replicates: int, seed: int,
     ) -> dict[str, list[dict[str, Any]]]:  # fmt: skip
         """``table``'s rows and, with a gap sweep, ``gaps.table``'s (``gap_table``: bootstrap
-        intervals as move-matching's, ``play``: the play settings)."""
+        intervals as move-matching's, ``replicates`` and ``seed`` as its)."""
         rows = {"table": table(pos, meta, protocols, self.settings)}
         if self.gaps:
             rows["gap_table"] = gaps.table(
-                pos, meta, protocols, self.centre, self.gaps, replicates=play["match"]["bootstrap"],
-                seed=play["seed"], min_games=matching.MIN_INTERVAL_GAMES)  # fmt: skip
+                pos, meta, protocols, self.centre, self.gaps, replicates=replicates,
+                seed=seed, min_games=matching.MIN_INTERVAL_GAMES)  # fmt: skip
         return rows
 
 
@@ -214,7 +222,7 @@ def _columns(
 ) -> dict[str, np.ndarray]:
     """(positions, settings) values each row averages: STATS, and OUTCOME_STATS where the
     positions hold the head's ``wdl``."""
-    columns = {"top1": pos["rank"] < 1, "top3": pos["rank"] < 3, "nll": pos["nll"],
+    columns = {**metrics.values(pos["rank"], pos["nll"]),
                "argmax_changed": pos["changed"], "tv": pos["tv"], "kl": pos["kl"]}  # fmt: skip
     if "wdl" not in pos:
         return columns
@@ -242,16 +250,16 @@ def settings_record(elos: list[int]) -> dict[str, dict[str, int] | None]:
     return {n: None if b is None else {"white": b[0], "black": b[1]} for n, b in settings_of(elos)}
 
 
-def head_record(net: torch.nn.Module, c: dict[str, Any], gap_rows: list[dict[str, Any]]
-                ) -> dict[str, Any]:  # fmt: skip
+def head_record(net: torch.nn.Module, gap_centre: int, gap_list: list[int],
+                gap_rows: list[dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
     """What the record adds for a model with the outcome head (none without): the definition
     of the settings' outcome columns and, with ``counterfactual.gaps``, the gap sweep's rows."""
     if not net.config.outcome:
         return {}
-    sweep = {"centre": c["gap_centre"], "gaps": list(c["gaps"]), "perspective": "white",
+    sweep = {"centre": gap_centre, "gaps": list(gap_list), "perspective": "white",
              "definition": gaps.DEFINITION, "min_interval_games": matching.MIN_INTERVAL_GAMES,
              "rows": gap_rows}  # fmt: skip
-    return {"outcome_definition": OUTCOME_DEFINITION, **({"gap_sweep": sweep} if c["gaps"] else {})}
+    return {"outcome_definition": OUTCOME_DEFINITION, **({"gap_sweep": sweep} if gap_list else {})}
 
 
 def gap_csv_rows(gap_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

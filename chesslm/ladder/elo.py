@@ -1,7 +1,7 @@
 """Elo ratings by maximum likelihood, as BayesElo and Ordo fit them: the ladder's joint fit
 (``fit_ratings``: every anchor at once, the ``UCI_Elo`` anchors held fixed, with a prior of
 virtual draws) and one new player's fit against fixed ratings (``fit_player``, a run's model),
-with their intervals. The protocol is ``chesslm.play.ladder``'s docstring.
+with their intervals. The protocol is ``chesslm.ladder.round_robin``'s docstring.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from chesslm.model import gpt
-from chesslm.play import kernels
+from chesslm.scorer import kernels
 
 
 class Decoder:

@@ -23,10 +23,11 @@ import numpy as np
 import torch
 
 from chesslm.data import conditioning
+from chesslm.match import outcome
+from chesslm.match.protocols import Protocol
 from chesslm.model import gpt
 from chesslm.model.outcome import DRAW, LOSS, WIN
-from chesslm.play import branched, outcome
-from chesslm.play.protocols import Protocol
+from chesslm.scorer import branched
 
 DEFINITION = (
     "per gap (White's rating minus Black's), White at gap_centre + gap // 2 and Black gap"

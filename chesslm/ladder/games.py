@@ -4,7 +4,7 @@ python-chess judges every move.
 
 Self-play games advance in lockstep so the model's moves of one ply are one batch.
 
-A rating-conditioned model plays behind a rating prefix (``chesslm.play.ratings``): its own
+A rating-conditioned model plays behind a rating prefix (``chesslm.scorer.ratings``): its own
 rating (``self``) for the side it moves, the opponent's for the other; in self-play, where
 it moves both sides, White is ``self`` and Black ``opponent`` throughout.
 """
@@ -24,8 +24,8 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.play import branched, decode, ratings, scoring
-from chesslm.play.progress import Progress
+from chesslm.progress import Progress
+from chesslm.scorer import branched, decode, ratings, scoring
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A PGN analysed move by move: how likely the model found each move a person played.
 
 ``chesslm-analyse --checkpoint PATH GAMES.pgn[.zst] --csv OUT.csv [--pgn OUT.pgn]`` scores every
-move of every standard game with the play evaluation's batched scorer (``chesslm.play.scoring``:
+move of every standard game with the play evaluation's batched scorer (``chesslm.scorer.scoring``:
 one branched pass per game, games batched together): the probability of the move played, its
 rank among the legal moves (1 = the model's first choice), the number of legal moves and the
 model's three most probable moves. ``OUT.games.csv`` holds each game's mean log-probability of
@@ -47,7 +47,8 @@ from chesslm import files, layout
 from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
-from chesslm.play import branched, matching, ratings, scoring
+from chesslm.match import matching
+from chesslm.scorer import branched, ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip

@@ -1,5 +1,5 @@
 """A batch of games as *branched* token rows, built on the host (NumPy, one pinned buffer) and
-copied to the device in one piece: what ``chesslm.play.scoring`` scores in one forward pass.
+copied to the device in one piece: what ``chesslm.scorer.scoring`` scores in one forward pass.
 
 One game becomes one branched sequence: the main line (BOS and the played triples) and,
 after it (in a batch, after the longest main line: every row's branches start at ``width``),
@@ -8,7 +8,7 @@ source would have, attending only to the main line before that ply and to itself
 per unplayed promoting destination (attending to that prefix, its source token and itself).
 Explicit attention bounds (``prefix``, ``extra``) and explicit position ids make every branch
 token see exactly what it would see in a plain causal pass over its own prefix, so one
-forward pass scores them all; ``chesslm.play.split`` computes that pass's attention without
+forward pass scores them all; ``chesslm.scorer.split`` computes that pass's attention without
 the branch-against-branch scores a mask would throw away.
 
 A rating-conditioned model (``chesslm.data.conditioning``) reads each game as its rating
@@ -17,7 +17,7 @@ position id shifts by its length, and every branch token attends to it as to the
 main line before its ply (an empty prefix leaves every row exactly as without conditioning).
 
 ``plan_batches`` groups games into batches of a token budget; a batch pads every row to its
-longest main line plus its most branch tokens (``chesslm.play.matching.chunked`` orders games
+longest main line plus its most branch tokens (``chesslm.match.matching.chunked`` orders games
 so that a batch's are of about one length).
 """
 

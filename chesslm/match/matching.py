@@ -33,10 +33,11 @@ import torch
 from chesslm import files
 from chesslm.data import metadata
 from chesslm.data.cache import TokenCache
-from chesslm.play import branched, outcome, prepare, scoring
-from chesslm.play import ratings as rating_prefix
-from chesslm.play.progress import Progress
-from chesslm.play.protocols import Protocol
+from chesslm.match import metrics, outcome
+from chesslm.match.protocols import Protocol
+from chesslm.progress import Progress
+from chesslm.scorer import branched, prepare, scoring
+from chesslm.scorer import ratings as rating_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ BANDS = ((None, 1400, "<1400"), (1400, 2000, "1400-2000"), (2000, 2400, "2000-24
          (2400, None, "2400+"))  # fmt: skip
 UNKNOWN = "unknown"
 GROUPINGS = ("overall", "elo_bin", "band", "speed")
-STATS = ("top1", "top3", "nll")
+STATS = metrics.NAMES  # each row's statistics, in the metric table's order
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
 OUTCOME_FIELDS = ("p_win", "p_draw", "p_loss")  # an outcome head's, per position (in its chunks)
 MIN_INTERVAL_GAMES = 10
@@ -132,7 +133,7 @@ class Evaluator:
     ) -> None:
         """``ratings``: (White's, Black's) for every game instead of its own (a conditioned
         model only; a model without conditioning reads no ratings). ``threads``: the job's
-        cores, split between torch and preparing games as ``chesslm.play.prepare`` says.
+        cores, split between torch and preparing games as ``chesslm.scorer.prepare`` says.
         ``window``: chunks ordered by length together (``chunked``; benchmarks set others)."""
         self.net, self.device, self.attention = net, device, attention
         self.threads = threads
@@ -390,8 +391,9 @@ def tables(
     replicates: int,
     seed: int,
 ) -> list[dict[str, Any]]:
-    """Rows (protocol, grouping, group, positions, games, few_games, top1/top3/nll with 95 %
-    bootstrap intervals over games; None for a group of fewer than MIN_INTERVAL_GAMES)."""
+    """Rows (protocol, grouping, group, positions, games, few_games, each metric of
+    ``metrics.METRICS`` with 95 % bootstrap intervals over games; None for a group of fewer
+    than MIN_INTERVAL_GAMES)."""
     features = position_features(pos, meta)
     columns = _columns(pos, meta, features, protocols)
     if not columns:
@@ -431,14 +433,12 @@ def _columns(
 def _game_sums(
     pos: dict[str, np.ndarray], columns: list[tuple[str, str, str, np.ndarray]]
 ) -> np.ndarray:
-    """Per game x column sums of n, top1, top3, nll (games x columns x 4): the bootstrap
-    resamples games."""
-    rank = pos["rank"]
-    values = {"top1": (rank < 1).astype(np.float64), "top3": (rank < 3).astype(np.float64),
-              "nll": pos["nll"].astype(np.float64)}  # fmt: skip
+    """Per game x column sums of n and of each metric (games x columns x (1 + metrics)): the
+    bootstrap resamples games."""
+    values = metrics.values(pos["rank"], pos["nll"])
     game_ids, game_of = np.unique(pos["game"], return_inverse=True)
     G = len(game_ids)
-    sums = np.zeros((G, len(columns), 4))
+    sums = np.zeros((G, len(columns), 1 + len(STATS)))
     for c, (*_, m) in enumerate(columns):
         gm = game_of[m]
         sums[:, c, 0] = np.bincount(gm, minlength=G)
@@ -470,8 +470,8 @@ def _row(
 
 
 def _percentiles(boot: np.ndarray, j: int) -> tuple[float | None, float | None]:
-    """The 2.5 and 97.5 percentiles of statistic ``j`` over the replicates (sums of n, top1,
-    top3, nll per replicate); None where no replicate drew a position."""
+    """The 2.5 and 97.5 percentiles of statistic ``j`` over the replicates (sums of n and of
+    each metric per replicate); None where no replicate drew a position."""
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = boot[:, j + 1] / boot[:, 0]
     finite = ratios[np.isfinite(ratios)]

@@ -1,10 +1,10 @@
 """A UCI engine for any checkpoint of this project, so GUIs, match runners and lichess-bot can
-play the model: ``python -m chesslm.play.uci --checkpoint PATH [--device cpu|cuda]``, installed
+play the model: ``python -m chesslm.engine.uci --checkpoint PATH [--device cpu|cuda]``, installed
 as the console script ``chesslm-uci``.
 
 Its move is the argmax (option ``Temperature`` 0, the default) or a sample at that temperature
 (seeded by option ``Seed``, reseeded at ``ucinewgame``) over the legal moves, scored as the play
-evaluation scores them (``chesslm.play.scoring``: one batched pass, the legal-renormalised
+evaluation scores them (``chesslm.scorer.scoring``: one batched pass, the legal-renormalised
 source/destination/promotion factorisation). It searches nothing: ``go`` answers after one
 forward pass whatever its limits (``movetime``, ``nodes``, clocks); ``go infinite`` and
 ``go ponder`` hold the answer until ``stop`` (or ``ponderhit``), read by a thread while the
@@ -25,7 +25,7 @@ first, each ``info`` line ending in ``string p=…`` (its probability), then ``b
 
 A checkpoint with the outcome head (``runs.NAME.outcome``) evaluates too: each ``info`` line of
 a move the model chose carries ``score cp N`` from the head's expected score W + D/2 (Lichess's
-win-percentage curve read backwards, ``chesslm.play.wdl``) and, with ``UCI_ShowWDL`` on,
+win-percentage curve read backwards, ``chesslm.engine.wdl``) and, with ``UCI_ShowWDL`` on,
 ``wdl W D L`` in permille; with ``MultiPV`` 1 that is the position's own evaluation, with
 several lines each line's is the position after its move, from the engine's side. A checkpoint
 without the head prints no score, and ``UCI_ShowWDL`` is accepted and ignored.
@@ -36,7 +36,7 @@ takes effect in the order received: ``Elo`` overwrites both, a later ``SelfElo``
 overwrites its one (so ``Elo 1200`` then ``OppoElo 1800`` plays a 1200 against an 1800). A
 rating-conditioned checkpoint (``conditioning: elo``) reads them as the game's prefix from the
 side it moves for: playing White, White is ``SelfElo`` and Black ``OppoElo``; playing Black,
-the other way round (``chesslm.play.ratings``); every move's ``info string`` names the ratings
+the other way round (``chesslm.scorer.ratings``); every move's ``info string`` names the ratings
 read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <computer|human>
 <name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
 leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so.
@@ -57,9 +57,10 @@ import chess
 import torch
 
 from chesslm.data import tokens
+from chesslm.engine import wdl
 from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
-from chesslm.play import branched, ratings, scoring, wdl
+from chesslm.scorer import branched, ratings, scoring
 
 NAME = "chesslm"
 AUTHOR = "the chesslm authors"

@@ -32,9 +32,9 @@ from typing import Any
 import chess
 import chess.engine
 
-from chesslm.play import anchors as anchor_players
-from chesslm.play import ladder
-from chesslm.play.anchors import AnchorSpec, ModelPlayer, Player
+from chesslm.ladder import players as anchor_players
+from chesslm.ladder import round_robin as ladder
+from chesslm.ladder.players import AnchorSpec, ModelPlayer, Player
 
 # games (so engine processes) at once, each Stockfish about 25 MB (16 MB of hash). More buys
 # little: the longest games (against the weakest anchors, up to max_plies) set the number of

@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from chesslm.model import gpt
-from chesslm.play import kernels
-from chesslm.play.decode import heads, merge
+from chesslm.scorer import kernels
+from chesslm.scorer.decode import heads, merge
 
 
 @dataclass

@@ -7,12 +7,12 @@ non-promotion move is exactly 1, and the scores of a position's legal moves sum 
 Scoring every legal move needs the model's outputs after every legal *source* (and, for
 promotions, after every promoting source-destination pair), not only after the played one.
 
-Each game is one *branched* sequence (``chesslm.play.branched``: the main line and, after it,
+Each game is one *branched* sequence (``chesslm.scorer.branched``: the main line and, after it,
 one token per unplayed legal source and promoting destination, each seeing exactly what it
 would see in a plain causal pass over its own prefix), so one forward pass scores every legal
-move of a batch of games; ``chesslm.play.split`` computes that pass's attention without the
+move of a batch of games; ``chesslm.scorer.split`` computes that pass's attention without the
 branch-against-branch scores a dense mask would throw away (``attention="split"``, the
-default). ``chesslm.play.oracle`` is the plain loop (one causal pass per legal move) the tests
+default). ``chesslm.scorer.oracle`` is the plain loop (one causal pass per legal move) the tests
 compare with.
 """
 
@@ -31,9 +31,9 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.play import branched, kernels, split
-from chesslm.play.branched import Batch, GameInput
-from chesslm.play.prepare import board_codes
+from chesslm.scorer import branched, kernels, split
+from chesslm.scorer.branched import Batch, GameInput
+from chesslm.scorer.prepare import board_codes
 
 NEG_INF = float("-inf")
 ATTENTION = ("split", "dense", "flex")  # the branched rows' masks (mask_for; match.attention)

@@ -1,5 +1,5 @@
 """The scorer's test oracle: every legal move's log-probability from a plain causal pass over
-that move's own prefix (one pass per legal move), the loop ``chesslm.play.scoring``'s one
+that move's own prefix (one pass per legal move), the loop ``chesslm.scorer.scoring``'s one
 branched pass must reproduce."""
 
 from __future__ import annotations
