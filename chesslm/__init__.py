@@ -7,7 +7,8 @@ conductor), ``chesslm.ladder`` (ladder: games against anchors and the Elo), ``ch
 engine: the hand-over) and ``chesslm.report`` (summarise); below them ``chesslm.match`` (what
 move-matching measures), ``chesslm.scorer`` (how the model scores positions),
 ``chesslm.model`` (the network and its presets) and ``chesslm.record`` (the recorders every
-stage writes through). ``config`` is the one front door for settings (the config checked once, typed), ``layout``
+stage writes through). ``config`` is the one front door for settings (the config checked once,
+typed), ``layout``
 where a run's and a dataset's files live; ``files`` holds the digests and the one atomic
 writer, ``seal`` the seals of the records later stages trust, ``logs`` the logging of rule
 scripts, ``watch`` what ends every job with its snakemake, ``progress`` the progress lines of
