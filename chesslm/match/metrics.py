@@ -8,8 +8,8 @@ and its ``nll`` (nats). So adding one is one row here; nothing stored changes (r
 ``positions.npz`` keeps rank and nll, not the metrics).
 
 >>> [m.name for m in METRICS]
-['top1', 'top3', 'nll']
->>> by_name("top3").format(0.5)
+['top1', 'top3', 'top5', 'nll']
+>>> by_name("top5").format(0.5)
 '50.0%'
 >>> import numpy as np
 >>> values(np.array([0, 2, 4, 7]), np.array([0.1, 0.2, 0.3, 0.4]))["top3"].tolist()
@@ -57,6 +57,8 @@ METRICS: tuple[Metric, ...] = (
            " legal move is the move played (Maia's move-matching accuracy)", _top(1)),
     Metric("top3", "top-3", "share", "the share of positions where the move played is among"
            " the model's three most likely legal moves", _top(3)),
+    Metric("top5", "top-5", "share", "the share of positions where the move played is among"
+           " the model's five most likely legal moves (as ChessMimic reports)", _top(5)),
     Metric("nll", "NLL (nats/move)", "nats", "the mean negative log-likelihood of the move"
            " played under the model, over the legal moves", lambda rank, nll: nll),
 )  # fmt: skip
