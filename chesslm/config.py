@@ -207,14 +207,14 @@ def _known(names: Any) -> str:
 
 def _runs(raw: dict[str, Any], datasets: dict[str, Dataset]) -> dict[str, RunSettings]:
     runs = {}
-    for run, settings in raw.items():
-        if settings["dataset"] not in datasets:
+    for run, entry in raw.items():
+        if entry["dataset"] not in datasets:
             raise ConfigError(
-                f"config: runs.{run}.dataset is {settings['dataset']!r}, "
+                f"config: runs.{run}.dataset is {entry['dataset']!r}, "
                 f"which is not a dataset (known: {_known(datasets)})"
             )
         try:
-            runs[run] = RunSettings.from_checked(settings, name=run)
+            runs[run] = RunSettings.from_checked(entry, name=run)
         except ValueError as error:
             raise ConfigError(f"config: {error}") from None
     return runs

@@ -29,6 +29,7 @@ from chesslm.data.cache import check_validation_only
 from chesslm.layout import RunDir
 from chesslm.match import matching, protocols
 from chesslm.model import weights
+from chesslm.play.settings import Match
 from chesslm.scorer.threads import use_threads
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 # rank and nll: every metric of chesslm.match.metrics derives from them, so a new metric
 # leaves the table as it is
 COLUMNS = ("game", "ply", "mover_elo", "opponent_elo", "rank", "nll", "n_legal")
+MATCH = Match()  # play.match's defaults: one per key, play's, score's and analyse's alike
 PROTOCOL_PREFIX = "protocol_"  # one bool column per protocol: the position counts under it
 
 
@@ -101,8 +103,8 @@ def score(
     *,
     device: str = "cpu",
     threads: int = 1,
-    chunk_games: int = 64,
-    batch_tokens: int = 16384,
+    chunk_games: int = MATCH.chunk_games,
+    batch_tokens: int = MATCH.batch_tokens,
     games: int | None = None,
 ) -> dict[str, Any]:
     """Score ``run_dir``'s best.pt on ``cache_dir``'s validation split into ``out_dir``;

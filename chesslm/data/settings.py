@@ -40,21 +40,21 @@ class Settings:
         check_train_games(self.train_games, "dataset")
 
     @classmethod
-    def from_config(cls, settings: dict[str, Any], where: str = "dataset") -> Settings:
+    def from_config(cls, entry: dict[str, Any], where: str = "dataset") -> Settings:
         """Settings of one ``datasets.NAME`` config entry (schema defaults applied).
 
         :raises filters.FilterError: naming ``where.filters.KEY`` for a filter out of range.
         :raises SettingsError: naming ``where.train_games`` for a cap that is no count.
         """
-        check_train_games(settings.get("train_games"), where)
+        check_train_games(entry.get("train_games"), where)
         return cls(
-            context=settings["context"],
-            split_key=settings["split"]["key"],
-            validation=settings["split"]["validation"],
-            test=settings["split"]["test"],
-            filters=Filters.from_config(settings.get("filters", {}), f"{where}.filters"),
-            shard_games=settings["shard_games"],
-            train_games=settings.get("train_games"),
+            context=entry["context"],
+            split_key=entry["split"]["key"],
+            validation=entry["split"]["validation"],
+            test=entry["split"]["test"],
+            filters=Filters.from_config(entry.get("filters", {}), f"{where}.filters"),
+            shard_games=entry["shard_games"],
+            train_games=entry.get("train_games"),
         )
 
     def as_dict(self) -> dict[str, Any]:

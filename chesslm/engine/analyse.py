@@ -48,6 +48,7 @@ from chesslm.data import metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
 from chesslm.match import matching
+from chesslm.play.settings import Match
 from chesslm.scorer import branched, ratings, scoring
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
@@ -58,6 +59,7 @@ GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
                "white_mean_logp", "black_mean_logp")  # fmt: skip
 TOP = 3
 NEG_INF = float("-inf")
+MATCH = Match()  # play.match's defaults: one per key, play's, score's and analyse's alike
 BATCH_GAMES = 64  # games read and scored together: memory stays flat whatever the file's size
 
 
@@ -277,7 +279,7 @@ def analyse(
     *,
     net: torch.nn.Module,
     fixed: tuple[int, int] | None = None,
-    batch_tokens: int = 1 << 15,
+    batch_tokens: int = MATCH.batch_tokens,
     say: IO[str] = sys.stderr,
 ) -> dict[str, int]:
     """Write the analysis files of ``net``'s scores of a PGN's games; returns the counts of
@@ -296,7 +298,7 @@ def analyse_validation(
     out_pgn: Path | None = None,
     *,
     net: torch.nn.Module,
-    batch_tokens: int = 1 << 15,
+    batch_tokens: int = MATCH.batch_tokens,
     say: IO[str] = sys.stderr,
 ) -> dict[str, int]:
     """``analyse`` of a token cache's validation split (``validation_games``): rule analyse."""

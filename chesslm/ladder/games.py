@@ -179,9 +179,9 @@ def self_play_modes(
     """``self_play`` at each mode's temperature, every mode's games in one batch per ply
     (``free_games``, which takes ``options``: seed, deadline, progress, elo): each mode's
     summary."""
-    play, complete = free_games(net, modes, games=games, max_plies=max_plies, **options)
+    by_mode, complete = free_games(net, modes, games=games, max_plies=max_plies, **options)
     return {
-        mode: summarise_self_play(play[mode], max_plies, t, games_asked=games, complete=complete)
+        mode: summarise_self_play(by_mode[mode], max_plies, t, games_asked=games, complete=complete)
         for mode, t in modes.items()
     }
 
@@ -212,7 +212,7 @@ def free_games(
     rows = [
         (mode, SelfPlay()) for mode, t in modes.items() for _ in range(self_play_games(games, t))
     ]
-    play = {mode: [g for m, g in rows if m == mode] for mode in modes}
+    games_of = {mode: [g for m, g in rows if m == mode] for mode in modes}
     gens = {mode: torch.Generator().manual_seed(seed) for mode in modes}
     device = model_device(net)
     decoder = decode.Decoder(net, len(rows), len(lead) + 1 + 3 * max_plies)
@@ -237,11 +237,11 @@ def free_games(
             last = decoder.step(torch.tensor(played, device=device), at)[:, -1]
         for mode, each in (progress or {}).items():
             if each is not None:
-                over = sum(g.board.is_game_over(claim_draw=False) for g in play[mode])
+                over = sum(g.board.is_game_over(claim_draw=False) for g in games_of[mode])
                 each.update(
-                    over if ply < max_plies else len(play[mode]), f"ply {ply} of {max_plies}"
+                    over if ply < max_plies else len(games_of[mode]), f"ply {ply} of {max_plies}"
                 )
-    return play, complete
+    return games_of, complete
 
 
 Group = tuple[torch.Tensor, float, torch.Generator]  # a mode's rows, temperature, generator
@@ -349,10 +349,10 @@ def free_games_plain(
     lead = ratings.prefix(net, *limits.get("elo", (ratings.DEFAULT, ratings.DEFAULT)))
     n = self_play_games(limits["games"], temperature)
     gen = torch.Generator().manual_seed(limits["seed"])
-    play = [SelfPlay() for _ in range(n)]
+    games_of = [SelfPlay() for _ in range(n)]
     complete = True
     for ply in range(1, limits["max_plies"] + 1):
-        live = [g for g in play if not g.board.is_game_over(claim_draw=False)]
+        live = [g for g in games_of if not g.board.is_game_over(claim_draw=False)]
         if not live:
             break
         if time.monotonic() >= limits["deadline"]:
@@ -375,14 +375,14 @@ def free_games_plain(
                                   prefixes=[lead] * len(need))  # fmt: skip
         for g, move in zip(need, replacements, strict=True):
             g.board.push(move)
-    return play, complete
+    return games_of, complete
 
 
 BUCKET = 10
 
 
 def summarise_self_play(
-    play: Sequence[SelfPlay],
+    games_of: Sequence[SelfPlay],
     max_plies: int,
     temperature: float,
     *,
@@ -392,31 +392,31 @@ def summarise_self_play(
     buckets = []
     for start in range(1, max_plies + 1, BUCKET):
         end = start + BUCKET - 1
-        proposals = sum(max(0, min(end, g.proposals) - start + 1) for g in play)
-        illegal = sum(sum(start <= p <= end for p in g.illegal_plies) for g in play)
+        proposals = sum(max(0, min(end, g.proposals) - start + 1) for g in games_of)
+        illegal = sum(sum(start <= p <= end for p in g.illegal_plies) for g in games_of)
         if proposals:
-            by_k = sum(bool(g.illegal_plies) and g.illegal_plies[0] <= end for g in play)
+            by_k = sum(bool(g.illegal_plies) and g.illegal_plies[0] <= end for g in games_of)
             buckets.append({
                 "plies": f"{start}-{end}",
                 "proposals": proposals,
                 "illegal": illegal,
                 "illegal_share": illegal / proposals,
-                "games_with_illegal_by_end": by_k / len(play),
+                "games_with_illegal_by_end": by_k / len(games_of),
             })  # fmt: skip
-    first = [g.illegal_plies[0] for g in play if g.illegal_plies]
-    total = sum(g.proposals for g in play)
+    first = [g.illegal_plies[0] for g in games_of if g.illegal_plies]
+    total = sum(g.proposals for g in games_of)
     return {
         "temperature": temperature,
-        "games": len(play),
+        "games": len(games_of),
         "games_asked": games_asked,
         "complete": complete,
         "proposals": total,
-        "illegal": sum(len(g.illegal_plies) for g in play),
-        "illegal_share": sum(len(g.illegal_plies) for g in play) / total if total else None,
-        "games_with_illegal": len(first) / len(play) if play else None,
+        "illegal": sum(len(g.illegal_plies) for g in games_of),
+        "illegal_share": sum(len(g.illegal_plies) for g in games_of) / total if total else None,
+        "games_with_illegal": len(first) / len(games_of) if games_of else None,
         "first_illegal_ply_mean": float(np.mean(first)) if first else None,
         "first_illegal_ply_median": float(np.median(first)) if first else None,
-        "games_without_illegal": len(play) - len(first),
-        "mean_game_plies": float(np.mean([g.proposals for g in play])) if play else None,
+        "games_without_illegal": len(games_of) - len(first),
+        "mean_game_plies": float(np.mean([g.proposals for g in games_of])) if games_of else None,
         "buckets": buckets,
     }

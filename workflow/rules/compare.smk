@@ -27,6 +27,7 @@ rule score:
     params:
         device=get_play_device,
         batch_tokens=of_run(lambda s: s.play.match.batch_tokens),
+        chunk_games=of_run(lambda s: s.play.match.chunk_games),
         # the run's move-matching bound (play.match.games) bounds its scores too (None: all)
         games=of_run(lambda s: s.play.match.games),
     script:

@@ -21,5 +21,6 @@ with logs.step("score", snakemake.log[0]):  # noqa: F821
         device=snakemake.params.device,  # noqa: F821
         threads=snakemake.threads,  # noqa: F821
         batch_tokens=snakemake.params.batch_tokens,  # noqa: F821
+        chunk_games=snakemake.params.chunk_games,  # noqa: F821
         games=snakemake.params.games,  # noqa: F821
     )
