@@ -388,3 +388,57 @@ def resumed_beside_whole(cache: Path, tmp_path: Path, *args: str) -> tuple[Path,
         for field, value in state.items():
             assert torch.equal(value, b["optimizer"]["state"][key][field]), (key, field)
     return whole, resumed, a, b
+
+
+# ---------------------------------------------- the play tests' models, cache and ladder
+# (tests/test_scorer.py, test_matching.py, test_games.py, test_play_rule.py; their helpers are
+# tests/playkit.py's; imported here when a test asks, so that tests without them load no torch)
+
+
+@pytest.fixture(scope="module")
+def net() -> Any:
+    """A tiny model, freshly initialised with seed 0."""
+    import torch
+
+    from chesslm.model import gpt
+
+    torch.manual_seed(0)
+    return gpt.build("tiny").eval()
+
+
+@pytest.fixture(scope="module")
+def play_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A token cache of 6 train and 20 validation sample games (24 plies), with metadata."""
+    from tests.playkit import MAX_PLIES, sample_pgn_games, write_metadata
+
+    directory = tmp_path_factory.mktemp("play-cache")
+    cache_dir = make_cache(directory, n_train=6, n_val=20, max_plies=MAX_PLIES)
+    write_metadata(cache_dir, sample_pgn_games(26)[6:], MAX_PLIES)
+    return cache_dir
+
+
+@pytest.fixture(scope="module")
+def noisy() -> Any:
+    """A tiny model whose rating tokens' embeddings differ visibly (random init, spread)."""
+    import torch
+
+    from chesslm.model import gpt
+
+    torch.manual_seed(1)
+    net = gpt.build("tiny").eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return net
+
+
+@pytest.fixture(scope="module")
+def tiny_ladder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real ladder file: four anchors, 2 games a pair (with the prior: finite ratings)."""
+    from chesslm.ladder import players, round_robin
+    from tests.playkit import TINY_LADDER
+
+    path = tmp_path_factory.mktemp("ladder") / "ladder.json"
+    engine = players.find_engine("stockfish")
+    round_robin.write_ladder(path, round_robin.build_ladder(TINY_LADDER, engine))
+    return path
