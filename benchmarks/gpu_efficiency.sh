@@ -84,7 +84,7 @@ fi
 if [[ " $PHASES " != *" 2 "* ]]; then mark done; exit 0; fi
 mark "phase 2"
 if [ "${TESTS_S:-90}" != 0 ]; then
-  timeout -k 5 "${TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
+  timeout -k 5 "${TESTS_S:-90}" python3 -m pytest -q -p no:cacheprovider tests/unit/test_saver.py \
     -k cuda > "$OUT/gpu-tests.log" 2>&1
   mark "gpu tests rc=$?: $(last "$OUT/gpu-tests.log" 2)"
 fi

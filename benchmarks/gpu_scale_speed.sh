@@ -43,8 +43,8 @@ timeout -k 5 "${PLAY_S:-140}" python3 benchmarks/play_speed.py --preset baseline
   --repeats 2 --budget-s "${PLAY_BUDGET_S:-80}" \
   --json "$OUT/play-speed.json" > "$OUT/play-speed.log" 2>&1
 mark "play_speed rc=$?: $(grep -v -i warn "$OUT/play-speed.log" | tail -3 | tr '\n' '|')"
-timeout -k 5 "${TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider tests/test_saver.py \
-  tests/test_cuda_graphs.py tests/test_play.py -k "cuda or gpu" > "$OUT/gpu-tests.log" 2>&1
+timeout -k 5 "${TESTS_S:-150}" python3 -m pytest -q -p no:cacheprovider tests/unit/test_saver.py \
+  tests/gpu/test_cuda_graphs.py tests/test_play.py -k "cuda or gpu" > "$OUT/gpu-tests.log" 2>&1
 tests=$?
 mark "gpu tests rc=$tests: $(grep -E "passed|failed|FAILED|Error" "$OUT/gpu-tests.log" | tail -6 | tr '\n' '|')"
 [ "$tests" = 0 ] || export CHESSLM_GRAD_OVERLAP=0

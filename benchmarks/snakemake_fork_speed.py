@@ -5,7 +5,7 @@ Prints one JSON line: the wall seconds of each kind of run (median, min, max) an
     python benchmarks/snakemake_fork_speed.py --runs 5
 
 The dry run: ``snakemake -n results/demo/results.json`` in a folder that links the repository's
-workflow, as tests/test_docs.py does.
+workflow, as tests/workflow/test_docs.py does.
 """
 
 from __future__ import annotations

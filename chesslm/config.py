@@ -6,7 +6,7 @@ comparisons. Each refusal is a ``ConfigError`` of one line naming the key (the w
 it and stops before any job).
 
 It imports no torch, pandas, matplotlib nor PGN reader: the workflow loads it at every parse,
-``-n`` included (tests/test_config.py checks). The tables the rules name outputs by are
+``-n`` included (tests/workflow/test_config.py checks). The tables the rules name outputs by are
 re-exported here, so a rule file needs this module alone.
 """
 

@@ -40,16 +40,16 @@ GROUPS = {"trained_workflow": "staged", "cluster_run": "slurm"}
 # recovery tests after two that need no staged run (they would wait for its build)
 LONGEST_FIRST = (
     "staged",
-    "tests/test_segment.py",
-    "tests/test_docs.py",
-    "tests/test_recovery.py",
-    "tests/test_orphans.py",
-    "tests/test_speed.py",
+    "tests/workflow/test_segment.py",
+    "tests/workflow/test_docs.py",
+    "tests/workflow/test_recovery.py",
+    "tests/workflow/test_orphans.py",
+    "tests/unit/test_speed.py",
     "sample",
-    "tests/test_many_workers.py",
-    "tests/test_conditioning_train.py",
-    "tests/test_summary.py",
-    "tests/test_uci.py",
+    "tests/workflow/test_many_workers.py",
+    "tests/workflow/test_conditioning_train.py",
+    "tests/workflow/test_summary.py",
+    "tests/workflow/test_uci.py",
 )
 
 
@@ -391,7 +391,7 @@ def resumed_beside_whole(cache: Path, tmp_path: Path, *args: str) -> tuple[Path,
 
 
 # ---------------------------------------------- the play tests' models, cache and ladder
-# (tests/test_scorer.py, test_matching.py, test_games.py, test_play_rule.py; their helpers are
+# (tests/unit/test_scorer.py, test_matching.py, test_games.py, test_play_rule.py; their helpers are
 # tests/playkit.py's; imported here when a test asks, so that tests without them load no torch)
 
 

@@ -4,7 +4,7 @@ registry imports the slurm plugin, and it pandas), and the suite runs snakemake 
 hundred times. The child is snakemake's own ``main`` with the given arguments, working
 directory, environment and output files: what the ``snakemake`` command runs, minus the
 imports. ``start`` leaves a command running and gives its pid, for a test that signals it
-(tests/test_orphans.py); tests/test_recovery.py starts the command itself."""
+(tests/workflow/test_orphans.py); tests/workflow/test_recovery.py starts the command itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the play tests share (tests/test_scorer.py, test_matching.py, test_games.py,
+"""What the play tests share (tests/unit/test_scorer.py, test_matching.py, test_games.py,
 test_play_rule.py): the settings, the tiny ladder's, the sample's games and metadata, small
 caches and evaluators; their fixtures (net, noisy, play_cache, tiny_ladder) are in conftest."""
 

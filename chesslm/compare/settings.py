@@ -55,7 +55,7 @@ class Comparison:
             raise ValueError(f"{key}.shape is {shape!r}, not one of {', '.join(SHAPES)}")
         if raw.get("positions_per_band") is not None and shape != "allie":
             raise ValueError(f"{key}.positions_per_band needs shape: allie")
-        # absent keys take the defaults above (the schema's, tests/test_config.py)
+        # absent keys take the defaults above (the schema's, tests/workflow/test_config.py)
         given = {f.name: raw[f.name] for f in fields(cls) if f.name in raw}
         return cls(**{**given, "name": name, "runs": tuple(raw["runs"]), "baseline": baseline})
 

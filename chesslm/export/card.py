@@ -105,7 +105,7 @@ def layout(facts: Facts) -> str:
 
 
 # runs unchanged from any folder, with only torch, transformers, safetensors and chess
-# (tests/test_export.py executes it where chesslm cannot be imported): USE_CODE, with the
+# (tests/workflow/test_export.py executes it where chesslm cannot be imported): USE_CODE, with the
 # outcome head OUTCOME_CODE, then the examples (use_code)
 USE_CODE = """\
 import json, os

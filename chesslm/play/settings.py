@@ -1,7 +1,8 @@
 """A run's play settings (``runs.NAME.play`` of the config), typed: the same keys, types and
-defaults as the schema (tests/test_config.py fails if the two disagree). Standard library only:
-the workflow builds them at parse time. ``chesslm.play.evaluate`` reads them as the plain dict
-of ``as_dict`` (its script converts at the boundary).
+defaults as the schema (tests/workflow/test_config.py fails if the two disagree). Standard
+library only: the workflow builds them at parse time. Rule play's script types them
+(``from_dict``) and every layer below takes them typed; the work state's identity hashes
+``as_dict``.
 
 >>> PlaySettings.from_dict({"match": {"games": 64}}).match.games
 64

@@ -37,7 +37,7 @@ How (the default path's batches and mathematics, unchanged):
 
 Not ``torch.compile(mode="reduce-overhead")``: its CUDA-graph trees give wrong gradients when
 microbatches accumulate (pytorch/pytorch#169545). On the CPU the same code runs without
-capture, so the tests cover the buffers, padding and reduction; ``tests/test_cuda_graphs.py``
+capture, so the tests cover the buffers, padding and reduction; ``tests/gpu/test_cuda_graphs.py``
 checks the captured graphs against the uncaptured path on a GPU.
 """
 

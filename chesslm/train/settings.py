@@ -1,8 +1,8 @@
 """A run's settings: the one typed list of run keys besides the config schema.
 
 ``RunSettings`` holds every key of ``runs.{run}`` in workflow/schemas/config.schema.yaml, with
-the same types and defaults (tests/test_settings.py fails if the two disagree). It is built from
-the validated config (``from_config``), rendered as the segment's command-line flags
+the same types and defaults (tests/unit/test_settings.py fails if the two disagree). It is
+built from the validated config (``from_config``), rendered as the segment's command-line flags
 (``to_args``, one ``--key-with-dashes=value`` per key) and parsed back (``add_arguments`` and
 ``from_namespace``, which check the values against the same schema); ``identity`` gives the
 hyper-parameters a checkpoint must match to be resumed.

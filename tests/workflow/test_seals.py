@@ -24,7 +24,7 @@ from chesslm.play.outputs import FILES
 from chesslm.report.play_section import markdown_section
 from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
 from tests.helpers import first_games_pgn, model_checkpoint, snakemake
-from tests.test_summary import elo_record, legality_record, match_record, match_row
+from tests.workflow.test_summary import elo_record, legality_record, match_record, match_row
 
 FINITE = {"elo": 880.4, "low": 801.2, "high": 951.6}
 

@@ -173,7 +173,7 @@ def test_play_evaluates_best_pt_once_and_its_report_items_build(
     assert "### Elo against Stockfish" in markdown_section(play)
     again = snakemake(trained, target, *ARGS, "--cores", "1")
     assert "Nothing to be done" in again.stdout + again.stderr
-    # the summary's report holds play's items (tests/test_report_browser.py draws them)
+    # the summary's report holds play's items (tests/workflow/test_report_browser.py draws them)
     assert "score against the ladder" in staged_run.report.read_text()
 
 
@@ -217,7 +217,8 @@ def _copy_run(trained: Path, name: str) -> Path:
 def test_forcerun_play_remeasures_every_part(trained: Path) -> None:
     """A finished play job keeps no work in progress, so ``--forcerun play`` after changing
     nothing plays every part afresh and finds the same numbers (a job stopped by its budget
-    is resumed instead: tests/test_play.py, in-process, as match.seconds >= 1 here)."""
+    is resumed instead: tests/workflow/test_play_rule.py, in-process, as match.seconds >= 1
+    here)."""
     run = _copy_run(trained, "again")
     target, log = "results/again/play/move-match.json", trained / "logs/again/play.log"
     args = (*ARGS, "again.yaml", "--cores", "2", "--allowed-rules", "play", "ladder")

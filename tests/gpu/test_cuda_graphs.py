@@ -15,8 +15,7 @@ import torch.distributed as dist
 
 from chesslm.model import gpt
 from chesslm.train import batching, cuda_graphs, optim
-
-from .test_batching import (
+from tests.unit.test_batching import (
     assert_single_pass_gradient,
     games_fixture,
     reference_grad,

@@ -31,7 +31,7 @@ from chesslm.play import settings as play_settings
 from chesslm.scorer import scoring
 from chesslm.train.settings import DEVICES, RunSettings
 from tests.helpers import ROOT, snakemake
-from tests.test_workflow_data import make_workdir
+from tests.workflow.test_workflow_data import make_workdir
 
 SCHEMA = yaml.safe_load(chesslm_config.SCHEMA.read_text())
 BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

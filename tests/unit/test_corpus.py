@@ -19,7 +19,7 @@ from chesslm.data import census, convert, gamearrays, metadata, pgn, settings, t
 from chesslm.train.settings import schema_error
 from tests import metadata_oracle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
 GITHUB = ROOT / "resources" / "lichess-github.pgn.zst"
 REAL = [SAMPLE, GITHUB]

@@ -4,7 +4,7 @@ pid, not its group) while ladder, play, score or export runs, in a copy of the s
 in the folder is written after the kill, and README's recovery at once (``--unlock``, then the
 same command with ``--rerun-incomplete``) gives what an unbroken run gives: the records that
 are deterministic compared (for play and the ladder: the games between replayable anchors).
-The trainer rules' kill is tests/test_recovery.py's."""
+The trainer rules' kill is tests/workflow/test_recovery.py's."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from chesslm import watch
 from tests import forked_snakemake
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
-from tests.test_recovery import command_line, working_in
+from tests.workflow.test_recovery import command_line, working_in
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,6 +1,6 @@
 """Rule play end to end in-process (chesslm.play): real games against a small Elo ladder's
 anchors, the evaluation's files, records, resume after a budget stop, threads, the summary
-section and the card (the fit itself: tests/test_ladder.py)."""
+section and the card (the fit itself: tests/unit/test_ladder.py)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def test_schema_and_dataclass_agree_on_every_key_type_and_default() -> None:
     assert set(schema["properties"]) == set(fields)
     for name, spec in schema["properties"].items():
         if name == "play":
-            continue  # PlaySettings, nested: tests/test_config.py
+            continue  # PlaySettings, nested: tests/workflow/test_config.py
         f = fields[name]
         default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
         if "default" in spec:

@@ -169,7 +169,7 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
 
     typed = PlaySettings.from_dict
 
-    settings = json.loads(json.dumps(SETTINGS))  # test_play's, without ladder games
+    settings = json.loads(json.dumps(SETTINGS))  # tests/playkit.py's, no ladder games
     settings["elo"]["games_per_anchor"] = 0
     settings["ratings"] = {"self": 1900, "opponent": 1100}
     out = evaluate.run(run_dir, typed(settings), {"rated": cache}, device="cpu")

@@ -20,7 +20,7 @@ from chesslm.play.records import RecordError
 from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 T0 = 1_795_000_000.0  # a fixed time_unix origin
 FINGERPRINT = "f" * 64
 

@@ -22,7 +22,7 @@ from chesslm.play.settings import PlaySettings
 from chesslm.report.play_section import markdown_section
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
-from tests.test_play_outcome import SETTINGS as OUTCOME_SETTINGS
+from tests.unit.test_play_outcome import SETTINGS as OUTCOME_SETTINGS
 
 typed = PlaySettings.from_dict  # rule play's script types the play settings so
 

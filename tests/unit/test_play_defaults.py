@@ -11,7 +11,7 @@ from chesslm.compare import scores
 from chesslm.engine import analyse
 from chesslm.play.settings import Match, PlaySettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _default(function: object, name: str) -> object:
@@ -29,7 +29,7 @@ def test_score_and_analyse_default_to_plays_match_settings() -> None:
 
 def test_the_rules_pass_the_runs_own_match_settings() -> None:
     """Rules score and analyse read the run's ``play.match`` keys (the user's value, or the
-    schema's default, which tests/test_config.py holds equal to ``Match``'s)."""
+    schema's default, which tests/workflow/test_config.py holds equal to ``Match``'s)."""
     for rule, keys in (
         ("compare", ("batch_tokens", "chunk_games")),
         ("analyse", ("batch_tokens",)),

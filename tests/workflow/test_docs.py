@@ -8,7 +8,7 @@ are diagrams or illustrations). Each command is handled by its program:
   be a target, not swallowed by an option that takes several values such as ``--forcerun``),
   then run in a scratch copy of the repository root: as a dry run (``-n``) when it would build
   something (training needs minutes or GPUs; the demo runs for real in the workflow tests),
-  ``--report FILE`` as the plan of its targets (tests/test_report_browser.py builds a real
+  ``--report FILE`` as the plan of its targets (tests/workflow/test_report_browser.py builds a real
   report), ``--unlock`` and ``--lint`` as they are; Slurm commands plan through the Slurm
   executor, with the profile the docs show;
 - ``python -m pytest``: collected (``--collect-only``) with the same arguments;
@@ -194,7 +194,7 @@ def check_snakemake(command: Command, workdir: Path) -> None:
             )
     if "--report" in words:
         i = words.index("--report")
-        words[i : i + 2] = ["-n"]  # the report itself: tests/test_report_browser.py
+        words[i : i + 2] = ["-n"]  # the report itself: tests/workflow/test_report_browser.py
     elif not {"--unlock", "--lint", "-n", "--dry-run"} & set(words):
         words.append("-n")
     slurm = "workflow/profiles/slurm" in words
@@ -223,7 +223,7 @@ def check_python(command: Command, workdir: Path) -> None:
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         assert re.search(r"^tests/\S+\.py: \d+$", done.stdout, re.M), done.stdout[-2000:]
     elif words[1:3] == ["-m", "chesslm.report.summary"]:
-        from tests.test_summary import make_run
+        from tests.workflow.test_summary import make_run
 
         run_name = Path(words[3]).name
         scratch = workdir.parent / f"{workdir.name}-summary"  # apart from the dry runs' tree
@@ -426,7 +426,9 @@ def check(command: Command, workdir: Path) -> None:
         done = run(["bash", "-n", script], ROOT)  # these bring clusters up: CI runs them
         assert done.returncode == 0, f"{command}\n{done.stderr}"
     else:
-        raise AssertionError(f"{command}: no check for {program!r}; add one to tests/test_docs.py")
+        raise AssertionError(
+            f"{command}: no check for {program!r}; add one to tests/workflow/test_docs.py"
+        )
 
 
 @pytest.mark.slow

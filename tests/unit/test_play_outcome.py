@@ -27,7 +27,7 @@ from chesslm.report.play_section import markdown_section
 from chesslm.scorer import branched, scoring
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
-from tests.test_play import SETTINGS as PLAY_SETTINGS
+from tests.playkit import SETTINGS as PLAY_SETTINGS
 
 typed = PlaySettings.from_dict  # rule play's script types the play settings so
 
