@@ -5,9 +5,9 @@ flight together), in the same run, as a ratio. Needs torch, python-chess and Sto
 elo part) only.
 
     python benchmarks/play_parts_speed.py --preset baseline --device cuda \
-        --json benchmarks/results/play-parts-h200.json                      # one H200
+        --json benchmarks/notes/2026-12-03-play-h200/play-parts-h200.json      # one H200
     python benchmarks/play_parts_speed.py --preset tiny --device cpu \
-        --json benchmarks/results/play-parts-cpu2.json                      # a laptop
+        --json benchmarks/notes/2026-12-03-legality-anchors-batched/play-parts-cpu2.json
     ... --checkpoint results/RUN/train/best.pt                              # trained weights
 
 Legality: ``--games`` sampled games and one greedy game of ``--max-plies`` plies (the play

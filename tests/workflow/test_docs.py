@@ -1,5 +1,6 @@
-"""Every command and YAML snippet in README.md, config/README.md and docs/*.md, run or checked,
-so that the documentation cannot drift from the code.
+"""Every command and YAML snippet in README.md, config/README.md, benchmarks/README.md,
+CHANGELOG.md and docs/*.md, and every command of BENCHMARKS.md's table of current figures, run
+or checked, so that the documentation cannot drift from the code.
 
 Commands come from indented code blocks and ```bash fences (```text fences and unlabelled ones
 are diagrams or illustrations). Each command is handled by its program:
@@ -17,11 +18,13 @@ are diagrams or illustrations). Each command is handled by its program:
   path shown, asked for a move; ``chesslm-analyse`` likewise, on the sample's first games;
 - ``xboard -fcp ...``: the engine command xboard starts (Polyglot, the console script) run
   on a tiny checkpoint, answering 1.e4 in XBoard protocol;
-- ``python benchmarks/*.py``: every flag the docs use must be one the script accepts (GPU);
+- ``python benchmarks/*.py`` (or under ``torchrun``): every flag the docs use must be one the
+  script accepts (GPU);
 - ``python3 -m venv``: run; ``pip install``: each requirement checked against the installed
   environment and pyproject.toml (CI installs from scratch: .ci/run);
-- ``squeue``, ``sacct``, ``bash tools/*.sh``, ``.ci/run``: syntax-checked here; the Slurm
-  commands run for real with CHESSLM_SLURM=1 on the CI cluster.
+- ``squeue``, ``sacct``, ``bash tools/*.sh``, ``bash benchmarks/*.sh``, ``.ci/run``:
+  syntax-checked here (the benchmarks' drivers need a lent GPU host); the Slurm commands run
+  for real with CHESSLM_SLURM=1 on the CI cluster.
 
 YAML snippets: a config snippet (``datasets``/``runs``) merged into config/config.yaml must
 validate against the schema, and every default in config/README.md's tables must read (as
@@ -49,7 +52,14 @@ import yaml
 from tests import forked_snakemake
 from tests.helpers import ROOT
 
-DOCS = [ROOT / "README.md", ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "config" / "README.md",
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "CHANGELOG.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"  # how to read the code, and the layout
 SCHEMA = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
 RULES = {
     m.group(2)
@@ -141,7 +151,24 @@ def commands() -> list[Command]:
     return out
 
 
-ALL_COMMANDS = commands()
+def figures_commands() -> list[Command]:
+    """The command of each row of BENCHMARKS.md's first table (the current figures): a cell
+    whose first code span starts with a program; "the same" and the like are no command."""
+    text = (ROOT / "BENCHMARKS.md").read_text().split("\n## ", 1)[0]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        cells = line.strip().strip("|").split("|")
+        if len(cells) < 8 or not cells[6].strip().startswith("`"):
+            continue
+        words = shlex.split(re.match(r"\s*`([^`]+)`", cells[6]).group(1))
+        env = []
+        while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+            env.append(tuple(words.pop(0).split("=", 1)))
+        out.append(Command(f"BENCHMARKS.md:{n}", tuple(words), tuple(env)))
+    return out
+
+
+ALL_COMMANDS = commands() + figures_commands()
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +229,7 @@ def check_snakemake(command: Command, workdir: Path) -> None:
     key = ("snakemake", *(w for i, w in enumerate(words) if "--cores" not in words[i - 1 : i + 1]))
     done = run(["snakemake", *words], workdir, key=key)
     output = done.stdout + done.stderr
-    if "--lint" in words:  # README.md "Lint": the one remark left is deliberate
+    if "--lint" in words:  # docs/commands.md "Lint": the one remark left is deliberate
         remarks = set(re.findall(r"^    \* (.+?):?$", output, re.M))
         assert remarks == {LINT_ACCEPTED}, f"{command}: new remarks {remarks - {LINT_ACCEPTED}}"
         return
@@ -401,6 +428,9 @@ def check(command: Command, workdir: Path) -> None:
         check_xboard(command, workdir)
     elif program in ("python", "python3"):
         check_python(command, workdir)
+    elif program == "torchrun":  # its options, then the script and the script's own flags
+        at = next(i for i, w in enumerate(command.words) if w.endswith(".py"))
+        check_python(Command(command.where, ("python", *command.words[at:])), workdir)
     elif program == "pip":
         check_pip(command)
     elif program == ".":  # `. .venv/bin/activate`: made by the venv command before it
@@ -420,7 +450,7 @@ def check(command: Command, workdir: Path) -> None:
             pytest.skip(f"{program} needs the CI cluster (CHESSLM_SLURM=1)")
         done = run(list(command.words), workdir)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
-    elif program == "bash" or program == ".ci/run":
+    elif program in ("bash", ".ci/run"):
         script = command.words[1] if program == "bash" else program
         assert (ROOT / script).is_file(), command
         done = run(["bash", "-n", script], ROOT)  # these bring clusters up: CI runs them
@@ -554,8 +584,8 @@ def test_ci_runs_exactly_the_readmes_two_commands_in_a_clone_named_chesslm() -> 
 
 
 def layout_rows() -> dict[str, str]:
-    """README.md's Layout table: its first cell (the paths) -> its second (what)."""
-    section = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ")[0]
+    """docs/architecture.md's Layout table: its first cell (the paths) -> its second (what)."""
+    section = ARCHITECTURE.read_text().split("## Layout", 1)[1].split("\n## ")[0]
     cells = [line.split(" | ", 1) for line in section.splitlines() if line.startswith("| `")]
     return {path.removeprefix("| "): what for path, what in cells}
 
@@ -573,7 +603,7 @@ def test_the_layout_table_names_every_rule_file_and_every_module() -> None:
             if m.stem != "__init__"
             if f"`{m.stem}`" not in what
         ]
-        assert not missing, f"README.md Layout, chesslm/{package.name}/: missing {missing}"
+        assert not missing, f"docs/architecture.md Layout, chesslm/{package.name}/: no {missing}"
 
 
 def test_every_package_docstring_names_its_modules() -> None:
@@ -591,15 +621,16 @@ def test_every_package_docstring_names_its_modules() -> None:
 
 
 def test_how_to_read_the_code_names_files_and_rules_that_exist() -> None:
-    """README's walk through the code: every file it names is one, every rule it names is."""
-    section = (ROOT / "README.md").read_text().split("## How to read the code", 1)[1]
+    """docs/architecture.md's walk through the code: every file it names is one, every rule it
+    names is."""
+    section = ARCHITECTURE.read_text().split("## How to read the code", 1)[1]
     section = section.split("\n## ", 1)[0]
     named = set(re.findall(r"`([\w/]+\.(?:py|smk))`", section))
     assert len(named) > 30, named
     ours = [*ROOT.glob("chesslm/**/*.py"), *ROOT.glob("workflow/**/*.py")]
     files = {p.relative_to(ROOT).as_posix() for p in ours + [*ROOT.glob("workflow/rules/*.smk")]}
     missing = [n for n in sorted(named) if not any(f == n or f.endswith(f"/{n}") for f in files)]
-    assert not missing, f"README.md 'How to read the code' names no such file: {missing}"
+    assert not missing, f"docs/architecture.md 'How to read the code' names no file {missing}"
     rules = set(re.findall(r"^(?:rule|checkpoint) (\w+):", "".join(
         p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk")), re.M))  # fmt: skip
     for rule in ("convert", "verify", "token_cache", "probe", "train_segment", "play", "export"):

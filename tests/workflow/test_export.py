@@ -280,14 +280,14 @@ def test_an_export_folder_alone_plays_the_checkpoints_moves(exported: Path, tmp_
 
 
 @pytest.mark.slow
-def test_the_readmes_snippet_runs_on_the_export(exported: Path, tmp_path: Path, monkeypatch):
-    text = (ROOT / "README.md").read_text().split("## Play it or share it", 1)[1]
+def test_the_docs_snippet_runs_on_the_export(exported: Path, tmp_path: Path, monkeypatch):
+    text = (ROOT / "docs" / "engine.md").read_text().split("## Export", 1)[1]
     snippet = re.search(r"```python\n(.*?)```", text.split("\n## ", 1)[0], re.S).group(1)
     (tmp_path / "results/demo").mkdir(parents=True)
     (tmp_path / "results/demo/export").symlink_to(exported / "results/mini/export")
     monkeypatch.chdir(tmp_path)
     scope: dict = {}
-    exec(snippet, scope)  # noqa: S102 - README's own code, as a reader would run it
+    exec(snippet, scope)  # noqa: S102 - the docs' own code, as a reader would run it
     assert scope["ids"].tolist()[0] == [
         tokens.BOS,
         *tokens.encode_moves([chess.Move.from_uci("e2e4")])[1:4],
