@@ -197,14 +197,16 @@ def parse_batch(texts: Sequence[str], settings: Settings) -> ChunkResult:
         return ChunkResult()
     parsed = native.parse_games_from_strings(list(texts), num_threads=1)
     # the parsed arrays (a board per position among them) go when this returns
-    return ChunkResult.concat([_parse_view(view, settings) for view in parsed.chunks])
+    # view.headers is built anew on each access: read once
+    return ChunkResult.concat([parse_view(view, view.headers, settings) for view in parsed.chunks])
 
 
-def _parse_view(view: Any, settings: Settings) -> ChunkResult:
+def parse_view(view: Any, all_headers: list[dict[str, str]], settings: Settings) -> ChunkResult:
+    """The result of the games of one view of the native parser, given each game's tags
+    (its PGN headers, or a Parquet row's columns: chesslm.data.parquet)."""
     result = ChunkResult()
     move_offsets = view.move_offsets.astype(np.int64)
     plies = np.diff(move_offsets)
-    all_headers = view.headers  # built anew on each access: read it once
     rules_ok, columns = _by_the_rules(all_headers, view.parse_errors, plies, settings, result)
     failed = settings.filters.reasons(columns)
     for k, reason in enumerate(filters.REASONS):
