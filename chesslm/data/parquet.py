@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -49,8 +50,8 @@ TAGS = (
 # rows per result a worker sends back: about the games of a 4 MiB PGN chunk
 PIECE_GAMES = 4 * parsing.BATCH_GAMES
 # a task holds whole row groups, at least this many rows where the file's groups are small
-# (each task opens the file and reads its footer once)
-TASK_GAMES = 4 * PIECE_GAMES
+# (each task opens the file and reads its footer once: a millisecond or so)
+TASK_GAMES = PIECE_GAMES
 READ_BLOCK = 1 << 20
 # a row with no moves goes to the parser as the result token alone: it drops an empty string,
 # where the row must stay a game (skipped as no_moves, as a PGN game without moves is)
@@ -215,8 +216,17 @@ def _as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 def _movetext(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """The movetext column with a blank or null row as ``_NO_MOVES``."""
-    blank = pc.fill_null(pc.match_substring_regex(column, r"^\s*$"), True)
-    return pc.if_else(blank, pa.scalar(_NO_MOVES, column.type), column)
+    blank = pc.or_kleene(pc.is_null(column), pc.match_substring_regex(column, r"^\s*$"))
+    return pc.if_else(blank, _repeated(_NO_MOVES, len(column), column.type), column)
+
+
+def _repeated(text: str, n: int, kind: pa.DataType) -> pa.Array:
+    """``n`` rows of ``text``, built from buffers: pa.scalar and pa.array import pandas (a
+    second or so and ~100 MB in each worker)."""
+    offsets = np.arange(n + 1, dtype=np.int64) * len(text.encode())
+    data = pa.py_buffer(text.encode() * n)
+    array = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), data])
+    return array.cast(kind)
 
 
 def _pieces(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.Table]:
