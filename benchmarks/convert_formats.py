@@ -5,10 +5,11 @@ and the same games written in the Hugging Face ``Lichess/standard-chess-games`` 
 (``tests/lichess_parquet.py``: zstd, row groups of ``--row-group-games``). Each conversion is
 ``convert.convert`` end to end in a fresh process (``convert_throughput.start``), with 1
 worker and with every core, the two formats alternating, the best of ``--repeat`` runs each.
-Prints games/s per format and the ratio Parquet / PGN for each worker count (the figure to
-compare: both are measured in the same run), the peak RSS of the main process and of the
-largest worker, and checks that both formats gave the same dataset (the manifests' shard
-hashes).
+Prints, for each worker count, games/s per format and the ratio Parquet / PGN (the figure to
+compare: both are measured in the same run); games per CPU second of all the conversion's
+processes and its ratio (on a machine shared with other work, the wall clock follows their
+load, the CPU seconds much less); the peak RSS of the main process and of the largest worker;
+and checks that both formats gave the same dataset (the manifests' shard hashes).
 
 Usage: python benchmarks/convert_formats.py [--games 200000] [--workers 1,N] [--repeat 2]
        [--row-group-games 10000] [--json out.json]
@@ -65,6 +66,9 @@ def convert_once(path: Path, workers: int, directory: Path) -> dict:
     info = json.loads(stdout.strip().splitlines()[-1])
     info["files"] = manifest["files"]
     info["games_per_second"] = info["games_read"] / info["seconds"]
+    # the reader and the workers are the conversion's children
+    cpu = info["convert_main_cpu_seconds"] + info["workers_cpu_seconds"]
+    info["games_per_cpu_second"] = info["games_read"] / cpu
     return info
 
 
@@ -74,13 +78,20 @@ def measure(paths: dict[str, Path], workers: int, repeat: int, directory: Path) 
     for _ in range(repeat):
         for name in FORMATS:
             runs[name].append(convert_once(paths[name], workers, directory))
-    best = {name: max(r, key=lambda i: i["games_per_second"]) for name, r in runs.items()}
-    if best["pgn"]["files"] != best["parquet"]["files"]:
+    if any(r["files"] != runs["pgn"][0]["files"] for name in FORMATS for r in runs[name]):
         raise SystemExit(f"{workers} worker(s): the formats gave different datasets")
-    for info in best.values():
+    for info in runs["pgn"] + runs["parquet"]:
         del info["files"]
-    ratio = best["parquet"]["games_per_second"] / best["pgn"]["games_per_second"]
-    return {"workers": workers, "ratio": ratio, **best}
+    best = {name: max(r, key=lambda i: i["games_per_second"]) for name, r in runs.items()}
+    cpu = {name: max(i["games_per_cpu_second"] for i in r) for name, r in runs.items()}
+    return {
+        "workers": workers,
+        "ratio": best["parquet"]["games_per_second"] / best["pgn"]["games_per_second"],
+        "cpu_ratio": cpu["parquet"] / cpu["pgn"],
+        "games_per_cpu_second": cpu,
+        "best": best,
+        "runs": runs,
+    }
 
 
 def main() -> None:
@@ -100,18 +111,21 @@ def main() -> None:
             f" {sizes['parquet'] / 2**20:.1f} MiB (row groups of {args.row_group_games})"
         )
         print(
-            "workers  PGN games/s  Parquet games/s  Parquet/PGN  main MB (PGN, Parquet)"
-            "  worker MB (PGN, Parquet)"
+            "workers  games/s: PGN  Parquet  Parquet/PGN  games/CPU s: PGN  Parquet  Parquet/PGN"
+            "  main MB: PGN  Parquet  worker MB: PGN  Parquet"
         )
         rows = []
         for n in workers:
             row = measure(paths, n, args.repeat, Path(tmp))
             rows.append(row)
-            a, b = row["pgn"], row["parquet"]
+            a, b = row["best"]["pgn"], row["best"]["parquet"]
+            cpu = row["games_per_cpu_second"]
             print(
-                f"{n:7d} {a['games_per_second']:12.0f} {b['games_per_second']:16.0f}"
-                f" {row['ratio']:12.2f} {a['main_peak_rss_mb']:10.0f} {b['main_peak_rss_mb']:8.0f}"
-                f" {a['worker_peak_rss_mb']:12.0f} {b['worker_peak_rss_mb']:8.0f}"
+                f"{n:7d} {a['games_per_second']:12.0f} {b['games_per_second']:8.0f}"
+                f" {row['ratio']:12.2f} {cpu['pgn']:16.0f} {cpu['parquet']:8.0f}"
+                f" {row['cpu_ratio']:12.2f} {a['main_peak_rss_mb']:13.0f}"
+                f" {b['main_peak_rss_mb']:8.0f} {a['worker_peak_rss_mb']:15.0f}"
+                f" {b['worker_peak_rss_mb']:8.0f}"
             )
     if args.json:
         result = {
