@@ -1,8 +1,10 @@
-"""Data stages: PGN -> verified dataset -> token cache (rules convert, verify, token_cache).
+"""Data stages: PGN or Parquet -> verified dataset -> token cache (rules convert, verify,
+token_cache).
 
-``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``filters`` the Lichess filters,
-``metadata`` the per-game columns (ratings, time control, clocks), ``split``
-train/validation/test assignment, ``conditioning`` the rating prefix in front of a game;
+``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``parquet`` reading Lichess's Parquet
+months, ``filters`` the Lichess filters, ``metadata`` the per-game columns (ratings, time
+control, clocks), ``split`` train/validation/test assignment, ``conditioning`` the rating
+prefix in front of a game;
 ``settings`` a dataset's conversion settings; conversion into shards and a manifest by stage:
 ``convert`` (the entry point), ``workers`` (reader and worker processes), ``parsing`` (a chunk's
 games), ``shards`` (shard files, duplicates), ``train_cap`` (the ``train_games`` subset),

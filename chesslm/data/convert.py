@@ -1,4 +1,5 @@
-"""Conversion of PGN files into a dataset: token shards per split plus ``manifest.json``.
+"""Conversion of PGN (or Parquet) files into a dataset: token shards per split plus
+``manifest.json``.
 
 Layout: ``{train,validation,test}/NNNNN.{tokens,offsets,ids}.npy``, the metadata columns
 ``NNNNN.meta.COLUMN.npy`` beside them (chesslm.data.metadata), and ``manifest.json``.
@@ -57,13 +58,14 @@ def convert(
     workers: int = 1,
     stats: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Convert PGN files into a dataset at ``out_dir``; returns the manifest.
+    """Convert PGN or Parquet files (chesslm.data.parquet) into a dataset at ``out_dir``;
+    returns the manifest.
 
     ``stats``, if given, is filled with where the time went (seconds per phase, the main
     process's waits, the reader's CPU): what a scaling benchmark needs to find the serial part.
 
-    :raises ConvertError, pgn.PgnFileError: one line naming the file or setting at fault;
-        nothing is left behind that looks complete.
+    :raises ConvertError, pgn.PgnFileError, parquet.ParquetFileError: one line naming the
+        file or setting at fault; nothing is left behind that looks complete.
     """
     inputs = [Path(p) for p in inputs]
     out_dir = Path(out_dir)

@@ -86,9 +86,15 @@ class ChunkResult:
 
     @staticmethod
     def concat(parts: Sequence[ChunkResult]) -> ChunkResult:
-        offsets = [parts[0].offsets]
-        for part in parts[1:]:
-            offsets.append(part.offsets[1:] + offsets[-1][-1])
+        """The games of ``parts`` in order, one result; a part may hold no game (a batch
+        whose games were all skipped), and no part at all is the empty result."""
+        if len(parts) <= 1:
+            return parts[0] if parts else ChunkResult()
+        # each part's offsets shifted by the tokens before it: never read from another
+        # part's offsets, which an empty part leaves without an entry past its first
+        starts = np.cumsum([0] + [len(p.tokens) for p in parts[:-1]], dtype=np.int64)
+        offsets = [np.zeros(1, np.int64)]
+        offsets += [p.offsets[1:] + start for p, start in zip(parts, starts, strict=True)]
         skipped: Counter[str] = Counter()
         counts: Counter[str] = Counter()
         for part in parts:
@@ -170,27 +176,37 @@ def classify(headers: dict[str, str], error: str | None, plies: int, settings: S
 
 
 def parse_chunk(text: str, settings: Settings) -> ChunkResult:
-    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker),
-    ``BATCH_GAMES`` games at a time."""
-    texts = pgn.split_games(text)
+    """Parse, filter, tokenise and assign splits for the games of one chunk (in a worker)."""
+    return parse_games(pgn.split_games(text), settings)
+
+
+def parse_games(texts: Sequence[str], settings: Settings) -> ChunkResult:
+    """The result of games given one string each, ``BATCH_GAMES`` games per native call."""
+    return ChunkResult.concat(
+        [
+            parse_batch(texts[i : i + BATCH_GAMES], settings)
+            for i in range(0, len(texts), BATCH_GAMES)
+        ]
+    )
+
+
+def parse_batch(texts: Sequence[str], settings: Settings) -> ChunkResult:
+    """The result of one call of the native parser on ``texts`` (one string per game); where
+    every game is skipped, a result with no game and the skip counts."""
     if not texts:
         return ChunkResult()
-    parts = []
-    for first in range(0, len(texts), BATCH_GAMES):
-        batch = texts[first : first + BATCH_GAMES]
-        parsed = native.parse_games_from_strings(batch, num_threads=1)
-        parts += [_parse_view(view, settings) for view in parsed.chunks]
-        del parsed  # its arrays (a board per position among them) go before the next batch's
-    if len(parts) == 1:
-        return parts[0]
-    return ChunkResult.concat(parts)
+    parsed = native.parse_games_from_strings(list(texts), num_threads=1)
+    # the parsed arrays (a board per position among them) go when this returns
+    # view.headers is built anew on each access: read once
+    return ChunkResult.concat([parse_view(view, view.headers, settings) for view in parsed.chunks])
 
 
-def _parse_view(view: Any, settings: Settings) -> ChunkResult:
+def parse_view(view: Any, all_headers: list[dict[str, str]], settings: Settings) -> ChunkResult:
+    """The result of the games of one view of the native parser, given each game's tags
+    (its PGN headers, or a Parquet row's columns: chesslm.data.parquet)."""
     result = ChunkResult()
     move_offsets = view.move_offsets.astype(np.int64)
     plies = np.diff(move_offsets)
-    all_headers = view.headers  # built anew on each access: read it once
     rules_ok, columns = _by_the_rules(all_headers, view.parse_errors, plies, settings, result)
     failed = settings.filters.reasons(columns)
     for k, reason in enumerate(filters.REASONS):

@@ -1,9 +1,12 @@
 """The processes of a conversion: one reader, parsing workers, results back in input order.
 
-A reader process decompresses each input and cuts it into chunks of whole games, written into
-buffers shared with the workers (``pgn.read_chunks_into``); worker processes parse a chunk
-(chesslm.data.parsing) and spool its games, split by split, to one file; the main process
-reads them back in input order (``chunk_results``). With one worker, one process does it all.
+A reader process decompresses each PGN input and cuts it into chunks of whole games, written
+into buffers shared with the workers (``pgn.read_chunks_into``), and cuts each Parquet input
+into tasks of whole row groups, which the workers read themselves (``parquet.read_tasks``);
+worker processes parse a chunk (chesslm.data.parsing), or a task piece by piece
+(chesslm.data.parquet), and spool each result's games, split by split, to one file; the main
+process reads them back in input order (``chunk_results``). With one worker, one process does
+it all.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from chesslm.data import gamearrays, pgn
+from chesslm.data import gamearrays, parquet, pgn
 from chesslm.data.parsing import ChunkResult, parse_chunk
 from chesslm.data.settings import Settings
 
@@ -36,14 +39,15 @@ class ConvertError(ValueError):
 def _chunks(
     inputs: Sequence[Path], digests: dict[Path, str], read: Callable[..., Iterator[Any]]
 ) -> Iterator[Any]:
-    """Chunks of every input in order (``read(path, digest)`` cuts one input); records each
-    input's sha256 once it is read."""
+    """Chunks of every input in order (``read(path, digest)`` cuts a PGN input; a Parquet
+    input is cut into tasks); records each input's sha256 once it is read."""
     for path in inputs:
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
         any_text = False
+        cut = parquet.read_tasks if parquet.is_parquet(path) else read
         with _DigestThread() as digest:
-            for chunk in read(path, digest):
+            for chunk in cut(path, digest):
                 any_text = True
                 yield chunk
         if not any_text:
@@ -85,8 +89,9 @@ def _reader(
     """Reader process: decompress and cut the inputs into chunks, written into the shared
     ``buffers`` (``free`` holds the indices of those no worker is reading).
 
-    Sends ``(seq, index, length)`` tasks (or ``(seq, bytes)`` for a chunk too big for a
-    buffer), then one ``None`` per worker; reports ``("read", chunks, digests, cpu seconds)``
+    Sends ``(seq, (index, length))`` tasks (or ``(seq, bytes)`` for a chunk too big for a
+    buffer, ``(seq, parquet.Task)`` for row groups: its pieces are numbered from ``seq``),
+    then one ``None`` per worker; reports ``("read", chunks, digests, cpu seconds)``
     or ``("error", kind, message)`` to the main process.
     """
     digests: dict[Path, str] = {}
@@ -100,9 +105,9 @@ def _reader(
     try:
         for chunk in _chunks(inputs, digests, read):
             tasks.put((seq, chunk))
-            seq += 1
+            seq += chunk.pieces if isinstance(chunk, parquet.Task) else 1
         results.put(("read", seq, digests, time.process_time()))
-    except (ConvertError, pgn.PgnFileError, OSError) as error:
+    except (ConvertError, pgn.PgnFileError, parquet.ParquetFileError, OSError) as error:
         results.put(("error", type(error).__name__, str(error)))
     finally:
         for _ in range(workers):
@@ -125,22 +130,30 @@ def _worker(
     while (task := tasks.get()) is not None:
         seq, chunk = task
         try:
-            if isinstance(chunk, bytes):
-                text = pgn.decode_chunk(chunk)
-            else:
+            if isinstance(chunk, tuple):
                 index, length = chunk
-                text = pgn.decode_chunk(buffers.view(index, length))
+                chunk = pgn.decode_chunk(buffers.view(index, length))
                 free.put(index)  # the text is this process's own copy now
-            parts = parse_chunk(text, settings).by_split()
-            path = spool / f"{seq:09d}.chunk"
-            layout = _spool(path, parts)
-            results.put(("chunk", seq, path, layout, parts[0].skipped, parts[0].census))
-        except gamearrays.WriteError as error:
-            results.put(("error", "WriteError", str(error)))
+            for n, result in enumerate(_parsed(chunk, settings), start=seq):
+                parts = result.by_split()
+                path = spool / f"{n:09d}.chunk"
+                layout = _spool(path, parts)
+                results.put(("chunk", n, path, layout, parts[0].skipped, parts[0].census))
+        except (gamearrays.WriteError, parquet.ParquetFileError) as error:  # name their file
+            results.put(("error", type(error).__name__, str(error)))
             return
         except Exception as error:  # reported with its chunk; the main process stops
             results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
             return
+
+
+def _parsed(chunk: bytes | str | parquet.Task, settings: Settings) -> Iterator[ChunkResult]:
+    """The results of one chunk: a PGN chunk's (raw or decoded) is one, a Parquet task's one
+    per piece."""
+    if isinstance(chunk, parquet.Task):
+        yield from parquet.parse_task(chunk, settings)
+    else:
+        yield parse_chunk(chunk if isinstance(chunk, str) else pgn.decode_chunk(chunk), settings)
 
 
 _FIELDS = ("ids", "keys", "splits", "tokens", "offsets")
@@ -191,6 +204,7 @@ _ERRORS: dict[str, type[Exception]] = {
     "ConvertError": ConvertError,
     "WriteError": gamearrays.WriteError,
     "PgnFileError": pgn.PgnFileError,
+    "ParquetFileError": parquet.ParquetFileError,
 }
 
 
@@ -217,7 +231,8 @@ def chunk_results(
             return pgn.read_raw_chunks(path, chunk_bytes=CHUNK_BYTES, digest=digest)
 
         for chunk in _chunks(inputs, digests, read):
-            yield parse_chunk(pgn.decode_chunk(chunk), settings).by_split()
+            for result in _parsed(chunk, settings):
+                yield result.by_split()
         return
     with _Processes(inputs, settings, workers, spool) as processes:
         yield from processes.in_order(digests, stats)

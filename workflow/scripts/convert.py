@@ -1,4 +1,4 @@
-"""Adapter for rule convert: PGN files -> dataset shards + manifest."""
+"""Adapter for rule convert: PGN or Parquet files -> dataset shards + manifest."""
 
 from chesslm import watch
 
