@@ -38,7 +38,7 @@ measured on ``log_seconds``: ln(1 + seconds).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -89,22 +89,48 @@ def values_of(seconds: Any) -> np.ndarray:
     return seconds_bin(np.asarray(seconds, dtype=np.float64).reshape(-1)) + 1
 
 
-def features(clock: Any, *, base: int, increment: int) -> np.ndarray:
-    """(n + 1, 4) int64 embedding rows at each position of a game of n plies with these
-    per-ply readings (``clock``, -1 where absent) and time control (-1: unreadable)."""
-    left = clocks.time_left(clock, base=base, increment=increment)
-    n = len(left.mover)
-    control = [np.nan if base < 0 else base, np.nan if increment < 0 else increment]
+class Positions(NamedTuple):
+    """Some games' positions laid out back to back (plies + 1 per game): their time rows
+    (P, 4) and think-time bins (P,) (-1: none), and each game's first position (G + 1)."""
+
+    rows: np.ndarray
+    targets: np.ndarray
+    offsets: np.ndarray
+
+
+def positions_of(clock: Any, ply_offsets: Any, base: Any, increment: Any) -> Positions:
+    """The time rows and think-time targets at every position of some games laid out ply by
+    ply (``chesslm.data.clocks.spent_plies``'s arguments: their readings, -1 where absent;
+    each game's first ply and one past its last; base and increment per game, -1 unreadable),
+    all at once."""
+    offsets = np.asarray(ply_offsets, dtype=np.int64) - int(np.asarray(ply_offsets)[0])
+    base = np.asarray(base, dtype=np.int64).reshape(-1)
+    increment = np.asarray(increment, dtype=np.int64).reshape(-1)
+    c = clocks.readings(clock)
+    took = clocks.spent_plies(c, offsets, base, increment)
+    # one more slot per game, after its last ply: the position after the final move
+    ends = offsets[1:]
+    extended = offsets + np.arange(len(offsets))
+    left = clocks.time_left_plies(np.insert(c, ends, np.nan), extended, base, increment)
+    plies = np.diff(extended)
+    control = [np.where(v < 0, np.nan, v).astype(np.float64) for v in (base, increment)]
     values = np.stack(
         [
-            np.repeat(values_of(control[0]), n),
-            np.repeat(values_of(control[1]), n),
+            np.repeat(values_of(control[0]), plies),
+            np.repeat(values_of(control[1]), plies),
             values_of(left.mover),
             values_of(left.opponent),
         ],
         axis=-1,
     )
-    return feature_rows(values)
+    targets = seconds_bin(np.insert(took, ends, np.nan))
+    return Positions(feature_rows(values), targets, extended)
+
+
+def features(clock: Any, *, base: int, increment: int) -> np.ndarray:
+    """(n + 1, 4) int64 embedding rows at each position of a game of n plies with these
+    per-ply readings (``clock``, -1 where absent) and time control (-1: unreadable)."""
+    return positions_of(clock, [0, len(clock)], [base], [increment]).rows
 
 
 def unknown_features(positions: int) -> np.ndarray:
@@ -123,7 +149,7 @@ def position_features(
 
 def targets(clock: Any, *, base: int, increment: int) -> np.ndarray:
     """(n + 1,) int64 think-time bins at each position of a game (-1: no target)."""
-    return seconds_bin(clocks.spent(clock, base=base, increment=increment))
+    return positions_of(clock, [0, len(clock)], [base], [increment]).targets
 
 
 def split_counts(clock: Any, ply_offsets: Any, base: Any, increment: Any) -> tuple[np.ndarray, int]:

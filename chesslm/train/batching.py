@@ -493,13 +493,17 @@ class GroupPass:
         """The microbatch with its side heads' targets and its time rows (built on the
         host), where the run has them."""
         shape, kw = tuple(batch.y.shape), {"prefix": self.prefix_length, "packed": self.packed}
-        if self.times is not None and self.times.inputs:
-            rows = self.times.rows(self.games, part, shape, **kw)
-            batch = batch._replace(time=to_device(rows, self.device))
-        for head, labels in self.labels.items():
-            t = labels.targets(self.games, part, shape, **kw)
-            count = labels.count(self.games, part, self.packed)
-            batch = batch._replace(**{head: to_device(t, self.device), f"{head}_targets": count})
+        if self.times is not None:  # rows and targets from one pass over the clocks
+            rows, think, count = self.times.microbatch(self.games, part, shape, **kw)
+            if rows is not None:
+                batch = batch._replace(time=to_device(rows, self.device))
+            if think is not None:
+                batch = batch._replace(think_time=to_device(think, self.device))
+                batch = batch._replace(think_time_targets=count)
+        if self.outcomes is not None:
+            o = self.outcomes.targets(self.games, part, shape, **kw)
+            count = self.outcomes.count(self.games, part, self.packed)
+            batch = batch._replace(outcome=to_device(o, self.device), outcome_targets=count)
         return batch
 
     def add(self, loss: torch.Tensor, batch: Microbatch, heads: Sequence[Any] = ()) -> None:

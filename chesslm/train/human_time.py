@@ -34,7 +34,6 @@ import torch.nn.functional as F
 
 from chesslm.data import metadata
 from chesslm.model import human_time
-from chesslm.model.outcome import positions
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import game_column
 
@@ -65,6 +64,7 @@ class GameTimes:
         self.base, self.increment = base, increment
         self.weight, self.inputs, self.think = weight, inputs, think
         self.alias = alias  # the probe's copies: game i is game alias[i]
+        self._counts: np.ndarray | None = None  # game_counts(), once asked for
 
     @classmethod
     def of_cache(cls, cache: Any, split: str, **kw: Any) -> GameTimes:
@@ -99,55 +99,101 @@ class GameTimes:
         clock = self.clock[self.ply_offsets[g] : self.ply_offsets[g + 1]]
         return np.asarray(clock), int(self.base[g]), int(self.increment[g])
 
+    def positions(self, index: Any) -> human_time.Positions:
+        """The time rows and think-time targets at every position of games ``index``, back
+        to back (``human_time.positions_of``), gathered and computed at once."""
+        g = np.asarray(index, dtype=np.int64)
+        g = g if self.alias is None else self.alias[g]
+        starts, ends = self.ply_offsets[g], self.ply_offsets[g + 1]
+        plies = ends - starts
+        offsets = np.zeros(len(g) + 1, dtype=np.int64)
+        np.cumsum(plies, out=offsets[1:])
+        at = np.arange(int(offsets[-1])) + np.repeat(starts - offsets[:-1], plies)
+        clock = np.asarray(self.clock[at]) if len(at) else np.zeros(0, np.float32)
+        return human_time.positions_of(clock, offsets, self.base[g], self.increment[g])
+
     def features(self, i: int) -> np.ndarray:
         """(plies + 1, 4) time rows of game ``i`` at its positions."""
-        clock, base, increment = self.game_clock(i)
-        return human_time.features(clock, base=base, increment=increment)
+        return self.positions([i]).rows
 
     def think_targets(self, i: int) -> np.ndarray:
         """(plies + 1,) think-time bins of game ``i`` at its positions (-1: none)."""
-        clock, base, increment = self.game_clock(i)
-        return human_time.targets(clock, base=base, increment=increment)
+        return self.positions([i]).targets
+
+    def game_counts(self) -> np.ndarray:
+        """Think-time targets of every game of the split (int32), computed once, a block of
+        games at a time: counting a group's targets then reads no clock."""
+        if self._counts is None:
+            g = len(self.ply_offsets) - 1
+            self._counts = np.zeros(g, dtype=np.int32)
+            split = GameTimes(**self._parts(alias=None))  # every game, not the probe's copies
+            for first in range(0, g, human_time.BLOCK_GAMES):
+                index = np.arange(first, min(first + human_time.BLOCK_GAMES, g))
+                p = split.positions(index)
+                known = np.add.reduceat(p.targets >= 0, p.offsets[:-1]) if len(index) else []
+                self._counts[index] = known
+        return self._counts
 
     def count(self, games: Any, items: Any, packed: bool) -> int:
         """Think-time targets of batch items (game indices, or packed rows of them)."""
         index = [int(i) for item in items for i in item] if packed else [int(i) for i in items]
-        return sum(int((self.think_targets(i) >= 0).sum()) for i in index)
+        if not index:
+            return 0
+        source = np.asarray(index) if self.alias is None else self.alias[index]
+        return int(self.game_counts()[source].sum(dtype=np.int64))
+
+    def microbatch(
+        self, games: Any, part: list[Any], shape: tuple[int, int], *, prefix: int,
+        packed: bool = False,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, int]:  # fmt: skip
+        """One microbatch's (B, T, 4) time rows (if ``inputs``), (B, T) think-time targets
+        (if ``think``; IGNORE elsewhere) and their count, from one computation: padded
+        (``part``: game indices, row r game r, its BOS at ``prefix``) or, with ``packed``,
+        packed rows (games back to back, each taking its prefix and length - 1 inputs)."""
+        rows = part if packed else [[i] for i in part]
+        index = [int(i) for row in rows for i in row]
+        p = self.positions(index)
+        at = _places(games, rows, index, p, prefix)
+        time = targets = None
+        if self.inputs:
+            time = torch.full((*shape, len(human_time.FEATURES)), human_time.NONE, dtype=torch.long)
+            time[at] = torch.from_numpy(p.rows)
+        known = p.targets >= 0
+        if self.think:
+            targets = torch.full(shape, IGNORE, dtype=torch.long)
+            targets[at] = torch.from_numpy(np.where(known, p.targets, IGNORE))
+        return time, targets, int(known.sum())
 
     def rows(self, games: Any, part: list[Any], shape: tuple[int, int], **kw: Any) -> Any:
-        """One microbatch's (B, T, 4) time rows (``part`` and ``kw`` as ``targets``'s)."""
-        out = torch.full((*shape, len(human_time.FEATURES)), human_time.NONE, dtype=torch.long)
-        return _place(out, self.features, games, part, **kw)
+        """One microbatch's (B, T, 4) time rows (``microbatch``'s arguments)."""
+        return GameTimes(**self._parts(inputs=True)).microbatch(games, part, shape, **kw)[0]
 
     def targets(self, games: Any, part: list[Any], shape: tuple[int, int], **kw: Any) -> Any:
-        """One microbatch's (B, T) think-time targets, padded (``part``: game indices, row r
-        game r, its BOS at ``prefix``) or, with ``packed=True``, packed rows (games back to
-        back, each taking its prefix and length - 1 inputs); IGNORE elsewhere."""
-        out = torch.full(shape, IGNORE, dtype=torch.long)
-        target = self.think_targets
-        return _place(out, lambda i: np.where(target(i) >= 0, target(i), IGNORE), games, part, **kw)
+        """One microbatch's (B, T) think-time targets (``microbatch``'s arguments)."""
+        return GameTimes(**self._parts(think=True)).microbatch(games, part, shape, **kw)[1]
+
+    def _parts(self, **kw: Any) -> dict[str, Any]:
+        keys = ("clock", "ply_offsets", "base", "increment", "alias")
+        return {k: getattr(self, k) for k in keys} | {"inputs": False, "think": False} | kw
 
 
-def _place(
-    out: torch.Tensor,
-    values: Any,
-    games: Any,
-    part: list[Any],
-    *,
-    prefix: int,
-    packed: bool = False,
-) -> torch.Tensor:
-    """``out`` with each game's per-position ``values(i)`` written at its positions."""
-    rows = part if packed else [[i] for i in part]
-    for r, row in enumerate(rows):
-        at = 0
-        for i in row:
-            length = len(games[i])
-            n = positions(length)
-            start = at + prefix
-            out[r, start : start + 3 * n : 3] = torch.from_numpy(np.asarray(values(i))[:n])
-            at += length - 1 + prefix
-    return out
+def _places(
+    games: Any, rows: list[list[int]], index: list[int], p: human_time.Positions, prefix: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, column) of every position of games ``index`` (laid out as ``p``) in the
+    microbatch whose rows hold ``rows`` (each game taking its prefix and length - 1 inputs)."""
+    if not index:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    lengths = np.fromiter((len(games[i]) for i in index), dtype=np.int64, count=len(index))
+    row_of = np.repeat(np.arange(len(rows)), [len(row) for row in rows])
+    taken = lengths - 1 + prefix
+    ends = np.cumsum(taken)
+    row_start = np.concatenate([[0], ends])[np.searchsorted(row_of, np.arange(len(rows)))]
+    first = ends - taken - row_start[row_of] + prefix  # each game's BOS in its row
+    n = np.diff(p.offsets)  # its positions: plies + 1
+    ply = np.arange(len(p.targets)) - np.repeat(p.offsets[:-1], n)
+    column = np.repeat(first, n) + 3 * ply
+    return torch.from_numpy(np.repeat(row_of, n)), torch.from_numpy(column)
 
 
 # ----------------------------------------------------------------------------- validation
