@@ -5,7 +5,7 @@
 # compared under Maia-2's protocol (rule compare: paired top-1 with its interval), each run's
 # play evaluation (move-matching by band and time-control class; the think-time head against
 # its baselines), then the cost of human time in training throughput in one process
-# (train_speed.py: graphs and graphs+time, packed and packed+time). The records a comparison
+# (train_speed.py: graphs and graphs+time, packed and packed+time, each pair timed A B B A). The records a comparison
 # reads, the play records and the runs' summaries go to $OUT as one tarball.
 # Usage: benchmarks/gpu_human_time.sh SECONDS   (the whole call's deadline, at most the device
 # tool's 600 s a call: a cut call's runs resume in the next call, so run it until
@@ -33,9 +33,9 @@ tar -czf "$OUT/human-time.tgz" results/time-*/results.json results/time-*/scores
 mark "tarball: $(du -h "$OUT/human-time.tgz" | cut -f1)"
 left=$(( deadline - $(date +%s) ))
 if [ "$rc" = 0 ] && [ "${SPEED:-yes}" != no ] && [ "$left" -gt 60 ]; then
-  timeout -k 5 "$left" python3 benchmarks/train_speed.py --paths graphs,graphs+time,packed,packed+time \
+  timeout -k 5 "$left" python3 benchmarks/train_speed.py --paths graphs,graphs+time,graphs+time,graphs,packed,packed+time,packed+time,packed \
     --steps 60 --no-validation --json "$OUT/time-cost.json" > "$OUT/time-cost.log" 2>&1
-  mark "train_speed rc=$? $(tail -8 "$OUT/time-cost.log")"
+  mark "train_speed rc=$? $(tail -14 "$OUT/time-cost.log")"
 fi
 [ "$rc" = 0 ] && mark "done"
 grep -E "Error|error:" "$OUT/snakemake.log" | tail -20

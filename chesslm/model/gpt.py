@@ -209,14 +209,19 @@ class GPT(nn.Module):
         and / or the think-time logits (B, T, BINS), which need their heads. ``time``: the
         time inputs' rows (B, T, 4), required by a model with them (all unknown:
         ``human_time.unknown_features``)."""
-        B, T = idx.size()
+        _, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds the context {self.config.block_size}")
         if pos is None:
             pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
         if self.config.time_inputs:
-            x = x + self._time_rows(time, B, T)
+            if time is None:
+                raise ValueError(
+                    "this model reads time inputs: forward(time=...) needs them (every time"
+                    " unknown: chesslm.model.human_time.unknown_features)"
+                )
+            x = x + self.time_input(time)
         elif time is not None:
             raise ValueError("forward(time=...) needs a model with GPTConfig.time_inputs")
         for block in self.transformer.h:
@@ -233,18 +238,14 @@ class GPT(nn.Module):
             return self.lm_head(h), self.think_head(h)
         return self.lm_head(h), self.outcome_head(h), self.think_head(h)
 
-    def _time_rows(self, time: torch.Tensor | None, B: int, T: int) -> torch.Tensor:
-        """(B, T, C): each position's four time rows summed (one bag each: no (B, T, 4, C))."""
-        if time is None:
-            raise ValueError(
-                "this model reads time inputs: forward(time=...) needs them (every time"
-                " unknown: chesslm.model.human_time.unknown_features)"
-            )
+    def time_input(self, time: torch.Tensor) -> torch.Tensor:
+        """(..., C): each position's four time rows summed, for (..., 4) row indices (row 0:
+        no time input); one bag each, so no (..., 4, C) tensor."""
         rows = F.embedding_bag(
-            time.reshape(B * T, -1), self.time_embedding.weight, mode="sum",
+            time.reshape(-1, time.size(-1)), self.time_embedding.weight, mode="sum",
             padding_idx=human_time.NONE,
         )  # fmt: skip
-        return rows.view(B, T, -1)
+        return rows.view(*time.shape[:-1], -1)
 
     def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
         """Weight decay on matrices (dim >= 2) only; biases and LayerNorm gains are not decayed."""
