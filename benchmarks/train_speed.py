@@ -18,7 +18,11 @@ One run on one device (or under torchrun, DDP) times, on the same data:
   as a CUDA graph on CUDA (the pipeline's setting);
 * ``packed-compiled`` the same without CUDA graphs (GPU only: on the CPU it is ``packed``);
 * ``PATH+outcome`` any path above with the outcome head (``runs.NAME.outcome: true``): its
-  cost is this path's useful targets/s against PATH's, in the same run.
+  cost is this path's useful targets/s against PATH's, in the same run;
+* ``PATH+time`` (also ``PATH+outcome+time``) with the time inputs and the think-time head
+  (``runs.NAME.time_inputs``, ``think_time``): the clock rows and think targets built on the
+  host for every microbatch, the embedding and the head; ``vs_base_path`` is its useful
+  targets/s over the mean of PATH's in the same run (a path may be listed twice: A,B,B,A).
 
 It reports useful targets/s, padded tokens/s, padding fraction, model FLOP utilisation
 against a bf16 matmul peak measured in the same run, and peak memory, plus a validation
@@ -31,6 +35,8 @@ segment start-up (process start -> first optimizer step, cold and warm compile c
     python benchmarks/train_speed.py --device cpu --model tiny --steps 2 --json /tmp/s.json
     python benchmarks/train_speed.py --paths graphs,graphs+outcome,packed,packed+outcome \
         --json out/outcome-cost.json                                            # the head's cost
+    python benchmarks/train_speed.py --paths graphs,graphs+time,graphs+time,graphs \
+        --json out/time-cost.json                              # human time's cost (issue 48)
 
 Data: ``--cache DIR`` (a token cache) or, by default, synthetic games with a Lichess-like
 length distribution (random moves and results; speed does not depend on them).
@@ -79,6 +85,7 @@ GPU_ONLY = ("graphs", "graphs-overlap", "packed-compiled")
 
 
 OUTCOME = "+outcome"  # a path's suffix: the same path with the outcome head
+TIME = "+time"  # a path's last suffix: with the time inputs and the think-time head
 
 
 def is_packed(path: str) -> bool:
@@ -86,7 +93,7 @@ def is_packed(path: str) -> bool:
 
 
 def base_path(path: str) -> str:
-    return path.removesuffix(OUTCOME)
+    return path.removesuffix(TIME).removesuffix(OUTCOME)
 
 
 # ----------------------------------------------------------------------------- data
@@ -122,7 +129,8 @@ class SyntheticGames:
 
 class SyntheticCache:
     """Duck-types TokenCache: train/validation games, their random results (the outcome
-    head's targets, a column file in ``directory`` as a cache has) and random legality
+    head's targets) and clocks (a Lichess-like blitz game's readings: the time inputs' and
+    the think-time head's), column files in ``directory`` as a cache has, and random legality
     tables."""
 
     def __init__(
@@ -137,6 +145,15 @@ class SyntheticCache:
             column = metadata.column_path(directory / split, "result")
             column.parent.mkdir(parents=True, exist_ok=True)
             np.save(column, rng.integers(0, 3, n).astype(np.int8))
+            games = getattr(self, split)
+            plies = int(((games.lengths - 2) // 3).sum())
+            clocks = 180 - np.cumsum(rng.exponential(2.0, plies)) % 180  # falling, in [0, 180]
+            for name, values in (
+                ("clock", clocks.astype(np.float32)),
+                ("base_seconds", np.full(n, 180, dtype=np.int32)),
+                ("increment_seconds", np.full(n, 2, dtype=np.int32)),
+            ):
+                np.save(metadata.column_path(directory / split, name), values)
         self._mask = rng.integers(0, 256, (len(self.validation.tokens), 16), dtype=np.uint8)
         plies = int(((self.validation.lengths - 2) // 3).sum())
         codes = np.sort(rng.integers(0, N_MOVE_CODES, (plies, 30)), axis=1).astype(np.int32)
@@ -202,7 +219,8 @@ def model_flops(cfg: gpt.GPTConfig, game_lengths: list[int]) -> float:
 
 def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path: str) -> Any:
     """The project's Trainer for one path, from the run settings that path stands for."""
-    outcome, path = path.endswith(OUTCOME), base_path(path)
+    timed = path.endswith(TIME)
+    outcome, path = path.removesuffix(TIME).endswith(OUTCOME), base_path(path)
     packed = is_packed(path)
     settings = RunSettings(
         dataset="benchmark",
@@ -217,6 +235,8 @@ def trainer_for(a: argparse.Namespace, ctx: distributed.Context, data: Any, path
         packing=packed,
         cuda_graphs=None if path in ("graphs", "graphs-overlap", "packed") else False,
         outcome=outcome,
+        time_inputs=timed,
+        think_time=timed,
     )
     before = cuda_graphs.OVERLAP, cuda_graphs.BUCKET_MB
     # read once, when the Trainer is built
@@ -375,6 +395,7 @@ def time_path(
         "compiled": t.compiled,
         "packing": t.packing,
         "outcome_head": t.outcomes is not None,
+        "human_time": t.times is not None,
         "micro": micro,
         "accum": a.accum,
         "timed_updates": steps,
@@ -543,10 +564,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=int, default=900, help="seconds per child process")
     a = p.parse_args(argv)
     for path in a.paths.split(","):
-        if base_path(path) not in PATHS or path == "reference" + OUTCOME:
+        suffixes = path.removeprefix(base_path(path))
+        known = suffixes in ("", OUTCOME, TIME, OUTCOME + TIME)
+        if base_path(path) not in PATHS or path.startswith("reference+") or not known:
             p.error(
                 f"--paths: unknown path {path!r} (known: {', '.join(PATHS)}, each but"
-                f" reference also with {OUTCOME})"
+                f" reference also with {OUTCOME}, {TIME} or {OUTCOME}{TIME})"
             )
     if a.device is None:
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -575,6 +598,13 @@ def run_paths(a: argparse.Namespace) -> dict[str, Any]:
                 r["speedup_vs_reference"] = (
                     r["useful_targets_per_second"] / ref["useful_targets_per_second"]
                 )
+            # a head's cost: against its own path, every time that path ran (timed in the
+            # order A, B, B, A, the drift of a loaded machine cancels)
+            base = [
+                b["useful_targets_per_second"] for b in results if b["path"] == base_path(r["path"])
+            ]
+            if base and r["path"] != base_path(r["path"]):
+                r["vs_base_path"] = r["useful_targets_per_second"] / float(np.mean(base))
         return {
             "device": torch.cuda.get_device_name(ctx.device) if a.device == "cuda" else "cpu",
             "torch": torch.__version__,
@@ -602,6 +632,8 @@ def table(records: list[dict[str, Any]]) -> str:
                 f" {100 * r['padding_fraction']:>5.1f} {100 * (r['mfu'] or 0):>5.1f}"
                 f" {r['peak_allocated_gib'] or 0:>8.1f} {r['warmup_seconds']:>9.1f}"
             )
+            if "vs_base_path" in r:
+                lines.append(f"  {r['vs_base_path']:.3f} x {base_path(r['path'])}'s targets/s")
             v = r.get("validation")
             if v:
                 lines.append(

@@ -89,6 +89,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
 
 _SAMPLE_MOVES: list[tuple[chess.Move, ...]] = []  # the longest prefix parsed so far
 _SAMPLE_RESULTS: list[str] = []  # their PGN Result tags
+_SAMPLE_CLOCKS: list[tuple[list[float], str]] = []  # their [%clk] seconds and TimeControl tags
 
 
 def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
@@ -97,6 +98,7 @@ def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
     if len(_SAMPLE_MOVES) < n:
         _SAMPLE_MOVES[:] = []
         _SAMPLE_RESULTS[:] = []
+        _SAMPLE_CLOCKS[:] = []
         with open(SAMPLE, "rb") as fh:
             text = io.TextIOWrapper(
                 zstandard.ZstdDecompressor().stream_reader(fh), encoding="utf-8"
@@ -105,6 +107,8 @@ def sample_games(n: int, *, max_plies: int) -> list[np.ndarray]:
                 if moves := tuple(game.mainline_moves()):
                     _SAMPLE_MOVES.append(moves)
                     _SAMPLE_RESULTS.append(game.headers.get("Result", "*"))
+                    clocks = [-1.0 if (c := n.clock()) is None else c for n in game.mainline()]
+                    _SAMPLE_CLOCKS.append((clocks, game.headers.get("TimeControl", "-")))
     return [
         np.array(tokens.encode_moves(moves[:max_plies]), dtype=np.uint8)
         for moves in _SAMPLE_MOVES[:n]
@@ -121,10 +125,13 @@ def make_cache(
     legality_games: int | None = cache.LEGALITY_GAMES,
     ratings: bool = False,
     results: bool = False,
+    clocks: bool = False,
 ) -> Path:
     """``ratings``: give the games seeded White and Black Elos (every 5th one unknown, -1)
     instead of none at all (every column at its sentinel); ``results``: their sample games'
-    real results (index into ``metadata.RESULTS``), every 7th made unknown (``*``, -1)."""
+    real results (index into ``metadata.RESULTS``), every 7th made unknown (``*``, -1);
+    ``clocks``: their real ``[%clk]`` readings and time controls, every 5th game's readings
+    dropped (the sample's first games all have clocks; half the sample has none)."""
     games = sample_games(n_train + n_val, max_plies=max_plies)
     tags = _SAMPLE_RESULTS[: n_train + n_val]
     outcomes = [metadata.RESULTS.index(r) if r in metadata.RESULTS else -1 for r in tags]
@@ -142,6 +149,9 @@ def make_cache(
             elo = rng.integers(600, 3500, len(part)).astype(np.int16)
             elo[::5] = -1
             gamearrays.save_npy(metadata.column_path(shards / split, column), elo)
+        if clocks:
+            first = 0 if split == "train" else n_train
+            _save_clocks(shards / split, part, _SAMPLE_CLOCKS[first : first + len(part)])
         if results:
             result = np.array(known, dtype=np.int8)
             result[3::7] = -1
@@ -154,6 +164,25 @@ def make_cache(
         legality_games=legality_games,
     )
     return out
+
+
+def _save_clocks(
+    prefix: Path, games: list[np.ndarray], tags: list[tuple[list[float], str]]
+) -> None:
+    """The clock, base and increment columns of ``games`` (cut to their plies) from their
+    sample games' readings and TimeControl tags."""
+    per_ply, base, increment = [], [], []
+    for k, (game, (clocks, control)) in enumerate(zip(games, tags, strict=True)):
+        plies = (len(game) - 2) // 3
+        per_ply += clocks[:plies] if k % 5 else [-1.0] * plies
+        b, i, _ = metadata.speed_index(control)
+        base.append(b)
+        increment.append(i)
+    columns = {"clock": metadata.clock_column(np.array(per_ply, dtype=np.float64))}
+    columns |= {"base_seconds": np.array(base), "increment_seconds": np.array(increment)}
+    for name, values in columns.items():
+        dtype = metadata.COLUMNS[name].dtype
+        gamearrays.save_npy(metadata.column_path(prefix, name), values.astype(dtype))
 
 
 @dataclass(frozen=True)
@@ -296,6 +325,16 @@ def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def rated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tiny_cache``'s games with seeded ratings (conditioned runs' tests)."""
     return make_cache(tmp_path_factory.mktemp("rated"), n_train=24, n_val=6, ratings=True)
+
+
+@pytest.fixture(scope="session")
+def clocked_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_cache``'s games with their real clocks and time controls, ratings and results
+    (time-input and think-time runs)."""
+    return make_cache(
+        tmp_path_factory.mktemp("clocked"), n_train=24, n_val=6, clocks=True, results=True,
+        ratings=True,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,12 @@ A checkpoint with the outcome head (``runs.NAME.outcome``) adds the mover's chan
 move, from the head (read in the scorer's same pass): the CSV's last columns
 ``win_probability``, ``draw_probability`` and ``loss_probability`` (of the side that plays the
 move, in the position before it) and `` win=0.41 draw=0.30 loss=0.29`` at the end of the
-comment; without the head the files are as they were.
+comment; without the head the files are as they were. A checkpoint with the think-time head
+(``runs.NAME.think_time``) adds ``think_seconds`` (the time the mover took, from the PGN's
+``[%clk]`` comments and ``TimeControl`` by Lichess's clock rule, ``chesslm.data.clocks``; empty
+where it gives none) and ``predicted_think_seconds`` (the head's median, before the move), and
+`` think=12s predicted=8.3s`` in the comment; a checkpoint with time inputs reads the game's
+clocks and time control (every time unknown where the PGN has none).
 
 A game the model cannot read (a parse error, a variant, a start from a FEN, longer than its
 context) is skipped with one line on stderr naming it, and counted; the rest is written. Every
@@ -44,17 +49,20 @@ import torch
 import zstandard
 
 from chesslm import files, layout
-from chesslm.data import metadata, tokens
+from chesslm.data import clocks, metadata, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.export.load import model_at
 from chesslm.match import matching
+from chesslm.model import human_time
 from chesslm.play.settings import Match
-from chesslm.scorer import branched, ratings, scoring
+from chesslm.scorer import branched, ratings, scoring, times
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip
 # with the outcome head: the mover's chances before the move (Ply.chances)
 OUTCOME_FIELDS = ("win_probability", "draw_probability", "loss_probability")
+# with the think-time head: the time the mover took and the head's median (Ply.think)
+TIME_FIELDS = ("think_seconds", "predicted_think_seconds")
 GAME_FIELDS = ("game", "white", "black", "white_elo", "black_elo", "moves",
                "white_mean_logp", "black_mean_logp")  # fmt: skip
 TOP = 3
@@ -69,6 +77,18 @@ class Game:
     game: chess.pgn.Game
     moves: list[chess.Move]
     elo: tuple[int, int]  # the ratings fed to a conditioned model (-1: unknown)
+    clock: np.ndarray | None = None  # seconds after each ply ([%clk]; -1: absent)
+    control: tuple[int, int] = (-1, -1)  # TimeControl's base and increment (-1: unreadable)
+
+    def time_rows(self) -> np.ndarray:
+        """The game's time rows at each position (``chesslm.scorer.times``)."""
+        clock = np.full(len(self.moves), -1.0) if self.clock is None else self.clock
+        return times.of_game(clock, *self.control)
+
+    def taken(self) -> np.ndarray:
+        """Seconds each ply took by the clock rule (NaN where it gives none)."""
+        clock = np.full(len(self.moves), -1.0) if self.clock is None else self.clock
+        return clocks.spent(clock, base=self.control[0], increment=self.control[1])[:-1]
 
 
 def open_text(path: Path) -> TextIO:
@@ -137,7 +157,10 @@ def read_games(
             continue
         tags = game.headers
         elo = fixed or (metadata.elo(tags.get("WhiteElo")), metadata.elo(tags.get("BlackElo")))
-        yield Game(number, game, list(game.mainline_moves()), elo)
+        clock = [-1.0 if (c := node.clock()) is None else c for node in game.mainline()]
+        control = metadata.speed_index(tags.get("TimeControl"))[:2]
+        yield Game(number, game, list(game.mainline_moves()), elo,
+                   metadata.clock_column(np.array(clock, dtype=np.float64)), control)  # fmt: skip
 
 
 def validation_games(
@@ -159,7 +182,9 @@ def validation_games(
         elo = int(meta["white_elo"][i]), int(meta["black_elo"][i])
         game = chess.pgn.Game({"GameId": game_id})  # the annotated PGN's headers
         game.add_line(moves)
-        yield Game(game_id, game, moves, elo)
+        clock = meta["clock"][meta["ply_offsets"][i] : meta["ply_offsets"][i + 1]]
+        control = int(meta["base_seconds"][i]), int(meta["increment_seconds"][i])
+        yield Game(game_id, game, moves, elo, np.asarray(clock), control)
 
 
 def game_input(net: torch.nn.Module, game: Game) -> branched.GameInput:
@@ -169,7 +194,10 @@ def game_input(net: torch.nn.Module, game: Game) -> branched.GameInput:
         legal.append(scoring.legal_codes(board))
         board.push(move)
     main = tokens.encode_moves(game.moves)[:-1]  # BOS and the triples, no EOS
-    return branched.GameInput.from_plies(main, legal, prefix=ratings.prefix(net, *game.elo))
+    rows = game.time_rows() if times.timed(net) else None
+    return branched.GameInput.from_plies(
+        main, legal, prefix=ratings.prefix(net, *game.elo), time=rows
+    )
 
 
 def batches(games: Iterator[Game]) -> Iterator[list[Game]]:
@@ -193,6 +221,7 @@ class Ply:
     legal: int
     top: list[tuple[chess.Move, float]]
     chances: list[float] | None = None  # the outcome head's win/draw/loss of the mover before it
+    think: tuple[float, float] | None = None  # the time taken (NaN: none), the head's median
 
 
 def top_moves(s: scoring.Scores, batch: branched.Batch) -> tuple[np.ndarray, np.ndarray]:
@@ -221,6 +250,7 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
         top_logp, top_index = top_moves(s, batch)
         played, rank = s.played_logp.float().cpu().numpy(), s.rank.cpu().numpy()
         chances = None if s.wdl is None else s.wdl.cpu().numpy()
+        medians = None if s.think is None else human_time.median_seconds(s.think.cpu().numpy())
         codes = np.concatenate([inputs[i].codes for i in group])
         for p in range(len(batch.counts)):
             top = [(scoring.decode_code(codes[i]), math.exp(v))
@@ -228,7 +258,11 @@ def score_games(net: torch.nn.Module, games: list[Game], batch_tokens: int) -> l
             logp = float(played[p])
             ply = Ply(logp, math.exp(logp), int(rank[p]) + 1, int(batch.counts[p]), top,
                       None if chances is None else chances[p].tolist())  # fmt: skip
-            out[group[batch.ply_game[p]]].append(ply)
+            g = group[batch.ply_game[p]]
+            if medians is not None:
+                taken = games[g].taken()[int(batch.ply_number[p])]
+                ply.think = (float(taken), float(medians[p]))
+            out[g].append(ply)
     return out
 
 
@@ -246,6 +280,10 @@ def move_rows(game: Game, plies: list[Ply]) -> list[dict[str, object]]:
             row[f"top{k}"], row[f"p{k}"] = board.san(top), f"{p:.6g}"
         if ply.chances is not None:
             row.update(zip(OUTCOME_FIELDS, (f"{p:.6g}" for p in ply.chances), strict=True))
+        if ply.think is not None:
+            taken, predicted = ply.think
+            row[TIME_FIELDS[0]] = "" if math.isnan(taken) else f"{taken:g}"
+            row[TIME_FIELDS[1]] = f"{predicted:.4g}"
         row["san"] = board.san_and_push(move)
         rows.append(row)
     return rows
@@ -269,6 +307,9 @@ def annotate(game: Game, rows: list[dict[str, object]]) -> str:
         if OUTCOME_FIELDS[0] in row:  # the mover's chances before the move
             node.comment += "".join(f" {name.split('_')[0]}={float(row[name]):.2f}"
                                     for name in OUTCOME_FIELDS)  # fmt: skip
+        if TIME_FIELDS[1] in row:  # the time taken (where known) and the head's median
+            taken = f" think={row[TIME_FIELDS[0]]}s" if row[TIME_FIELDS[0]] != "" else ""
+            node.comment += f"{taken} predicted={float(row[TIME_FIELDS[1]]):.3g}s"
     return str(game.game.accept(chess.pgn.StringExporter(headers=True, variations=False)))
 
 
@@ -328,8 +369,10 @@ def write(
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
                                                             newline=""))
                 for name, path in outputs.items() if path is not None}  # fmt: skip
-        head = net.config.outcome
-        moves = csv.DictWriter(text["moves"], MOVE_FIELDS + (OUTCOME_FIELDS if head else ()))
+        fields = MOVE_FIELDS + (OUTCOME_FIELDS if net.config.outcome else ())
+        moves = csv.DictWriter(
+            text["moves"], fields + (TIME_FIELDS if net.config.think_time else ())
+        )
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()
         per_game.writeheader()

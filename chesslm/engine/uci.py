@@ -40,6 +40,13 @@ the other way round (``chesslm.scorer.ratings``); every move's ``info string`` n
 read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <computer|human>
 <name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
 leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so.
+
+Clocks (issue 48): a checkpoint with time inputs (``time_inputs: true``) reads the game's clocks
+from ``go wtime … btime … winc … binc``, and ``HumanTime`` (a check, off by default) makes a
+checkpoint with the think-time head wait the time a human would take before ``bestmove``
+(``HumanTimePick``: the head's ``median``, the default, or a ``sample``), with one ``info
+string`` naming the time chosen, never beyond its clock less ``Move Overhead``;
+``chesslm.engine.think`` says how.
 """
 
 from __future__ import annotations
@@ -54,10 +61,11 @@ from collections.abc import Callable, Iterable
 from typing import TextIO
 
 import chess
+import numpy as np
 import torch
 
 from chesslm.data import tokens
-from chesslm.engine import wdl
+from chesslm.engine import think, wdl
 from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
 from chesslm.scorer import branched, ratings, scoring
@@ -84,11 +92,13 @@ OPTIONS = (
     "option name UCI_ShowWDL type check default false",
     "option name Ponder type check default false",
     "option name UCI_LimitStrength type check default false",
+    # the think-time head's wait before bestmove (chesslm.engine.think)
+    "option name HumanTime type check default false",
+    f"option name HumanTimePick type combo default {think.PICKS[0]} {think.PICK_VARS}",
 )  # fmt: skip
 # option (lower case) -> why this engine ignores it, said once in an info string
 IGNORED = {
     "hash": "no search, so no hash table",
-    "move overhead": "one forward pass answers at once, whatever the clock",
     "syzygypath": "no tablebase probing: the model plays its own moves",
     "uci_showwdl": "no win/draw/loss estimate: this checkpoint has no outcome head",
     "ponder": "go ponder is answered at ponderhit; there is nothing to think ahead",
@@ -142,10 +152,10 @@ def parse_position(args: list[str]) -> tuple[chess.Board, list[str]]:
     return board, complaints
 
 
-def parse_go(args: list[str]) -> tuple[set[str], list[str]]:
-    """``go``'s flags (``infinite``, ``ponder``) and complaints about its words; its limits are
-    checked, not used (one forward pass is the whole search)."""
-    flags, complaints = set(), []
+def parse_go(args: list[str]) -> tuple[set[str], dict[str, int], list[str]]:
+    """``go``'s flags (``infinite``, ``ponder``), its numbers (the clocks read; no limit bounds
+    the search: one forward pass is the whole of it) and complaints about its words."""
+    flags, numbers, complaints = set(), {}, []
     i = 0
     while i < len(args):
         word = args[i]
@@ -153,7 +163,7 @@ def parse_go(args: list[str]) -> tuple[set[str], list[str]]:
             flags.add(word)
         elif word in GO_NUMBERS and i + 1 < len(args):
             try:
-                int(args[i + 1])
+                numbers[word] = int(args[i + 1])
             except ValueError:
                 complaints.append(f"go {word}: not an integer: {args[i + 1]!r}; ignored")
             i += 1
@@ -164,7 +174,7 @@ def parse_go(args: list[str]) -> tuple[set[str], list[str]]:
         else:
             complaints.append(f"go: ignored {word!r}")
         i += 1
-    return flags, complaints
+    return flags, numbers, complaints
 
 
 class Engine:
@@ -184,6 +194,11 @@ class Engine:
         self.position_wdl: list[float] | None = None  # the head's, from the go's scoring pass
         self.show_wdl = False
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
+        self.clocks = think.Clocks()  # what the go commands told of the game's clocks
+        self.human_time, self.pick, self.overhead_ms = False, think.PICKS[0], 100
+        self.time_rng = np.random.default_rng(self.seed)
+        self.think: np.ndarray | None = None  # the head's distribution, from the go's pass
+        self.interrupt = threading.Event()  # a stop during the wait (set by serve's reader)
         self.commands = {
             "uci": self.uci,
             "isready": lambda _: self.send("readyok"),
@@ -227,6 +242,8 @@ class Engine:
     def new_game(self, _: list[str]) -> None:
         self.board, self.unencodable = chess.Board(), None
         self.rng.manual_seed(self.seed)
+        self.time_rng = np.random.default_rng(self.seed)
+        self.clocks.new_game()
 
     def setoption(self, args: list[str]) -> None:
         name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
@@ -247,6 +264,9 @@ class Engine:
             "uci_elo": lambda v: self.set_elo(v, own=True, opponent=False),
             "uci_opponent": self.set_opponent,
             "multipv": self.set_multipv,
+            "humantime": self.set_human_time,
+            "humantimepick": self.set_pick,
+            "move overhead": self.set_overhead,
         }.get(name.lower())
         if setter is None:
             self.info(f"unknown option {name!r}; ignored")
@@ -264,6 +284,23 @@ class Engine:
             self.info(f"UCI_Opponent {value!r} gives no rating; OppoElo stays {self.oppo_elo}")
             return
         self.set_elo(words[1], own=False, opponent=True)
+
+    def set_human_time(self, value: str) -> None:
+        self.human_time = value.lower() == "true"
+        if self.human_time and not self.net.config.think_time:
+            self.info("HumanTime needs a checkpoint with the think-time head (think_time:"
+                      " true): this one answers at once")  # fmt: skip
+
+    def set_pick(self, value: str) -> None:
+        if value not in think.PICKS:
+            raise ValueError(f"one of {', '.join(think.PICKS)} is needed")
+        self.pick = value
+
+    def set_overhead(self, value: str) -> None:
+        ms = int(value)
+        if not 0 <= ms <= 10000:
+            raise ValueError("0..10000 is needed")
+        self.overhead_ms = ms
 
     def set_multipv(self, value: str) -> None:
         k = int(value)
@@ -295,6 +332,7 @@ class Engine:
             raise ValueError(f"0..{MAX_SEED} is needed")
         self.seed = seed
         self.rng.manual_seed(seed)
+        self.time_rng = np.random.default_rng(seed)
 
     def position(self, args: list[str]) -> None:
         board, complaints = parse_position(args)
@@ -304,12 +342,17 @@ class Engine:
         self.board, self.unencodable = board, unencodable_start(root)
 
     def go(self, args: list[str]) -> None:
-        flags, complaints = parse_go(args)
+        flags, numbers, complaints = parse_go(args)
         for text in complaints:
             self.info(text)
         self.release([])  # a go before the last one's stop: answer that one first
         started = time.perf_counter()
-        self.position_wdl = None
+        self.interrupt.clear()
+        ply = len(self.board.move_stack)
+        self.clocks.record(ply, wtime=numbers.get("wtime"), btime=numbers.get("btime"))
+        own = "w" if self.board.turn == chess.WHITE else "b"
+        self.increment = numbers.get(f"{own}inc")
+        self.position_wdl, self.think = None, None
         try:
             move, why, ranked = self.choose()
         except Exception as error:  # noqa: BLE001 - every go gets a bestmove, or a GUI waits
@@ -330,11 +373,34 @@ class Engine:
             self.send(text)
         if len(lines) <= 1:
             self.info(why)
+        left = numbers.get(f"{own}time")
+        if (
+            self.human_time
+            and move is not None
+            and left is not None
+            and not (flags or {"movetime", "nodes", "depth"} & set(numbers))
+        ):
+            self.wait_human(left, time.perf_counter() - started)
         line = f"bestmove {move.uci() if move is not None else '(none)'}"
         if flags & {"infinite", "ponder"}:
             self.held = line
         else:
             self.send(line)
+
+    def wait_human(self, left_ms: int, spent: float) -> None:
+        """``HumanTime``: wait the think time chosen from the head (``chesslm.engine.think``)
+        less ``spent``, never past the clock less ``Move Overhead``; a stop ends it."""
+        if self.think is None:
+            self.info("HumanTime: no think time (this checkpoint has no think-time head, or the"
+                      " model was not asked): answering at once")  # fmt: skip
+            return
+        chosen = think.chosen_seconds(self.think, self.pick, self.time_rng)
+        wait = think.wait_seconds(chosen, left_ms=left_ms, overhead_ms=self.overhead_ms,
+                                  spent=spent)  # fmt: skip
+        self.info(f"human time {chosen:.2f} s ({self.pick} of the think-time head), waiting"
+                  f" {wait:.2f} s more after {spent:.2f} s of compute; clock {left_ms} ms,"
+                  f" overhead {self.overhead_ms} ms")  # fmt: skip
+        self.interrupt.wait(wait)
 
     def release(self, _: list[str]) -> None:
         if self.held is not None:
@@ -420,8 +486,11 @@ class Engine:
         return f"ratings White {white} Black {black} (prefix {self.prefix()})"
 
     def model_move(self) -> tuple[chess.Move, str, list[Ranked]]:
-        codes, logp, self.position_wdl = position_scores(
-            self.net, self.board, self.device, self.prefix()
+        rows = None
+        if self.net.config.time_inputs:
+            rows = self.clocks.rows(len(self.board.move_stack), self.increment)
+        codes, logp, self.position_wdl, self.think = position_scores(
+            self.net, self.board, self.device, self.prefix(), rows
         )
         if self.temperature == 0:
             pick = int(torch.argmax(logp))
@@ -445,30 +514,44 @@ def legal_scores(
     """The legal move codes of a board reached from the standard start and their
     log-probabilities (CPU, FP32), from one pass of the play evaluation's scoring;
     ``prefix``: the tokens before BOS (a conditioned model's ratings)."""
-    return position_scores(net, board, device, prefix)[:2]
+    return position_scores(net, board, device, prefix)[:2]  # type: ignore[return-value]
 
 
 def position_scores(
-    net: gpt.GPT, board: chess.Board, device: torch.device, prefix: list[int] | None = None
-) -> tuple[list[int], torch.Tensor, list[float] | None]:
+    net: gpt.GPT,
+    board: chess.Board,
+    device: torch.device,
+    prefix: list[int] | None = None,
+    time: np.ndarray | None = None,
+) -> tuple[list[int], torch.Tensor, list[float] | None, np.ndarray | None]:
     """``legal_scores``' and, with an outcome head, its win/draw/loss from the side to move
-    at the board, read in the same pass (``scoring.Scores.wdl``); None without the head."""
+    at the board, with a think-time head its distribution over the bins, read in the same
+    pass (``scoring.Scores``); None without the head. ``time``: a timed model's rows at the
+    game's positions (None: every time unknown)."""
     main = [tokens.BOS]
     for move in board.move_stack:
         main.extend(tokens.move_tokens(move))
     codes = scoring.legal_codes(board)
     game = branched.GameInput.from_plies(main, [codes], start=len(board.move_stack),
-                                        prefix=prefix or [])  # fmt: skip
+                                        prefix=prefix or [], time=time)  # fmt: skip
     batch = branched.build_batch([game], device)
     scores = scoring.score(net, batch)
     wdl_here = None if scores.wdl is None else scores.wdl[0].cpu().tolist()
-    return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here
+    think_here = None if scores.think is None else scores.think[0].cpu().numpy()
+    return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here, think_here
 
 
-def read_lines(stream: Iterable[str], lines: queue.Queue[str | None]) -> None:
-    """Feed input lines to the engine's queue; None at end of input."""
+def read_lines(
+    stream: Iterable[str], lines: queue.Queue[str | None], interrupt: threading.Event | None = None
+) -> None:
+    """Feed input lines to the engine's queue; None at end of input. A ``stop`` or ``quit``
+    also sets ``interrupt`` (it ends a HumanTime wait)."""
     for line in stream:
+        if interrupt is not None and line.split()[:1] in (["stop"], ["quit"]):
+            interrupt.set()
         lines.put(line)
+    if interrupt is not None:
+        interrupt.set()
     lines.put(None)
 
 
@@ -476,7 +559,10 @@ def serve(engine: Engine, stream: TextIO) -> None:
     """Answer commands until ``quit`` or the end of input; a thread reads the input, so a
     ``stop`` is seen while the engine is busy."""
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=read_lines, args=(stream, lines), daemon=True).start()
+    reader = threading.Thread(
+        target=read_lines, args=(stream, lines, engine.interrupt), daemon=True
+    )
+    reader.start()
     while (line := lines.get()) is not None and engine.handle(line):
         pass
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from chesslm.model import gpt
+from chesslm.scorer import times
 
 LICHESS_MULTIPLIER = 0.00368208  # lila WinPercent.winningChances
 CP_CEILING = 1000  # lila Eval.Cp.CEILING
@@ -46,12 +48,16 @@ def permille(wdl: Sequence[float]) -> list[int]:
 
 
 @torch.no_grad()
-def evaluations(net: gpt.GPT, games: list[list[int]], device: torch.device) -> list[list[float]]:
+def evaluations(
+    net: gpt.GPT, games: list[list[int]], device: torch.device, clocks: Any = None
+) -> list[list[float]]:
     """Win/draw/loss probabilities from the side to move at the end of each token sequence
-    (prefix, BOS, the moves' triples: all of one length); needs the outcome head."""
+    (prefix, BOS, the moves' triples: all of one length); needs the outcome head. A timed
+    model reads ``clocks`` (each game's time rows, ``chesslm.scorer.times``; None: unknown)."""
     x = torch.tensor(games, dtype=torch.long, device=device)
+    rows = times.batch_rows(net, list(clocks or [None] * len(games)), x.size(1), device)
     with gpt.autocast(device):
-        _, outcome = net(x, outcome=True)
+        _, outcome = net(x, outcome=True) if rows is None else net(x, outcome=True, time=rows)
     return outcome[:, -1].float().softmax(-1).cpu().tolist()
 
 

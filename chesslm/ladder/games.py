@@ -25,7 +25,7 @@ import torch
 from chesslm.data import tokens
 from chesslm.model import gpt
 from chesslm.progress import Progress
-from chesslm.scorer import branched, decode, ratings, scoring
+from chesslm.scorer import branched, decode, ratings, scoring, times
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,10 @@ def _propose_plain(
     out = []
     for phase in range(3):
         with gpt.autocast(device):
-            logits = net(x)[:, -1].float()
+            pos = torch.arange(x.size(1), device=device)
+            rows = times.input_rows(net, pos)  # None: the model reads no time inputs
+            logits = net(x) if rows is None else net(x, time=rows.expand(len(x), -1, -1))
+            logits = logits[:, -1].float()
         low, high = GRAMMAR[phase]
         allowed = torch.zeros(logits.size(-1), dtype=torch.bool, device=device)
         allowed[low:high] = True

@@ -27,7 +27,7 @@ from chesslm.match import outcome
 from chesslm.match.protocols import Protocol
 from chesslm.model import gpt
 from chesslm.model.outcome import DRAW, LOSS, WIN
-from chesslm.scorer import branched
+from chesslm.scorer import branched, times
 
 DEFINITION = (
     "per gap (White's rating minus Black's), White at gap_centre + gap // 2 and Black gap"
@@ -65,8 +65,10 @@ def head_wdl(
     x = np.zeros((len(rows), max(map(len, rows))), dtype=np.int64)
     for i, row in enumerate(rows):
         x[i, : len(row)] = row
+    clocks = times.batch_rows(net, [g.time for g in games], x.shape[1], device)
     with gpt.autocast(device):
-        _, head = net(torch.from_numpy(x).to(device), outcome=True)
+        extra = {} if clocks is None else {"time": clocks}
+        _, head = net(torch.from_numpy(x).to(device), outcome=True, **extra)
     p = head.float().softmax(-1).cpu().numpy()
     # ply k's position: BOS (k = 0) or move k-1's last token, 3k after BOS
     at = [(i, len(lead) + 3 * (g.start + np.arange(g.plies))) for i, g in enumerate(games)]

@@ -16,6 +16,10 @@ stopped run has scored whole windows of evenly spaced games, not the short games
 A rating-conditioned model (``ratings.conditioned``) scores each game behind its rating prefix:
 the game's own ``white_elo``/``black_elo`` from the validation metadata ("unknown" tokens where
 missing), or, with ``ratings=(white, black)``, those for every game (the counterfactual part).
+A model with time inputs (``times.timed``) scores each game with its own clocks and time
+control (the validation metadata; "unknown" where missing); a think-time head's distribution
+at each position goes into the chunks beside the scores (``THINK_FIELD``), for
+``chesslm.match.think_time``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from chesslm.data.cache import TokenCache
 from chesslm.match import metrics, outcome
 from chesslm.match.protocols import Protocol
 from chesslm.progress import Progress
-from chesslm.scorer import branched, prepare, scoring
+from chesslm.scorer import branched, prepare, scoring, times
 from chesslm.scorer import ratings as rating_prefix
 
 logger = logging.getLogger(__name__)
@@ -48,6 +52,7 @@ GROUPINGS = ("overall", "elo_bin", "band", "speed")
 STATS = metrics.NAMES  # each row's statistics, in the metric table's order
 CHUNK_FIELDS = ("game", "ply", "rank", "nll", "n_legal")
 OUTCOME_FIELDS = ("p_win", "p_draw", "p_loss")  # an outcome head's, per position (in its chunks)
+THINK_FIELD = "p_think"  # a think-time head's (positions, BINS) distribution (in its chunks)
 MIN_INTERVAL_GAMES = 10
 WRITE, TABLES = "play: a chunk written", "play: a chunk's prepared tables"  # profile labels
 WINDOW_CHUNKS = 16
@@ -156,6 +161,7 @@ class Evaluator:
         self.workers = prepare.workers(threads, unstored, device.type)
         self.batch_tokens = batch_tokens
         self.prefixes = self._prefixes(cache_dir, ratings)
+        self.meta = load_metadata(cache_dir, self.games.offsets)[0] if times.timed(net) else None
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -274,7 +280,18 @@ class Evaluator:
             codes, offsets = self.codes, self.code_offsets[p0 : p0 + n + 1]
         else:
             codes, offsets = tables if tables is not None else prepare.game_tables(self.games[g])
-        return branched.game_input(self.games[g], codes, offsets, prefix=self.prefixes[g])
+        return branched.game_input(
+            self.games[g], codes, offsets, prefix=self.prefixes[g], time=self.time_rows(g)
+        )
+
+    def time_rows(self, g: int) -> np.ndarray | None:
+        """Validation game ``g``'s time rows for a timed model (its clocks and time control),
+        None for a model without time inputs."""
+        if self.meta is None:
+            return None
+        m = self.meta
+        clock = m["clock"][m["ply_offsets"][g] : m["ply_offsets"][g + 1]]
+        return times.of_game(clock, m["base_seconds"][g], m["increment_seconds"][g])
 
     def selection(self) -> str:
         """Which validation games are evaluated, and why fewer than all where so."""
@@ -326,12 +343,16 @@ class Evaluator:
         out["n_legal"].append(host["n_legal"].astype(np.int16))
         for j, name in enumerate(OUTCOME_FIELDS if "wdl" in host else ()):
             out[name].append(host["wdl"][:, j].astype(np.float32))
+        if "think" in host:
+            out[THINK_FIELD].append(host["think"].astype(np.float32))
 
     @property
     def fields(self) -> tuple[str, ...]:
-        """A chunk's per-position fields: CHUNK_FIELDS, and OUTCOME_FIELDS with an outcome
-        head (the position's win/draw/loss probabilities from the side to move)."""
-        return CHUNK_FIELDS + (OUTCOME_FIELDS if self.net.config.outcome else ())
+        """A chunk's per-position fields: CHUNK_FIELDS, OUTCOME_FIELDS with an outcome head
+        (the position's win/draw/loss probabilities from the side to move) and THINK_FIELD
+        with a think-time head (its distribution over the bins)."""
+        think = (THINK_FIELD,) if self.net.config.think_time else ()
+        return CHUNK_FIELDS + (OUTCOME_FIELDS if self.net.config.outcome else ()) + think
 
     def positions(self) -> dict[str, np.ndarray]:
         """Every position evaluated so far (all chunks on disk)."""

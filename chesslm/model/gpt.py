@@ -17,6 +17,14 @@ move logits read to three logits: the game's result from the side to move (win, 
 ``forward(..., outcome=True)`` returns both. Without it the model is exactly the one before
 the head existed (no parameter, no random draw at init).
 
+``GPTConfig.time_inputs`` adds ``time_embedding``: at every position (BOS and each move's last
+token) the sum of four learned rows, the time control and both clocks, binned
+(``chesslm.model.human_time``); ``forward(..., time=)`` takes them as (B, T, 4) row indices, row
+0 (zero, never trained) everywhere else. ``GPTConfig.think_time`` adds ``think_head``, a linear
+map of the final hidden state to the think-time bins; ``forward(..., think_time=True)`` returns
+its logits after the move logits (and the outcome logits). Both are created after everything
+else, so a model without them is exactly the one before they existed.
+
 ``GPTConfig.conditioning`` is the input layout the model was trained with (``none`` or ``elo``:
 two rating tokens before BOS); the network is the same, so what feeds it reads the layout from
 ``net.config`` (``chesslm.scorer.ratings``) and builds the same inputs.
@@ -39,12 +47,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from chesslm.data import conditioning as input_layouts
+from chesslm.model import human_time
 from chesslm.model.presets import (
     BASELINE_PARAMETERS,
     OUTCOME_CLASSES,
     GPTConfig,
     config_for,
     outcome_parameters,
+    time_parameters,
 )
 
 try:  # FlexAttention (document masks of packed rows on CUDA)
@@ -160,6 +170,16 @@ class GPT(nn.Module):
         if config.outcome:  # last, so the trunk's init draws are those of a model without it
             self.outcome_head = nn.Linear(config.n_embd, len(OUTCOME_CLASSES), bias=config.bias)
             self._init_weights(self.outcome_head)
+        if config.time_inputs:
+            self.time_embedding = nn.Embedding(
+                human_time.ROWS, config.n_embd, padding_idx=human_time.NONE
+            )
+            self._init_weights(self.time_embedding)
+            with torch.no_grad():  # normal_ drew over it: "no time input here" adds nothing
+                self.time_embedding.weight[human_time.NONE].zero_()
+        if config.think_time:
+            self.think_head = nn.Linear(config.n_embd, human_time.BINS, bias=config.bias)
+            self._init_weights(self.think_head)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -181,23 +201,51 @@ class GPT(nn.Module):
         pos: torch.Tensor | None = None,
         mask: Mask = None,
         outcome: bool = False,
+        think_time: bool = False,
+        time: torch.Tensor | None = None,
     ) -> Any:
         """Logits (B, T, vocab) for token ids (B, T); see the module docstring for the masks.
-        ``outcome``: (logits, outcome logits (B, T, 3)), which needs the outcome head."""
+        ``outcome`` / ``think_time``: a tuple of the logits, then the outcome logits (B, T, 3)
+        and / or the think-time logits (B, T, BINS), which need their heads. ``time``: the
+        time inputs' rows (B, T, 4), required by a model with them (all unknown:
+        ``human_time.unknown_features``)."""
         _, T = idx.size()
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds the context {self.config.block_size}")
         if pos is None:
             pos = torch.arange(T, dtype=torch.long, device=idx.device)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
+        if self.config.time_inputs:
+            if time is None:
+                raise ValueError(
+                    "this model reads time inputs: forward(time=...) needs them (every time"
+                    " unknown: chesslm.model.human_time.unknown_features)"
+                )
+            x = x + self.time_input(time)
+        elif time is not None:
+            raise ValueError("forward(time=...) needs a model with GPTConfig.time_inputs")
         for block in self.transformer.h:
             x = block(x, mask)
-        if outcome:
-            if not self.config.outcome:
-                raise ValueError("forward(outcome=True) needs a model with GPTConfig.outcome")
-            h = self.transformer.ln_f(x)
+        if not (outcome or think_time):
+            return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
+        for wanted, name in ((outcome, "outcome"), (think_time, "think_time")):
+            if wanted and not getattr(self.config, name):
+                raise ValueError(f"forward({name}=True) needs a model with GPTConfig.{name}")
+        h = self.transformer.ln_f(x)
+        if not think_time:
             return self.lm_head(h), self.outcome_head(h)
-        return self.lm_head(self.transformer.ln_f(x))  # (B, T, vocab)
+        if not outcome:
+            return self.lm_head(h), self.think_head(h)
+        return self.lm_head(h), self.outcome_head(h), self.think_head(h)
+
+    def time_input(self, time: torch.Tensor) -> torch.Tensor:
+        """(..., C): each position's four time rows summed, for (..., 4) row indices (row 0:
+        no time input); one bag each, so no (..., 4, C) tensor."""
+        rows = F.embedding_bag(
+            time.reshape(-1, time.size(-1)), self.time_embedding.weight, mode="sum",
+            padding_idx=human_time.NONE,
+        )  # fmt: skip
+        return rows.view(*time.shape[:-1], -1)
 
     def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
         """Weight decay on matrices (dim >= 2) only; biases and LayerNorm gains are not decayed."""
@@ -214,12 +262,21 @@ def build(
     device: torch.device | str = "cpu",
     conditioning: str = "none",
     outcome: bool = False,
+    time_inputs: bool = False,
+    think_time: bool = False,
 ) -> GPT:
     """The model of a preset reading inputs of ``conditioning``'s layout (with the outcome
-    head if ``outcome``), initialised from torch's current RNG, FP32, on ``device``."""
-    config = dataclasses.replace(config_for(preset), conditioning=conditioning, outcome=outcome)
+    head if ``outcome``, the time inputs and the think-time head if asked), initialised from
+    torch's current RNG, FP32, on ``device``."""
+    config = dataclasses.replace(
+        config_for(preset),
+        conditioning=conditioning,
+        outcome=outcome,
+        time_inputs=time_inputs,
+        think_time=think_time,
+    )
     model = GPT(config).to(device)
-    expected = BASELINE_PARAMETERS + outcome_parameters(config)
+    expected = BASELINE_PARAMETERS + outcome_parameters(config) + time_parameters(config)
     if preset == "baseline" and model.num_parameters() != expected:
         raise ValueError(f"baseline parameter mismatch: {model.num_parameters()}")
     if any(p.dtype != torch.float32 for p in model.parameters()):

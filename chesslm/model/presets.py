@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from chesslm.data import tokens
+from chesslm.model import human_time
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,25 @@ class GPTConfig:
     # an outcome head (``runs.NAME.outcome``): n_embd -> len(OUTCOME_CLASSES) logits of the
     # game's result from the side to move, read at each position (chesslm.train.outcome)
     outcome: bool = False
+    # the time inputs (``runs.NAME.time_inputs``): a learned embedding of the time control and
+    # both clocks added at each position (chesslm.model.human_time)
+    time_inputs: bool = False
+    # a think-time head (``runs.NAME.think_time``): n_embd -> human_time.BINS logits of the
+    # time the mover spends, read at each position (chesslm.train.human_time)
+    think_time: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The config as a record; the fields added after runs existed (``LATER``) only when
+        set, so that a run without them keeps the identity it had."""
+        out = asdict(self)
+        for name in LATER:
+            if not out[name]:
+                del out[name]
+        return out
+
+
+# fields a record omits when they are off (GPTConfig.to_dict): absent reads as off
+LATER = ("time_inputs", "think_time")
 
 
 PRESETS: dict[str, GPTConfig] = {
@@ -49,6 +66,17 @@ def outcome_parameters(config: GPTConfig) -> int:
     if not config.outcome:
         return 0
     return len(OUTCOME_CLASSES) * (config.n_embd + (1 if config.bias else 0))
+
+
+def time_parameters(config: GPTConfig) -> int:
+    """The time inputs' embedding and the think-time head's parameters (0 without them).
+
+    >>> time_parameters(GPTConfig(time_inputs=True, think_time=True))
+    153639
+    """
+    rows = human_time.ROWS * config.n_embd if config.time_inputs else 0
+    head = human_time.BINS * (config.n_embd + (1 if config.bias else 0)) if config.think_time else 0
+    return rows + head
 
 
 def config_for(preset: str) -> GPTConfig:

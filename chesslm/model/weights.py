@@ -5,7 +5,8 @@ shape), in eval mode.
 The model's config carries the input layout it was trained with (``net.config.conditioning``:
 ``none`` or ``elo``, from the checkpoint's identity) so whatever feeds it builds the same
 inputs (``chesslm.scorer.ratings``), and whether it has the outcome head (``net.config.outcome``,
-``identity.model.outcome``; absent in checkpoints from before it: no head)."""
+``identity.model.outcome``; absent in checkpoints from before it: no head), the time inputs
+and the think-time head (``time_inputs``, ``think_time``: likewise)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,14 @@ def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.devi
         layout = conditioning.of_identity(payload["identity"])
     except ValueError as error:
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
-    outcome = lookup(payload, "identity.model.outcome")
-    if outcome not in (None, True, False):
-        raise checkpoint.CheckpointError(f"{path}: identity.model.outcome is {outcome!r}")
+    parts = {}
+    for name in ("outcome", "time_inputs", "think_time"):  # absent: from before the part
+        value = lookup(payload, f"identity.model.{name}")
+        if value not in (None, True, False):
+            raise checkpoint.CheckpointError(f"{path}: identity.model.{name} is {value!r}")
+        parts[name] = bool(value)
     try:
-        net = gpt.build(preset, device=device, conditioning=layout, outcome=bool(outcome))
+        net = gpt.build(preset, device=device, conditioning=layout, **parts)
     except ValueError as error:
         raise checkpoint.CheckpointError(f"{path}: {error}") from None
     unfit = misfit(net.state_dict(), payload["model"])

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from chesslm.match import matching, outcome, protocols
+from chesslm.match import matching, outcome, protocols, think_time
 from chesslm.play import plots
 from chesslm.play.job import Job, Result
 from chesslm.progress import Progress
@@ -55,6 +55,7 @@ def move_matching(job: Job) -> Result:
         "seconds": time.monotonic() - started,
         "datasets": per_dataset,
         **({"outcome_definition": outcome.DEFINITION} if job.net.config.outcome else {}),
+        **({"think_time_definition": think_time.DEFINITION} if job.net.config.think_time else {}),
     }
     logger.info("move-matching: %.1f s", match_json["seconds"])
     frame = pd.DataFrame(rows)
@@ -99,6 +100,11 @@ def _match_dataset(
     head = {"outcome": outcome.section(pos, meta, keeps, band, outcome.train_split(cache_dir),
             replicates=bootstrap, seed=seed,
             min_games=matching.MIN_INTERVAL_GAMES)} if "p_win" in pos else {}  # fmt: skip
+    if matching.THINK_FIELD in pos:  # a think-time head's measure against its baselines
+        head["think_time"] = think_time.section(
+            pos, meta, keeps, band, features["speed"], cache_dir, replicates=bootstrap,
+            seed=seed, min_games=matching.MIN_INTERVAL_GAMES,
+        )  # fmt: skip
     return {
         "cache": str(cache_dir),
         "validation_games": len(ev.games),
@@ -111,5 +117,5 @@ def _match_dataset(
         "preparation_workers": ev.workers,  # chesslm.scorer.prepare's split of threads
         **matching.counts(pos, meta, features, chosen),
         "table": table,
-        **head,  # an outcome head's measure (chesslm.match.outcome): none without one
+        **head,  # the outcome and think-time heads' measures (chesslm.match): none without
     }

@@ -217,6 +217,57 @@ class OutcomeMeasure:
         return next((r for r in self.table if r.grouping == "overall"), None)
 
 
+@dataclass(frozen=True)
+class ThinkScores:
+    """One predictor's think-time scores in one group (``chesslm.match.think_time``), each
+    beside its 95 % interval (None: too few games, or no NLL for a point prediction)."""
+
+    nll: float | None
+    mae_log: float | None
+    pearson: float | None
+    spearman: float | None
+    nll_low: float | None = None
+    nll_high: float | None = None
+    mae_log_low: float | None = None
+    mae_log_high: float | None = None
+    pearson_low: float | None = None
+    pearson_high: float | None = None
+    spearman_low: float | None = None
+    spearman_high: float | None = None
+
+
+@dataclass(frozen=True)
+class ThinkRow:
+    """One (protocol, grouping, group) row of the think-time measure: the head's and the
+    baselines' (``model``, ``median_time``, ``clock_rule``) scores."""
+
+    protocol: str
+    grouping: str
+    group: str
+    positions: int
+    games: int
+    scores: dict[str, ThinkScores]
+    few_games: bool = False
+
+
+@dataclass(frozen=True)
+class ThinkMeasure:
+    """A dataset's think-time entry of move-match.json (a think-time checkpoint only)."""
+
+    positions: int
+    games: int
+    positions_scored: int
+    baseline_source: str
+    train_targets: int
+    clock_rule_share: float
+    table: list[ThinkRow]
+
+    @property
+    def overall(self) -> ThinkRow | None:
+        """The first protocol's overall row."""
+        return next((r for r in self.table if r.grouping == "overall"), None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class MatchDataset(Evaluated):
     validation_games: int
@@ -227,6 +278,7 @@ class MatchDataset(Evaluated):
     protocol_positions: dict[str, int] | None = None
     maia_positions: int | None = None  # a record from before protocols were selectable
     outcome: OutcomeMeasure | None = None  # an outcome checkpoint's (chesslm.match.outcome)
+    think_time: ThinkMeasure | None = None  # a think-time checkpoint's (match.think_time)
 
     @property
     def per_protocol(self) -> dict[str, int | None]:
@@ -257,6 +309,7 @@ class MoveMatch:
     datasets: dict[str, MatchDataset]
     min_interval_games: int | None = None
     outcome_definition: str | None = None  # an outcome checkpoint's
+    think_time_definition: str | None = None  # a think-time checkpoint's
 
 
 # ------------------------------------------------------------------ legality.json

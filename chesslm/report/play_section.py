@@ -203,7 +203,7 @@ def match_section(match: records.MoveMatch) -> list[str]:
     ]
     for name, d in match.datasets.items():
         lines += _match_dataset(name, d, match.min_interval_games or "?")
-    return lines + outcome_section(match)
+    return lines + outcome_section(match) + think_time_section(match)
 
 
 OUTCOME_PREDICTORS = (("model", "outcome head"), ("frequency", "result frequencies"),
@@ -245,6 +245,40 @@ def outcome_section(match: records.MoveMatch) -> list[str]:
     return lines + [f"Baselines fitted on: {sources}. By rating band, ply bucket and the"
                     f" calibration table: {where}; as a table and figures: {drawn}.",
                     ""]  # fmt: skip
+
+
+THINK_PREDICTORS = (("model", "think-time head"), ("median_time", "median time (train)"),
+                    ("clock_rule", "clock rule"))  # fmt: skip
+
+
+def think_time_section(match: records.MoveMatch) -> list[str]:
+    """A think-time checkpoint's table per dataset: the head against both baselines, overall,
+    by rating band, time-control class and ply bucket (nothing for a checkpoint without it)."""
+    measured = {n: d.think_time for n, d in match.datasets.items() if d.think_time is not None}
+    if not measured:
+        return []
+    lines = ["### Think-time head", "", f"{match.think_time_definition or ''}.", ""]
+    rows = []
+    for name, t in measured.items():
+        for row in t.table:
+            for key, label in THINK_PREDICTORS:
+                cells = [_think_scored(row.scores[key], m, row.few_games) for m in THINK_METRICS]
+                head = [name, row.protocol, row.grouping, row.group, label]
+                rows.append([*head, row.positions, row.games, *cells])
+    header = ["dataset", "protocol", "grouping", "group", "predictor", "positions", "games"]
+    lines += md_table([*header, "NLL", "MAE ln(1+s)", "Pearson r", "Spearman rho"], rows)
+    fits = "; ".join(f"`{n}`: {t.train_targets} train targets, clock rule share"
+                     f" {t.clock_rule_share:.3f}, {t.positions} positions of {t.games} games"
+                     for n, t in measured.items())  # fmt: skip
+    return lines + [f"Baselines fitted on the train split: {fits}. In"
+                    f" `play/{FILES['move_match']}` (`think_time`).", ""]  # fmt: skip
+
+
+THINK_METRICS = ("nll", "mae_log", "pearson", "spearman")
+
+
+def _think_scored(scores: records.ThinkScores, stat: str, few: bool) -> str:
+    return _scored(scores, stat, few, _nll) if getattr(scores, stat) is not None else "-"
 
 
 def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:

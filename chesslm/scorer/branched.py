@@ -41,13 +41,16 @@ class GameInput:
     (``counts`` per ply), sorted within each ply as the token cache stores them. A ply whose
     triple is not in ``main`` (the position after the main line, when the model is to move)
     has no played move. ``prefix``: the input tokens before BOS (a conditioned model's rating
-    tokens; empty for a model without conditioning)."""
+    tokens; empty for a model without conditioning). ``time``: a timed model's (positions, 4)
+    time rows at the main line's positions (BOS and each triple's last token:
+    ``chesslm.scorer.times``), None for a model without time inputs."""
 
     main: np.ndarray
     codes: np.ndarray
     counts: np.ndarray
     start: int = 0
     prefix: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    time: np.ndarray | None = None
 
     @classmethod
     def from_plies(
@@ -56,6 +59,7 @@ class GameInput:
         legal: Sequence[np.ndarray],
         start: int = 0,
         prefix: Sequence[int] = (),
+        time: np.ndarray | None = None,
     ):  # noqa: ANN206
         """From one array of legal codes per scored ply."""
         codes = [np.sort(np.asarray(c, dtype=np.int64)) for c in legal]
@@ -65,6 +69,7 @@ class GameInput:
             counts=np.array([len(c) for c in codes], dtype=np.int64),
             start=start,
             prefix=np.asarray(prefix, dtype=np.int64),
+            time=time,
         )
 
     @property
@@ -111,6 +116,7 @@ class Batch:
     pos: torch.Tensor | None = None  # (B, T) position ids
     prefix: torch.Tensor | None = None  # (B, T) a token attends to main-line tokens before this
     extra: torch.Tensor | None = None  # (B, T) and to this one more token (branch source; -1)
+    time: torch.Tensor | None = None  # (B, T, 4) a timed model's time rows (0 off positions)
     dev: dict[str, torch.Tensor] | None = None
 
 
@@ -159,6 +165,7 @@ class _Flat:
 
     B: int
     L: np.ndarray  # (B,) main-line tokens of each game (its prefix included)
+    lead_of: np.ndarray  # (B,) prefix tokens of each game
     lead: np.ndarray  # (P,) prefix tokens of each ply's game: where its BOS is in the row
     main: np.ndarray  # every game's prefix and main line back to back
     main_off: np.ndarray  # (B + 1,) where each game's main line starts in ``main``
@@ -194,7 +201,7 @@ def _flatten(games: Sequence[GameInput]) -> _Flat:
                  -1)
         for j in range(3)
     ]  # fmt: skip
-    return _Flat(B, L, lead, main, main_off, counts, ply_game, ply_abs,
+    return _Flat(B, L, lead_of, lead, main, main_off, counts, ply_game, ply_abs,
                  move_ply=np.repeat(np.arange(P), counts), src=codes // 320,
                  dst=(codes // 5) % 64, pro=codes % 5, played=played)  # fmt: skip
 
@@ -260,6 +267,28 @@ def _rows(
     return {"idx": idx, "pos": pos, "prefix": prefix, "extra": extra}
 
 
+def _time_rows(games: Sequence[GameInput], f: _Flat, T: int) -> dict[str, np.ndarray]:
+    """A timed batch's (B * T * 4) time rows: each game's at its main line's positions (BOS
+    and each triple's last token), row 0 elsewhere (branch tokens, padding); none (an empty
+    dict) for games without time rows."""
+    given = [g.time is not None for g in games]
+    if not any(given):
+        return {}
+    if not all(given):
+        raise ValueError("a batch mixes games with time rows and games without")
+    rows = [np.asarray(g.time, dtype=np.int64) for g in games]
+    n = np.array([len(r) for r in rows], dtype=np.int64)
+    want = np.array([(len(g.main) - 1) // 3 + 1 for g in games], dtype=np.int64)
+    if (n != want).any():
+        k = int(np.flatnonzero(n != want)[0])
+        raise ValueError(f"game {k} of the batch has {n[k]} time rows for {want[k]} positions")
+    game = np.repeat(np.arange(len(games)), n)
+    k = np.arange(int(n.sum())) - _cumsum0(n)[game]
+    out = np.zeros((f.B * T, 4), dtype=np.int64)
+    out[game * T + f.lead_of[game] + 3 * k] = np.concatenate(rows)
+    return {"time": out.reshape(-1)}
+
+
 def _pack(parts: dict[str, np.ndarray], pin: bool) -> tuple[torch.Tensor, dict]:
     """Everything the device needs in ONE (pinned, on CUDA) host buffer: one non-blocking copy
     per batch instead of a dozen synchronous ones from pageable memory."""
@@ -308,6 +337,7 @@ def prepare(games: Sequence[GameInput], *, pad_to: int = 1, pin: bool = False) -
     }
     packed, layout = _pack({
         **rows,
+        **_time_rows(games, f, T),
         **{k: arrays[k] for k in DEVICE_ARRAYS},
         "rows": np.concatenate([arrays["before_rows"], arrays["key_rows"], arrays["pair_rows"]]),
         "aside_row": aside // T, "aside_at": aside % T - W, "aside_src": rows["extra"][aside] - W,
@@ -325,6 +355,7 @@ def to_device(batch: Batch, device: torch.device | str) -> Batch:
     view = {name: buf[at : at + n] for name, (at, n) in batch.layout.items()}
     batch.idx, batch.pos = view["idx"].view(B, T), view["pos"].view(B, T)
     batch.prefix, batch.extra = view["prefix"].view(B, T), view["extra"].view(B, T)
+    batch.time = view["time"].view(B, T, 4) if "time" in view else None
     batch.dev = {k: view[k] for k in (*DEVICE_ARRAYS, "rows", *ASIDE)}
     return batch
 
@@ -354,11 +385,15 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
 
 
 def game_input(
-    game_tokens: np.ndarray, codes: np.ndarray, offsets: np.ndarray, prefix: Sequence[int] = ()
+    game_tokens: np.ndarray,
+    codes: np.ndarray,
+    offsets: np.ndarray,
+    prefix: Sequence[int] = (),
+    time: np.ndarray | None = None,
 ) -> GameInput:
     """A cached validation game (tokens with BOS and EOS) and its plies' legal codes
     (``codes[offsets[i]:offsets[i + 1]]`` for its ply ``i``); ``prefix``: the tokens before
-    BOS (a conditioned model's ratings)."""
+    BOS (a conditioned model's ratings); ``time``: its time rows (a timed model's)."""
     g = np.asarray(game_tokens, dtype=np.int64)
     plies = (len(g) - 2) // 3
     return GameInput(
@@ -366,4 +401,5 @@ def game_input(
         codes=np.asarray(codes[offsets[0] : offsets[plies]], dtype=np.int64),
         counts=np.diff(np.asarray(offsets[: plies + 1], dtype=np.int64)),
         prefix=np.asarray(prefix, dtype=np.int64),
+        time=None if time is None else np.asarray(time)[: plies + 1],
     )

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from chesslm.model import gpt
-from chesslm.scorer import kernels
+from chesslm.scorer import kernels, times
 
 
 class Decoder:
@@ -85,6 +85,8 @@ class Decoder:
         t = self.net.transformer
         with gpt.autocast(self.device):
             x = t.wte(idx) + t.wpe(pos)
+            if times.timed(self.net):  # free-running games have no clock: every time unknown
+                x = x + self.net.time_input(times.input_rows(self.net, pos))
             for layer, block in enumerate(t.h):
                 x = x + attend(layer, block.attn, block.ln_1(x))
                 x = x + block.mlp(block.ln_2(x))

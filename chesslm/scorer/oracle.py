@@ -21,10 +21,12 @@ def oracle_scores(
     moves: Sequence[chess.Move],
     plies: set[int] | None = None,
     lead: Sequence[int] = (),
+    time: Sequence[Sequence[int]] | None = None,
 ) -> dict[int, dict[chess.Move, float]]:
     """The test oracle: per ply of a game (``plies``: those only), every legal move's
     log-probability from a plain causal pass over that move's own prefix (one pass per legal
-    move; ``lead``: the tokens before BOS, a conditioned model's ratings), with the legal token
+    move; ``lead``: the tokens before BOS, a conditioned model's ratings; ``time``: a timed
+    model's rows at the game's positions, ``chesslm.scorer.times``), with the legal token
     sets from ``tokens.State`` (python-chess)."""
     device = next(net.parameters()).device
     out = {}
@@ -41,8 +43,9 @@ def oracle_scores(
         per_move = {}
         for move in board.legal_moves:
             s, d, p = tokens.move_tokens(move)
+            x = torch.tensor([prefix + [s, d]], device=device)
             with gpt.autocast(device):
-                logits = net(torch.tensor([prefix + [s, d]], device=device))[0].float().cpu()
+                logits = net(x, **_time(time, len(lead), x.size(1), device))[0].float().cpu()
             branch = tokens.State(board)
             branch.feed(tokens.BOS)
             branch.feed(s)
@@ -59,3 +62,14 @@ def oracle_scores(
         board.push(played)
         prefix += list(tokens.move_tokens(played))
     return out
+
+
+def _time(rows: Sequence[Sequence[int]] | None, lead: int, T: int, device: torch.device) -> dict:
+    """``forward``'s ``time`` for a sequence of ``T`` tokens behind ``lead``: the given rows
+    at its positions (BOS, each triple's last token), row 0 elsewhere; none without rows."""
+    if rows is None:
+        return {}
+    time = torch.zeros((1, T, 4), dtype=torch.long)
+    n = len(range(lead, T, 3))
+    time[0, lead:T:3] = torch.as_tensor(rows[:n], dtype=torch.long)
+    return {"time": time.to(device)}

@@ -31,7 +31,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.scorer import branched, kernels, split
+from chesslm.scorer import branched, kernels, split, times
 from chesslm.scorer.branched import Batch, GameInput
 from chesslm.scorer.prepare import board_codes
 
@@ -69,6 +69,10 @@ def hidden_states(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: AN
     ``split.attention`` in place of its attention's."""
     t = net.transformer
     x = t.wte(batch.idx) + t.wpe(batch.pos)
+    if batch.time is not None:  # a timed model's rows at the main lines' positions
+        x = x + net.time_input(batch.time)
+    elif times.timed(net):  # games without clocks: every time unknown
+        x = x + net.time_input(times.input_rows(net, batch.pos))
     if isinstance(mask, split.Split):
         layer, mask = split.layer_for(net, mask)
         for block in t.h:
@@ -96,6 +100,7 @@ class Scores:
     rank: torch.Tensor  # (P,) moves scoring strictly higher than the played one
     n_legal: torch.Tensor  # (P,)
     wdl: torch.Tensor | None = None  # (P, 3) float32: the outcome head's softmax (with one)
+    think: torch.Tensor | None = None  # (P, BINS) float32: the think-time head's (with one)
 
 
 def mask_for(batch: Batch, attention: str):  # noqa: ANN201
@@ -118,9 +123,10 @@ def logits_at(net: gpt.GPT, batch: Batch, mask) -> torch.Tensor:  # noqa: ANN001
 
 
 @torch.no_grad()
-def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any]:  # noqa: ANN001
+def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any, Any]:  # noqa: ANN001
     """``logits_at``'s logits and, with an outcome head, its FP32 win/draw/loss probabilities
-    (P, 3) at each ply's before-source row: the position, the outcome targets' token."""
+    (P, 3), with a think-time head its FP32 distribution over the think-time bins (P, BINS),
+    each at each ply's before-source row: the position, the heads' targets' token."""
     if batch.max_pos >= net.config.block_size:
         raise ValueError(f"a game is longer than the model's context {net.config.block_size}")
     with gpt.autocast(batch.idx.device):
@@ -131,8 +137,11 @@ def heads_at(net: gpt.GPT, batch: Batch, mask) -> tuple[torch.Tensor, Any]:  # n
         x = hidden_states(net, batch, mask)
         h = net.transformer.ln_f(x.reshape(-1, x.size(-1))[batch.dev["rows"]])
         logits = net.lm_head(h)
-        head = net.outcome_head(h[: len(batch.before_rows)]) if net.config.outcome else None
-    return logits.float(), None if head is None else head.float().softmax(-1)
+        at = h[: len(batch.before_rows)]
+        head = net.outcome_head(at) if net.config.outcome else None
+        think = net.think_head(at) if net.config.think_time else None
+    probabilities = [None if z is None else z.float().softmax(-1) for z in (head, think)]
+    return logits.float(), *probabilities
 
 
 @torch.no_grad()
@@ -182,14 +191,14 @@ def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     """Every legal move's log-probability (legal-renormalised factorisation) in one pass.
     ``dense`` by default: a pass over a few boards (a move to play) is one kernel a layer
     where ``split`` launches several; batches of whole games (``score_chunks``) are ``split``."""
-    logits, wdl = heads_at(net, batch, mask_for(batch, attention))
-    return dataclasses.replace(score_logits(batch, logits), wdl=wdl)
+    logits, wdl, think = heads_at(net, batch, mask_for(batch, attention))
+    return dataclasses.replace(score_logits(batch, logits), wdl=wdl, think=think)
 
 
 def score_many(net: gpt.GPT, games: Sequence[GameInput], **kw: Any) -> Iterator[tuple]:
     """Score ``games`` batch by batch (``score_chunks``' keywords, one chunk): yields (game
     indices, batch, host results with ``rank``, ``played_logp``, ``n_legal`` per scored ply,
-    and ``wdl`` (P, 3) with an outcome head)."""
+    ``wdl`` (P, 3) with an outcome head and ``think`` (P, BINS) with a think-time head)."""
     for chunk in score_chunks(net, [games], **kw):
         yield chunk.group, chunk.batch, chunk.host
 
@@ -257,12 +266,14 @@ def _waited(prepared: Future) -> Any:
 
 def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
     """Start copying a batch's results to the host (pinned, non-blocking on CUDA): rank,
-    played log-probability, W/D/L (None without the head) and the event to wait for."""
+    played log-probability, W/D/L and think time (None without their heads) and the event to
+    wait for."""
+    results = (s.rank, s.played_logp, s.wdl, s.think)
     if not cuda:
-        return s.rank, s.played_logp, s.wdl, None
+        return *results, None
     out = [None if t is None else torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-           for t in (s.rank, s.played_logp, s.wdl)]  # fmt: skip
-    for host, t in zip(out, (s.rank, s.played_logp, s.wdl), strict=True):
+           for t in results]  # fmt: skip
+    for host, t in zip(out, results, strict=True):
         if t is not None:
             host.copy_(t, non_blocking=True)
     done = torch.cuda.Event()
@@ -271,7 +282,7 @@ def start_fetch(s: Scores, cuda: bool) -> tuple[Any, ...]:
 
 
 def finish(chunk: int, group: list[int], batch: Batch, fetch: tuple, last: bool) -> Scored:
-    rank, logp, wdl, done = fetch
+    rank, logp, wdl, think, done = fetch
     if done is not None:
         done.synchronize()
     host = {
@@ -281,6 +292,8 @@ def finish(chunk: int, group: list[int], batch: Batch, fetch: tuple, last: bool)
     }
     if wdl is not None:  # the outcome head's (P, 3) win/draw/loss at each scored position
         host["wdl"] = wdl.numpy()
+    if think is not None:  # the think-time head's (P, BINS) distribution at each position
+        host["think"] = think.numpy()
     return Scored(chunk, group, batch, host, last)
 
 

@@ -30,8 +30,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.train import distributed
-from chesslm.train import outcome as outcome_loss
-from chesslm.train.loss import IGNORE, loss_sum
+from chesslm.train.loss import HEADS, IGNORE, loss_sum, loss_sums
 
 CHUNK_BATCHES = 64  # global batches per length bucket: large enough to group similar lengths
 
@@ -364,6 +363,23 @@ class Microbatch(NamedTuple):
     # the outcome head's targets and their count (runs.NAME.outcome; None, 0 without it)
     outcome: torch.Tensor | None = None
     outcome_targets: int = 0
+    # the time inputs' rows (runs.NAME.time_inputs; None without them)
+    time: torch.Tensor | None = None
+    # the think-time head's targets and their count (runs.NAME.think_time; None, 0 without it)
+    think_time: torch.Tensor | None = None
+    think_time_targets: int = 0
+
+    def forward(self) -> dict[str, Any]:
+        """The model's inputs besides ``x``: packed rows' positions and document mask, and
+        the time rows."""
+        out = {} if self.doc is None else {"pos": self.pos, "mask": document_mask(self.doc)}
+        if self.time is not None:
+            out["time"] = self.time
+        return out
+
+    def heads(self) -> dict[str, torch.Tensor]:
+        """The side heads' targets of this microbatch, in ``loss.HEADS``' order."""
+        return {h: getattr(self, h) for h in HEADS if getattr(self, h) is not None}
 
 
 class GroupPass:
@@ -380,8 +396,11 @@ class GroupPass:
     with game indices); its positions have no targets, so the loss counts moves only.
     ``outcomes``: the games' results (``chesslm.train.outcome.Outcomes``) under
     ``outcome: true``: each microbatch then carries outcome targets, scaled by
-    ``outcome_scale`` (the weight over the group's outcome targets on all ranks), and the
-    statistics add the outcome loss and its targets.
+    ``head_scales["outcome"]`` (the weight over the group's outcome targets on all ranks), and
+    the statistics add the outcome loss and its targets. ``times``: the games' clocks
+    (``chesslm.train.human_time.GameTimes``) under ``time_inputs`` or ``think_time``: the
+    microbatches carry the time rows (``times.inputs``) and the think-time targets
+    (``times.think``, scaled and counted as the outcome's).
 
     Every count comes from the game lengths on the host, so nothing waits for the device.
     """
@@ -401,6 +420,7 @@ class GroupPass:
         averaged_over: int = 1,
         prefixes: Any = None,
         outcomes: Any = None,
+        times: Any = None,
     ) -> None:
         self.games, self.micro, self.device = games, micro, device
         # None under conditioning none: the batches are built exactly as before it existed
@@ -416,14 +436,26 @@ class GroupPass:
         self.parts = [batch[rank * micro : (rank + 1) * micro] for batch in group]
         total = sum(n_targets(games, item, self.packed) for batch in group for item in batch)
         self.scale = averaged_over / float(total)
-        self.outcomes = outcomes  # None under outcome: false: the batches of before it
-        self.outcome_scale = 0.0
-        if outcomes is not None:
-            told = sum(outcomes.count(games, batch, self.packed) for batch in group)
-            # a group of games with unknown results only: no outcome gradient
-            self.outcome_scale = outcomes.weight * averaged_over / told if told else 0.0
-        width = 3 if outcomes is None else 5  # + outcome loss sum, outcome targets
+        # None under outcome: false, and times under neither time setting: today's batches
+        self.outcomes, self.times = outcomes, times
+        self.labels = {"outcome": outcomes, "think_time": times if times and times.think else None}
+        self.labels = {h: v for h, v in self.labels.items() if v is not None}
+        self.head_scales = {}
+        for head, labels in self.labels.items():
+            told = sum(labels.count(games, batch, self.packed) for batch in group)
+            # a group without any target of the head: no gradient from it
+            self.head_scales[head] = labels.weight * averaged_over / told if told else 0.0
+        width = 3 + 2 * len(self.labels)  # + each head's loss sum and targets
         self.stats = torch.zeros(width, dtype=torch.float64, device=device)
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The side heads this pass trains, in ``loss.HEADS``' order."""
+        return tuple(self.labels)
+
+    @property
+    def outcome_scale(self) -> float:
+        return self.head_scales.get("outcome", 0.0)
 
     def __len__(self) -> int:
         return len(self.parts)
@@ -445,7 +477,7 @@ class GroupPass:
                 prefixes=None if pre is None else [pre(row) for row in part],
             )
             padded = len(part) * self.row_tokens
-            return self._with_outcome(Microbatch(x, y, pos, doc, targets, padded), part)
+            return self._with_labels(Microbatch(x, y, pos, doc, targets, padded), part)
         x, y = collate(
             [games[i] for i in part],
             self.device,
@@ -455,50 +487,63 @@ class GroupPass:
             prefixes=None if pre is None or not len(part) else pre(part),
         )
         batch = Microbatch(x, y, None, None, targets, len(part) * y.size(1))
-        return self._with_outcome(batch, part)
+        return self._with_labels(batch, part)
 
-    def _with_outcome(self, batch: Microbatch, part: list[Any]) -> Microbatch:
-        """The microbatch with its outcome targets (built on the host), if the run has them."""
-        if self.outcomes is None:
-            return batch
-        packed = self.packed
-        o = self.outcomes.targets(
-            self.games, part, tuple(batch.y.shape), prefix=self.prefix_length, packed=packed
-        )
-        count = self.outcomes.count(self.games, part, packed)
-        return batch._replace(outcome=to_device(o, self.device), outcome_targets=count)
+    def _with_labels(self, batch: Microbatch, part: list[Any]) -> Microbatch:
+        """The microbatch with its side heads' targets and its time rows (built on the
+        host), where the run has them."""
+        shape, kw = tuple(batch.y.shape), {"prefix": self.prefix_length, "packed": self.packed}
+        if self.times is not None:  # rows and targets from one pass over the clocks
+            rows, think, count = self.times.microbatch(self.games, part, shape, **kw)
+            if rows is not None:
+                batch = batch._replace(time=to_device(rows, self.device))
+            if think is not None:
+                batch = batch._replace(think_time=to_device(think, self.device))
+                batch = batch._replace(think_time_targets=count)
+        if self.outcomes is not None:
+            o = self.outcomes.targets(self.games, part, shape, **kw)
+            count = self.outcomes.count(self.games, part, self.packed)
+            batch = batch._replace(outcome=to_device(o, self.device), outcome_targets=count)
+        return batch
 
-    def add(
-        self, loss: torch.Tensor, batch: Microbatch, outcome: torch.Tensor | None = None
-    ) -> None:
-        """Account for one microbatch's summed loss (and outcome loss): device tensors, no
-        host sync."""
+    def add(self, loss: torch.Tensor, batch: Microbatch, heads: Sequence[Any] = ()) -> None:
+        """Account for one microbatch's summed loss (and each side head's summed loss, in
+        ``heads`` order): device tensors, no host sync."""
         self.stats[0] += loss.detach().double()
         self.stats[1] += float(batch.targets)
         self.stats[2] += float(batch.padded)
-        if outcome is not None:
-            self.stats[3] += outcome.detach().double()
-            self.stats[4] += float(batch.outcome_targets)
+        for k, (head, value) in enumerate(zip(self.heads, heads, strict=True)):
+            self.stats[3 + 2 * k] += value.detach().double()
+            self.stats[4 + 2 * k] += float(getattr(batch, f"{head}_targets"))
+
+    def total_loss(self, loss: torch.Tensor, heads: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The microbatch's share of the update's loss: moves, then each head's, scaled."""
+        total = loss * self.scale
+        for head, value in zip(self.heads, heads, strict=True):
+            total = total + value * self.head_scales[head]
+        return total
 
     def result(self, *, as_tensor: bool) -> Any:
-        """The group's (loss_sum, valid_targets, padded_tokens) summed over ranks: a float64
-        device tensor if ``as_tensor`` (no host sync), else a dict of numbers."""
+        """The group's (loss_sum, valid_targets, padded_tokens[, per head: loss sum, targets])
+        summed over ranks: a float64 device tensor if ``as_tensor`` (no host sync), else a
+        dict of numbers."""
         stats = distributed.all_reduce_sum(self.stats)
         if as_tensor:
             return stats
-        return stats_dict(stats.tolist())
+        return stats_dict(stats.tolist(), self.heads)
 
 
-def stats_dict(values: list[float]) -> dict[str, Any]:
-    """A group's statistics by name: (loss_sum, valid_targets, padded_tokens), then the
-    outcome head's (outcome_loss_sum, outcome_targets) when the run has one."""
+def stats_dict(values: list[float], heads: Sequence[str] = ("outcome",)) -> dict[str, Any]:
+    """A group's statistics by name: (loss_sum, valid_targets, padded_tokens), then each
+    side head's ``{head}_loss_sum`` and ``{head}_targets``, ``heads`` naming those present
+    (in ``loss.HEADS``' order)."""
     out = {
         "loss_sum": values[0],
         "valid_targets": int(values[1]),
         "padded_tokens": int(values[2]),
     }
-    if len(values) > 3:
-        out["outcome_loss_sum"], out["outcome_targets"] = values[3], int(values[4])
+    for k, head in enumerate(heads[: (len(values) - 3) // 2]):
+        out[f"{head}_loss_sum"], out[f"{head}_targets"] = values[3 + 2 * k], int(values[4 + 2 * k])
     return out
 
 
@@ -514,30 +559,29 @@ def backward_group(
     """Forward and backward every microbatch of one group on this rank; gradients accumulate.
 
     ``layout``: ``GroupPass``'s keywords (``micro``, ``rank``, ``device``, ``pad_multiple``,
-    ``max_len``, ``row_tokens``, ``prefixes``, ``outcomes``). Loss scale and statistics as
-    ``GroupPass`` says; DDP averages gradients over ranks, hence ``averaged_over=world``. A
-    rank with no games runs a zero-target dummy so that its DDP all-reduce still matches the
-    other ranks'. With ``row_tokens`` the global batches are packed rows (lists of games,
-    ``packed_batches``) and each microbatch runs with per-game positions and a document mask.
+    ``max_len``, ``row_tokens``, ``prefixes``, ``outcomes``, ``times``). Loss scale and
+    statistics as ``GroupPass`` says; DDP averages gradients over ranks, hence
+    ``averaged_over=world``. A rank with no games runs a zero-target dummy so that its DDP
+    all-reduce still matches the other ranks'. With ``row_tokens`` the global batches are packed
+    rows (lists of games, ``packed_batches``) and each microbatch runs with per-game positions
+    and a document mask.
 
-    Returns ``GroupPass.result``: the group's (loss_sum, valid_targets, padded_tokens)
+    Returns ``GroupPass.result``: the group's (loss_sum, valid_targets, padded_tokens[, heads])
     summed over ranks, as a float64 device tensor if ``as_tensor``, else as a dict of numbers.
     """
     core = GroupPass(games, group, averaged_over=world, **layout)
     device = core.device
     for k, batch in enumerate(core):
-        forward = {} if batch.doc is None else {"pos": batch.pos, "mask": document_mask(batch.doc)}
+        forward = batch.forward()
         last = k == len(core) - 1
         # gradients are all-reduced only on the group's last microbatch
         sync = contextlib.nullcontext() if last or not hasattr(net, "no_sync") else net.no_sync()
         with sync:
-            if batch.outcome is None:
-                loss, outcome = loss_sum(net, batch.x, batch.y, device, **forward), None
-                (loss * core.scale).backward()
+            heads = batch.heads()
+            if not heads:
+                loss, sums = loss_sum(net, batch.x, batch.y, device, **forward), []
             else:
-                loss, outcome = outcome_loss.loss_sums(
-                    net, batch.x, batch.y, batch.outcome, device, **forward
-                )
-                (loss * core.scale + outcome * core.outcome_scale).backward()
-        core.add(loss, batch, outcome)
+                loss, sums = loss_sums(net, batch.x, batch.y, heads, device, **forward)
+            core.total_loss(loss, sums).backward()
+        core.add(loss, batch, sums)
     return core.result(as_tensor=as_tensor)

@@ -38,6 +38,7 @@ TRAINING_CODE = (
     "chesslm/data/cache.py",  # the token cache the batches are read from
     "chesslm/data/metadata.py",  # the per-game columns the rating prefix is read from
     "chesslm/data/conditioning.py",  # the rating prefix's bins
+    "chesslm/data/clocks.py",  # the clock rule the time inputs and think times are read by
 )
 
 

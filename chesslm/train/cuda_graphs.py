@@ -51,8 +51,7 @@ import torch
 import torch.distributed as dist
 
 from chesslm.train import batching, distributed
-from chesslm.train import outcome as outcome_loss
-from chesslm.train.loss import loss_sum
+from chesslm.train.loss import HEADS, loss_sum, loss_sums
 
 WARMUP_RUNS = 2  # eager runs before a capture (the first compiles)
 CHOICES = ("auto", "on", "off")
@@ -189,35 +188,44 @@ class Buckets:
 
 
 class Static:
-    """One shape's static buffers: inputs, targets, the outcome head's targets (``outcome``),
-    packed rows' positions, document ids and mask; per graph (``False``: plain, ``True``:
-    with the bucketed all-reduce) the summed loss it writes (and the outcome loss); the
-    graphs (none on the CPU)."""
+    """One shape's static buffers: inputs, targets, the side heads' targets (``heads``: their
+    names), the time rows (``time``), packed rows' positions, document ids and mask; per
+    graph (``False``: plain, ``True``: with the bucketed all-reduce) the summed loss it
+    writes (and the heads' losses); the graphs (none on the CPU)."""
 
     def __init__(
-        self, rows: int, T: int, device: torch.device, packed: bool, outcome: bool = False
+        self,
+        rows: int,
+        T: int,
+        device: torch.device,
+        packed: bool,
+        heads: tuple[str, ...] = (),
+        time: bool = False,
     ) -> None:
         self.x = torch.zeros((rows, T), dtype=torch.long, device=device)
         self.y = torch.full((rows, T), batching.IGNORE, dtype=torch.long, device=device)
-        self.o = torch.full_like(self.y, batching.IGNORE) if outcome else None
+        self.heads = {h: torch.full_like(self.y, batching.IGNORE) for h in heads}
         self.forward: dict[str, Any] = {}
+        if time:  # every row "no time input" until loaded
+            self.forward["time"] = torch.zeros((rows, T, 4), dtype=torch.long, device=device)
         self.doc: torch.Tensor | None = None
         if packed:
             self.doc = torch.zeros((rows, T), dtype=torch.long, device=device)
             # the mask reads this buffer; its tensors are refreshed in place (refresh_mask)
             pos = torch.zeros((rows, T), dtype=torch.long, device=device)
-            self.forward = {"pos": pos, "mask": batching.document_mask(self.doc)}
+            self.forward |= {"pos": pos, "mask": batching.document_mask(self.doc)}
         self.loss: dict[bool, torch.Tensor] = {}
-        self.outcome_loss: dict[bool, torch.Tensor] = {}
+        self.head_losses: dict[bool, list[torch.Tensor]] = {}
         self.graph: dict[bool, torch.cuda.CUDAGraph] = {}
 
-    def load(
-        self, x: torch.Tensor, y: torch.Tensor, pos: Any = None, doc: Any = None, o: Any = None
-    ) -> None:
-        self.x.copy_(x)
-        self.y.copy_(y)
-        if self.o is not None:
-            self.o.copy_(o)
+    def load(self, batch: batching.Microbatch) -> None:
+        self.x.copy_(batch.x)
+        self.y.copy_(batch.y)
+        for head, buffer in self.heads.items():
+            buffer.copy_(getattr(batch, head))
+        if "time" in self.forward:
+            self.forward["time"].copy_(batch.time)
+        pos, doc = batch.pos, batch.doc
         if self.doc is not None:
             self.forward["pos"].copy_(pos)
             self.doc.copy_(doc)
@@ -263,9 +271,12 @@ class MicrobatchGraphs:
         self.capture = device.type == "cuda"
         self.grads = FlatGradients(net)
         self.scale = torch.zeros((), dtype=torch.float32, device=device)
-        # the outcome head's loss scale (GroupPass.outcome_scale), when the model has one
-        self.outcome = net.config.outcome
-        self.outcome_scale = torch.zeros((), dtype=torch.float32, device=device)
+        # the side heads the model has, and their loss scales (GroupPass.head_scales)
+        self.heads = tuple(h for h in HEADS if getattr(net.config, h))
+        self.head_scales = {
+            h: torch.zeros((), dtype=torch.float32, device=device) for h in self.heads
+        }
+        self.time = net.config.time_inputs
         self.pool = torch.cuda.graph_pool_handle() if self.capture else None
         self.shapes: dict[tuple[int, int], Static] = {}
         self.buckets: Buckets | None = None
@@ -280,30 +291,33 @@ class MicrobatchGraphs:
     def graphs(self) -> int:
         return sum(len(s.graph) for s in self.shapes.values())
 
-    def _run(self, s: Static, reduce: bool = False) -> tuple[torch.Tensor, Any]:
-        """(summed loss, summed outcome loss or None) of the shape's buffers, backward done."""
+    def _run(self, s: Static, reduce: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(summed loss, the heads' summed losses) of the shape's buffers, backward done."""
         cache = not self.capture
-        outcome = None
-        if s.o is None:
+        sums: list[torch.Tensor] = []
+        if not s.heads:
             loss = loss_sum(self.net, s.x, s.y, self.device, autocast_cache=cache, **s.forward)
-            total = loss * self.scale
         else:
-            loss, outcome = outcome_loss.loss_sums(
-                self.net, s.x, s.y, s.o, self.device, autocast_cache=cache, **s.forward
+            loss, sums = loss_sums(
+                self.net, s.x, s.y, s.heads, self.device, autocast_cache=cache, **s.forward
             )
-            total = loss * self.scale + outcome * self.outcome_scale
+        total = loss * self.scale  # as GroupPass.total_loss, with the scales in buffers
+        for head, value in zip(s.heads, sums, strict=True):
+            total = total + value * self.head_scales[head]
         if reduce:
             self.buckets.arm()
         total.backward()
         if reduce:
             self.buckets.finish()
-        return loss.detach(), None if outcome is None else outcome.detach()
+        return loss.detach(), [value.detach() for value in sums]
 
     def _static(self, shape: tuple[int, int]) -> Static:
         s = self.shapes.get(shape)
         if s is None:
             packed = self.row_tokens is not None
-            s = self.shapes[shape] = Static(*shape, self.device, packed, self.outcome)
+            s = self.shapes[shape] = Static(
+                *shape, self.device, packed, heads=self.heads, time=self.time
+            )
         return s
 
     def _capture(self, s: Static, reduce: bool) -> None:
@@ -318,7 +332,7 @@ class MicrobatchGraphs:
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            s.loss[reduce], s.outcome_loss[reduce] = self._run(s, reduce)
+            s.loss[reduce], s.head_losses[reduce] = self._run(s, reduce)
         s.graph[reduce] = graph
         self.grads.buffer.copy_(saved)
 
@@ -343,20 +357,20 @@ class MicrobatchGraphs:
 
     def microbatch(
         self, batch: batching.Microbatch, reduce: bool = False
-    ) -> tuple[torch.Tensor, Any]:
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Run one collated microbatch (accumulating gradients) through its shape's graph
         (``reduce``: the one that all-reduces the gradients in buckets as they complete);
-        returns its summed loss and summed outcome loss (None without the head)."""
+        returns its summed loss and its heads' summed losses (none without them)."""
         s = self._static((batch.x.size(0), batch.x.size(1)))
         if self.capture and reduce not in s.graph:
             if reduce:  # captured beforehand on every rank together (_capture_reduce_graphs)
                 raise RuntimeError(f"no reducing graph for shape {tuple(batch.x.shape)}")
             self._capture(s, reduce)
-        s.load(batch.x, batch.y, batch.pos, batch.doc, batch.outcome)
+        s.load(batch)
         if not self.capture:
             return self._run(s, reduce)
         s.graph[reduce].replay()
-        return s.loss[reduce], s.outcome_loss.get(reduce)
+        return s.loss[reduce], s.head_losses[reduce]
 
     def backward_group(
         self,
@@ -367,14 +381,15 @@ class MicrobatchGraphs:
         rank: int,
         prefixes: Any = None,
         outcomes: Any = None,
+        times: Any = None,
     ) -> torch.Tensor:
         """``batching.backward_group`` for this path, through the same core
         (``batching.GroupPass``: microbatches, loss scale, statistics), with every microbatch
         padded to ``micro`` rows; the gradients are summed over ranks (during the last
         microbatch's backward, or in one all-reduce at the end), not averaged; ``prefixes``:
-        the games' rating prefixes, ``outcomes`` their results, as ``GroupPass``'s. Returns
-        (loss_sum, valid_targets, padded_tokens[, outcome_loss_sum, outcome_targets]) over all
-        ranks."""
+        the games' rating prefixes, ``outcomes`` their results, ``times`` their clocks, as
+        ``GroupPass``'s. Returns (loss_sum, valid_targets, padded_tokens[, per head: loss sum,
+        targets]) over all ranks."""
         core = batching.GroupPass(
             games,
             group,
@@ -387,16 +402,20 @@ class MicrobatchGraphs:
             rows=micro,
             prefixes=prefixes,
             outcomes=outcomes,
+            times=times,
         )
+        if core.heads != self.heads:
+            raise ValueError(f"the model's heads {self.heads} but targets for {core.heads}")
         self.grads.zero()
         self.scale.fill_(core.scale)
-        self.outcome_scale.fill_(core.outcome_scale)
+        for head, scale in core.head_scales.items():
+            self.head_scales[head].fill_(scale)
         if self.buckets is not None and self.capture:
             self._capture_reduce_graphs(core, group[-1])
         for k, batch in enumerate(core):
             reduce = self.buckets is not None and k == len(core) - 1
-            loss, outcome = self.microbatch(batch, reduce)
-            core.add(loss, batch, outcome)
+            loss, sums = self.microbatch(batch, reduce)
+            core.add(loss, batch, sums)
         if distributed.active() and self.buckets is None:
             dist.all_reduce(self.grads.buffer)
         return core.result(as_tensor=True)

@@ -13,9 +13,10 @@ to move there: ``OUTCOME_CLASSES`` win, draw, loss. A game whose result is unkno
 the column's -1) has IGNORE at every position: it adds no outcome target (validation counts
 such games).
 
-**The loss.** Cross-entropy summed over the outcome targets, divided by the outcome targets of
-the whole update (all ranks, counted on the host like the move targets) and multiplied by
-``outcome_weight``, added to the move loss: mean move NLL + weight x mean outcome NLL.
+**The loss.** Cross-entropy summed over the outcome targets (``chesslm.train.loss.loss_sums``),
+divided by the outcome targets of the whole update (all ranks, counted on the host like the
+move targets) and multiplied by ``outcome_weight``, added to the move loss: mean move NLL +
+weight x mean outcome NLL.
 
 The classes, positions and the frequency baseline's counts are ``chesslm.model.outcome``'s.
 
@@ -32,7 +33,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from chesslm.model import gpt
 from chesslm.model.outcome import positions, shares_record, side_counts, side_shares, targets
 from chesslm.model.presets import OUTCOME_CLASSES
 from chesslm.train.loss import IGNORE
@@ -118,28 +118,6 @@ class Outcomes:
             return packed_targets(results, lengths, shape, prefix=prefix)
         lengths = [len(games[i]) for i in part]
         return padded_targets(self(part), lengths, shape, prefix=prefix)
-
-
-def loss_sums(
-    net: torch.nn.Module,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    o: torch.Tensor,
-    device: torch.device | str,
-    autocast_cache: bool = True,
-    **forward: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(summed move cross-entropy, summed outcome cross-entropy), FP32, of one microbatch:
-    ``loss.loss_sum``'s and the outcome head's against ``o`` (IGNORE: no target)."""
-    with gpt.autocast(device, cache=autocast_cache):
-        logits, outcome = net(x, outcome=True, **forward)
-    moves = F.cross_entropy(
-        logits.float().view(-1, logits.size(-1)), y.view(-1), ignore_index=IGNORE, reduction="sum"
-    )
-    results = F.cross_entropy(
-        outcome.float().view(-1, outcome.size(-1)), o.view(-1), ignore_index=IGNORE, reduction="sum"
-    )
-    return moves, results
 
 
 # ----------------------------------------------------------------------------- validation

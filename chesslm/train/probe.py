@@ -17,6 +17,7 @@ import torch
 from chesslm.files import write_json_atomic
 from chesslm.record.events import EventLog
 from chesslm.train import distributed, resume, validation
+from chesslm.train.human_time import GameTimes
 from chesslm.train.prefix import Prefixes
 from chesslm.train.progress import Progress
 from chesslm.train.settings import RunSettings
@@ -44,11 +45,9 @@ def probe(
             settings, ctx, cache, run_dir=run_dir, integrity_receipt=integrity_receipt
         )
         progress = Progress(f"run {run}, probe", enabled=ctx.is_main)
-        games, prefixes, outcomes = _longest_game(trainer, cache, ctx.world)
+        games, labels = _longest_game(trainer, cache, ctx.world)
         start = time.perf_counter()
-        results = [
-            measure(trainer, ctx, games, (prefixes, outcomes), micro, progress) for micro in (2, 8)
-        ]
+        results = [measure(trainer, ctx, games, labels, micro, progress) for micro in (2, 8)]
         progress.say("one validation forward (it warms the validation graph)")
         if ctx.is_main:  # only rank 0 validates, and writes the results
             warm_up_seconds = validation.warm_up(
@@ -60,12 +59,15 @@ def probe(
                 forward=trainer.inference,
                 prefixes=Prefixes.of_cache(cache, "validation", settings.conditioning),
                 outcome=settings.outcome,
+                times=GameTimes.of_cache(cache, "validation") if settings.time_inputs else None,
+                think_time=settings.think_time,
             )
             result = {
                 "status": "passed",
                 "run": run,
                 "parameters": trainer.parameters,  # the outcome head's too, when it has one
                 "outcome": settings.outcome,  # its updates ran the head's forward and loss
+                **_time_record(settings),
                 "model": settings.model,
                 "device": settings.device,
                 "world_size": ctx.world,
@@ -81,28 +83,37 @@ def probe(
             events.write("probe_complete", **result)
 
 
-def _longest_game(trainer: Trainer, cache: Any, world: int) -> tuple[list[Any], Any, Any]:
+def _time_record(settings: RunSettings) -> dict[str, Any]:
+    """The probe's record of the time inputs and the think-time head (nothing without them,
+    so a run without them writes the record it wrote before)."""
+    keys = ("time_inputs", "think_time")
+    return {k: True for k in keys if getattr(settings, k)}
+
+
+def _longest_game(trainer: Trainer, cache: Any, world: int) -> tuple[list[Any], tuple[Any, ...]]:
     """The run's first longest training game (as max() chose), repeated for microbatches up to
-    8 a rank, with its rating prefix and its result (the outcome head's targets and loss are
-    measured too)."""
+    8 a rank, with its labels: its rating prefix, its result and its clocks (the heads'
+    targets and loss and the time rows are measured too)."""
     longest = int(np.argmax(trainer.lengths))
     games = [cache.train[longest]] * (8 * world)
-    prefixes = trainer.prefixes.repeated(longest, len(games))
-    outcomes = None if trainer.outcomes is None else trainer.outcomes.repeated(longest, len(games))
-    return games, prefixes, outcomes
+    n = len(games)
+    prefixes = trainer.prefixes.repeated(longest, n)
+    outcomes = None if trainer.outcomes is None else trainer.outcomes.repeated(longest, n)
+    times = None if trainer.times is None else trainer.times.repeated(longest, n)
+    return games, (prefixes, outcomes, times)
 
 
 def measure(
     trainer: Trainer,
     ctx: distributed.Context,
     games: list[Any],
-    labels: tuple[Prefixes, Any],
+    labels: tuple[Any, ...],
     micro: int,
     progress: Progress,
 ) -> dict[str, Any]:
     """Three updates of ``micro`` copies of the longest game (with its ``labels``: rating
-    prefixes and outcome results, or None) per rank, the last two timed."""
-    prefixes, outcomes = labels
+    prefixes, outcome results and clocks, or None) per rank, the last two timed."""
+    prefixes, outcomes, clocks = labels
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(ctx.device)
     times = []
@@ -114,7 +125,7 @@ def measure(
         batch: list[Any] = list(range(micro * ctx.world))
         if trainer.packing:  # one game per row: the longest game, padded to a row
             batch = [[i] for i in batch]
-        values, _ = trainer.update(games, [batch], micro, prefixes, outcomes)
+        values, _ = trainer.update(games, [batch], micro, prefixes, outcomes, clocks)
         synchronize(ctx)
         if rep:
             times.append(time.perf_counter() - t)

@@ -241,6 +241,8 @@ class Segment:
             legality_games=settings.legality_eval_games,
             conditioning=settings.conditioning,
             outcome=settings.outcome,
+            time_inputs=settings.time_inputs,
+            think_time=settings.think_time,
         )
         self.state = TrainState()
         self.resume_action = "fresh"

@@ -31,6 +31,14 @@ from chesslm.play.settings import PlaySettings
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # a field with this metadata enters the checkpoint identity: changing it refuses a resume
 IDENTITY = {"identity": True}
+
+
+def identity_when(name: str) -> dict[str, Any]:
+    """Metadata of a key added after runs existed: it enters the identity only while the
+    key ``name`` is set (true), so a run without it keeps the identity it had."""
+    return {"identity": True, "when": name}
+
+
 # a field with this metadata is not the segment's business: it has no segment flag
 NOT_A_FLAG = {"flag": False}
 DEVICES = ("cpu", "cuda")  # cpu: gloo, cuda: NCCL (the schema's runs.NAME.device)
@@ -67,6 +75,11 @@ class RunSettings:
     outcome: bool = field(default=False, metadata=IDENTITY)
     # its loss's weight beside the move loss (mean outcome NLL x weight; config/README.md)
     outcome_weight: float = field(default=0.1, metadata=IDENTITY)
+    # the time control and both clocks as inputs at every position (chesslm/model/human_time.py)
+    time_inputs: bool = field(default=False, metadata=identity_when("time_inputs"))
+    # a head predicting the mover's think time (chesslm/train/human_time.py), and its loss weight
+    think_time: bool = field(default=False, metadata=identity_when("think_time"))
+    think_time_weight: float = field(default=0.2, metadata=identity_when("think_time"))
     # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
     play: PlaySettings = field(default_factory=PlaySettings, metadata=NOT_A_FLAG)
 
@@ -102,12 +115,14 @@ class RunSettings:
         return out
 
     def identity(self) -> dict[str, Any]:
-        """The hyper-parameters a checkpoint must match (``IDENTITY`` fields), by name."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.metadata.get("identity")
-        }
+        """The hyper-parameters a checkpoint must match (``IDENTITY`` fields, and those of
+        ``identity_when`` while their key is set), by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if self._pins(f)}
+
+    def _pins(self, f: dataclasses.Field) -> bool:
+        """Whether field ``f`` is in the identity (see ``identity``)."""
+        when = f.metadata.get("when")
+        return bool(f.metadata.get("identity")) and (when is None or bool(getattr(self, when)))
 
 
 def flag_fields() -> list[dataclasses.Field]:

@@ -28,6 +28,8 @@ from chesslm.train import (
     optim,
     prefix,
 )
+from chesslm.train.human_time import GameTimes
+from chesslm.train.loss import HEADS
 from chesslm.train.outcome import Outcomes
 from chesslm.train.settings import RunSettings, legality_request_error
 
@@ -98,6 +100,17 @@ def check_prefix_fits(trainer: Trainer, run_dir: Path | str) -> None:
         )
 
 
+def train_times(settings: RunSettings, cache: TokenCache) -> GameTimes | None:
+    """The train split's clocks as the run's batches use them: time rows if
+    ``time_inputs``, think-time targets (weighted) if ``think_time``; None if neither."""
+    s = settings
+    if not (s.time_inputs or s.think_time):
+        return None
+    return GameTimes.of_cache(
+        cache, "train", weight=s.think_time_weight, inputs=s.time_inputs, think=s.think_time
+    )
+
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
@@ -120,10 +133,17 @@ class Trainer:
         self.prefixes = prefix.Prefixes.of_cache(cache, "train", s.conditioning)
         # the train split's results for the outcome head (None without it: today's batches)
         self.outcomes = Outcomes.of_cache(cache, "train", s.outcome_weight) if s.outcome else None
+        # the train split's clocks for the time inputs and the think-time head (None: neither)
+        self.times = train_times(s, cache)
         torch.manual_seed(s.seed)
         random.seed(s.seed)
         self.net = gpt.build(
-            s.model, device=ctx.device, conditioning=s.conditioning, outcome=s.outcome
+            s.model,
+            device=ctx.device,
+            conditioning=s.conditioning,
+            outcome=s.outcome,
+            time_inputs=s.time_inputs,
+            think_time=s.think_time,
         )
         check_prefix_fits(self, run_dir)
         self.parameters = self.net.num_parameters()
@@ -231,13 +251,19 @@ class Trainer:
         update can be prepared while this one runs. ``.result()`` reads its numbers back.
         The arguments are ``update_async``'s: ``games``, ``group``, ``micro``, then
         ``prefixes``, the games' rating prefixes (``prefix.Prefixes``; default the train
-        split's, for ``games`` the train split) and ``outcomes`` likewise their results
-        (``outcome.Outcomes``) when the run has the outcome head.
+        split's, for ``games`` the train split), ``outcomes`` likewise their results
+        (``outcome.Outcomes``) when the run has the outcome head and ``times`` their clocks
+        (``human_time.GameTimes``) when it has the time inputs or the think-time head.
 
         On CUDA nothing here waits for the device: counts come from the host, the clip does
         not check, and a non-finite norm makes the fused AdamW skip the step on the device
         (``found_inf``); ``result()`` then raises."""
-        return PendingUpdate(*self.update_async(*args, **kwargs))
+        return PendingUpdate(*self.update_async(*args, **kwargs), heads=self.heads)
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The side heads the updates train (their statistics' order)."""
+        return tuple(h for h in HEADS if getattr(self.net.config, h))
 
     def update_async(
         self,
@@ -246,6 +272,7 @@ class Trainer:
         micro: int,
         prefixes: Any = None,
         outcomes: Any = None,
+        times: Any = None,
     ) -> tuple[Any, Any]:
         """The update without reading anything back on CUDA: (stats tensor, norm tensor).
 
@@ -253,10 +280,12 @@ class Trainer:
         cuda = self.ctx.device.type == "cuda"
         prefixes = self.prefixes if prefixes is None else prefixes
         outcomes = self.outcomes if outcomes is None else outcomes
+        times = self.times if times is None else times
         if self.graphs is not None:
             stats = self.graphs.backward_group(
-                games, group, micro=micro, rank=self.ctx.rank, prefixes=prefixes, outcomes=outcomes
-            )
+                games, group, micro=micro, rank=self.ctx.rank, prefixes=prefixes,
+                outcomes=outcomes, times=times,
+            )  # fmt: skip
             norm = self.graphs.grads.clip(optim.GRAD_CLIP)
         else:
             self.opt.zero_grad(set_to_none=True)
@@ -273,6 +302,7 @@ class Trainer:
                 row_tokens=self.row_tokens,
                 prefixes=prefixes,
                 outcomes=outcomes,
+                times=times,
                 as_tensor=cuda,
             )
             params = self.net.parameters()
@@ -294,8 +324,9 @@ class PendingUpdate:
     recorded right after the update, so reading it waits for this update only, not for
     the ones queued after it."""
 
-    def __init__(self, stats: Any, norm: Any) -> None:
+    def __init__(self, stats: Any, norm: Any, *, heads: tuple[str, ...] = ()) -> None:
         self._values: tuple[dict[str, float], float] | None = None
+        self.heads = heads
         if isinstance(stats, dict):  # the CPU's eager path has its numbers already
             self._values = (stats, float(norm))
             return
@@ -313,7 +344,7 @@ class PendingUpdate:
                     f"The total norm of order 2.0 for gradients is non-finite ({norm}),"
                     " so it cannot be clipped; the optimizer step was skipped"
                 )
-            self._values = (batching.stats_dict(stats), norm)
+            self._values = (batching.stats_dict(stats, self.heads), norm)
         return self._values
 
 

@@ -13,7 +13,10 @@ counts move positions only, with phases relative to BOS, exactly as without cond
 With the outcome head (``runs.NAME.outcome``) the same forward also gives the outcome logits:
 the record's ``outcome`` entry has their NLL over every validation position of a game with a
 known result, and the frequency baseline's (``chesslm.train.outcome``). Best and patience
-stay the move NLL's.
+stay the move NLL's. With the time inputs (``runs.NAME.time_inputs``) the games are fed with
+their time rows; with the think-time head (``runs.NAME.think_time``) the record's
+``think_time`` entry has its NLL over every validation position whose time spent is known, and
+the frequency baseline's (``chesslm.train.human_time``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +37,7 @@ from chesslm.data.tokens import PHASES
 from chesslm.model import gpt
 from chesslm.train import batching
 from chesslm.train.deadline import Deadline
+from chesslm.train.human_time import GameTimes, ValidationThinkTimes
 from chesslm.train.loss import IGNORE
 from chesslm.train.outcome import ValidationOutcomes
 from chesslm.train.prefix import Prefixes
@@ -91,15 +95,21 @@ class ValidationSet:
         key: str = "legality_eval_games",
         conditioning: str = "none",
         outcome: bool = False,
+        time_inputs: bool = False,
+        think_time: bool = False,
     ) -> None:
         """``conditioning``: the run's layout (the games' rating prefix, from the cache's Elo
-        columns); ``outcome``: score the outcome head too (the cache's result columns).
+        columns); ``outcome``: score the outcome head too (the cache's result columns);
+        ``time_inputs``: feed the games' time rows; ``think_time``: score the think-time head
+        (both from the cache's clock and time-control columns).
         :raises ValueError: naming ``key`` if ``legality_games`` is more games than
         the cache has legality tables for."""
         self.games = cache.validation
         self.device = device
         self.prefixes = Prefixes.of_cache(cache, "validation", conditioning)
         self.outcomes = ValidationOutcomes(cache, device) if outcome else None
+        self.times = GameTimes.of_cache(cache, "validation") if time_inputs else None
+        self.think_times = ValidationThinkTimes(cache, device) if think_time else None
         n = len(self.games)
         subset = cache.legality_games()
         error = legality_request_error(
@@ -196,6 +206,8 @@ def evaluate(
     }
     if data.outcomes is not None:
         result["outcome"] = data.outcomes.result(s)
+    if data.think_times is not None:
+        result["think_time"] = data.think_times.result(s)
     result["seconds"] = time.perf_counter() - start
     return result
 
@@ -211,18 +223,23 @@ def warm_up(
     forward: Forward | None = None,
     prefixes: Prefixes | None = None,
     outcome: bool = False,
+    times: GameTimes | None = None,
+    think_time: bool = False,
 ) -> float:
-    """One validation forward of the first ``micro`` games (with their ``prefixes``),
-    exactly as ``evaluate`` runs it (``outcome``: with the outcome head's logits); returns
-    its seconds. The probe calls it so that a
+    """One validation forward of the first ``micro`` games (with their ``prefixes`` and their
+    time rows from ``times``), exactly as ``evaluate`` runs it (``outcome``, ``think_time``:
+    with those heads' logits); returns its seconds. The probe calls it so that a
     compiled model's inference graph is compiled (into the run's compile cache) before
     segment 0's first validation needs it."""
     start = time.perf_counter()
     with _eval_mode(net):
         index = list(range(min(micro, len(games))))
-        pre = None if prefixes is None else prefixes(index)
-        first = [games[i] for i in index]
-        logits, _, _ = _forward(net, forward or net, first, device, pad_multiple, pre, outcome)
+        inputs = Inputs(
+            prefixes=None if prefixes is None else prefixes(index),
+            times=times,
+            heads=_heads(outcome, think_time),
+        )
+        logits, _, _ = _forward(net, forward or net, games, index, device, pad_multiple, inputs)
         logits.sum().item()  # wait for it
     return time.perf_counter() - start
 
@@ -238,34 +255,52 @@ def _eval_mode(net: torch.nn.Module) -> Iterator[None]:
         net.train(was_training)
 
 
+class Inputs(NamedTuple):
+    """What a validation batch feeds besides its tokens: the rating prefix's tokens
+    ((games, P) or None), the split's clocks for the time rows (or None), and the side heads
+    whose logits it reads (``loss.HEADS``' order)."""
+
+    prefixes: np.ndarray | None = None
+    times: GameTimes | None = None
+    heads: tuple[str, ...] = ()
+
+
+def _heads(outcome: bool, think_time: bool) -> tuple[str, ...]:
+    return tuple(h for h, on in (("outcome", outcome), ("think_time", think_time)) if on)
+
+
 def _forward(
     net: torch.nn.Module,
     forward: Forward,
-    games: list[Any],
+    games: Any,
+    index: list[int],
     device: torch.device,
     pad_multiple: int,
-    prefixes: np.ndarray | None = None,
-    outcome: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """FP32 logits, targets and (``outcome``) outcome logits of one validation batch, from
-    BOS on: the positions of the games' rating ``prefixes`` ((games, P) tokens) are fed,
-    then cut (they have no target)."""
+    inputs: Inputs,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """FP32 logits, targets and the side heads' logits (by name) of one validation batch
+    (the games ``index`` of ``games``), from BOS on: the positions of the games' rating
+    prefix are fed, then cut (they have no target)."""
+    prefixes = inputs.prefixes
     P = 0 if prefixes is None else prefixes.shape[1]
     x, y = batching.collate(
-        games,
+        [games[i] for i in index],
         device,
         pad_multiple=pad_multiple,
         max_len=getattr(getattr(net, "config", None), "block_size", None),
         prefixes=prefixes if P else None,
     )
+    kw: dict[str, Any] = {h: True for h in inputs.heads}
+    if inputs.times is not None:
+        rows = inputs.times.rows(games, index, tuple(x.shape), prefix=P)
+        kw["time"] = batching.to_device(rows, device)
     with gpt.autocast(device):
-        out = forward(x, outcome=True) if outcome else forward(x)
-    logits, results = out if outcome else (out, None)
-    if results is not None:
-        results = results[:, P:].float()
+        out = forward(x, **kw)
+    logits, *extra = out if inputs.heads else (out,)
+    heads = {h: e[:, P:].float() for h, e in zip(inputs.heads, extra, strict=True)}
     if P:  # position t of what is left is target t of the game, as without a prefix
-        return logits[:, P:].float().contiguous(), y[:, P:].contiguous(), results
-    return logits.float(), y, results
+        return logits[:, P:].float().contiguous(), y[:, P:].contiguous(), heads
+    return logits.float(), y, heads
 
 
 def _accumulate(
@@ -289,17 +324,19 @@ def _accumulate(
         "legal_triples",
     ] + [f"{k}_{p}" for p in PHASES for k in ("n", "correct")]
     sums = {k: torch.zeros((), dtype=torch.float64, device=device) for k in names}
+    heads = _heads(data.outcomes is not None, data.think_times is not None)
     for first in range(0, len(data), micro):
         if deadline is not None and deadline.soft_stop():
             return None
         index = list(range(first, min(first + micro, len(data))))
-        games = [data.games[i] for i in index]
-        on = data.outcomes is not None
-        pre = data.prefixes(index)
-        logits, y, results = _forward(net, forward, games, device, pad_multiple, pre, on)
+        inputs = Inputs(prefixes=data.prefixes(index), times=data.times, heads=heads)
+        logits, y, extra = _forward(net, forward, data.games, index, device, pad_multiple, inputs)
         _add_batch(sums, data, index, logits, y)
-        if on:
-            data.outcomes.add(sums, index, [len(g) for g in games], results)
+        if data.outcomes is not None:
+            lengths = [len(data.games[i]) for i in index]
+            data.outcomes.add(sums, index, lengths, extra["outcome"])
+        if data.think_times is not None:
+            data.think_times.add(sums, index, extra["think_time"])
     return sums
 
 

@@ -1,0 +1,173 @@
+"""The bot takes a human's time (issue 48 item 4): ``chesslm-uci`` with ``HumanTime`` and a
+checkpoint with the think-time head, driven through python-chess with clocks. The head here
+is set to say "1-2 s" (median 1.5 s), so the time between ``go`` and ``bestmove`` is known
+ahead; the engine never waits past its clock less ``Move Overhead``, ``go movetime`` and a
+checkpoint without the head answer at once, and the clocks it is given reach a timed model's
+inputs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import chess
+import chess.engine
+import numpy as np
+import pytest
+import torch
+
+from chesslm.engine import think
+from chesslm.model import checkpoint, gpt, human_time
+from chesslm.scorer import times
+
+from .helpers import small_payload
+
+ONE_TO_TWO = 1  # the bin [1, 2) s: the head below gives it (almost) all the probability
+
+
+def timed_checkpoint(path: Path, *, head: bool = True) -> Path:
+    """A tiny checkpoint with the time inputs (and the think-time head, saying 1-2 s)."""
+    torch.manual_seed(0)
+    net = gpt.build("tiny", time_inputs=True, think_time=head)
+    if head:
+        with torch.no_grad():
+            net.think_head.weight.zero_()
+            net.think_head.bias.fill_(-30.0)
+            net.think_head.bias[ONE_TO_TWO] = 0.0
+    payload = small_payload()
+    payload["model"] = net.state_dict()
+    payload["identity"] = {"model": {"preset": "tiny", **net.config.to_dict()}}
+    checkpoint.save(path, payload)
+    return path
+
+
+def engine(ckpt: Path) -> chess.engine.SimpleEngine:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "chesslm.engine.uci", "--checkpoint", str(ckpt)]
+    return chess.engine.SimpleEngine.popen_uci(command, env=env, timeout=120)
+
+
+def timed_play(uci: chess.engine.SimpleEngine, board: chess.Board, limit: chess.engine.Limit):
+    """(result, seconds between go and bestmove as the client saw them)."""
+    start = time.perf_counter()
+    result = uci.play(board, limit, info=chess.engine.INFO_ALL)
+    return result, time.perf_counter() - start
+
+
+def test_the_engine_waits_the_heads_time_and_never_its_whole_clock(tmp_path: Path) -> None:
+    with engine(timed_checkpoint(tmp_path / "t.pt")) as uci:
+        uci.configure({"HumanTime": True, "Move Overhead": 300})
+        board = chess.Board()
+        board.push_uci("e2e4")
+        clock = chess.engine.Limit(white_clock=170, black_clock=180, white_inc=2, black_inc=2)
+        result, seconds = timed_play(uci, board, clock)
+        said = result.info.get("string", "")
+        assert "human time 1.50 s (median of the think-time head)" in said, said
+        assert 1.5 <= seconds < 1.5 + 5.0  # the wait, plus a loaded machine's replies
+        # a clock of 0.8 s with 0.3 s of overhead: never more than 0.5 s (plus the reply)
+        low = chess.engine.Limit(white_clock=170, black_clock=0.8, white_inc=0, black_inc=0)
+        result, seconds = timed_play(uci, board, low)
+        assert "clock 800 ms, overhead 300 ms" in result.info.get("string", "")
+        assert seconds < 0.8, seconds
+        # go movetime keeps its meaning: one pass, at once
+        result, seconds = timed_play(uci, board, chess.engine.Limit(time=30))
+        assert "human time" not in result.info.get("string", "")
+        assert seconds < 1.5
+        # HumanTime off: at once under the same clocks
+        uci.configure({"HumanTime": False})
+        result, seconds = timed_play(uci, board, clock)
+        assert "human time" not in result.info.get("string", "") and seconds < 1.5
+
+
+def test_a_sampled_time_is_drawn_from_the_heads_bin(tmp_path: Path) -> None:
+    with engine(timed_checkpoint(tmp_path / "t.pt")) as uci:
+        uci.configure({"HumanTime": True, "HumanTimePick": "sample", "Seed": 3})
+        clock = chess.engine.Limit(white_clock=60, black_clock=60)
+        result, seconds = timed_play(uci, chess.Board(), clock)
+        said = result.info.get("string", "")
+        chosen = float(said.split("human time ")[1].split(" s")[0])
+        assert 1.0 <= chosen < 2.0 and "(sample of the think-time head)" in said
+        assert seconds >= chosen - 0.01
+
+
+def test_a_checkpoint_without_the_head_answers_at_once(tmp_path: Path) -> None:
+    with engine(timed_checkpoint(tmp_path / "t.pt", head=False)) as uci:
+        uci.configure({"HumanTime": True})
+        result, seconds = timed_play(
+            uci, chess.Board(), chess.engine.Limit(white_clock=60, black_clock=60)
+        )
+        assert result.move in chess.Board().legal_moves and seconds < 1.5
+
+
+def test_the_go_clocks_are_the_readings_the_model_trained_on() -> None:
+    """Two goes of a game (plies 0 and 2, Lichess 3+2): the readings after plies 0 and 1 are
+    the clocks at the second go, the base the first go's; the rows are the training's."""
+    clocks = think.Clocks()
+    clocks.record(0, wtime=180_000, btime=180_000)
+    clocks.record(2, wtime=176_500, btime=179_000)
+    assert clocks.readings(2).tolist() == [176.5, 179.0] and clocks.base == 180
+    rows = clocks.rows(2, increment=2000)
+    want = times.of_game(np.array([176.5, 179.0]), 180, 2)
+    assert (rows == want).all() and rows.shape == (3, 4)
+    # before ply 2 White has the time left after its first move, Black its reading
+    mover, opponent = rows[2, 2] - 1 - 2 * human_time.VALUES, rows[2, 3] - 1 - 3 * human_time.VALUES
+    assert mover - 1 == human_time.seconds_bin(176.5)
+    assert opponent - 1 == human_time.seconds_bin(179.0)
+    # a game joined late: no base
+    late = think.Clocks()
+    late.record(10, wtime=50_000, btime=60_000)
+    assert late.base is None and late.readings(10)[8:].tolist() == [50.0, 60.0]
+
+
+@pytest.mark.parametrize("spent", [0.0, 3.0])
+def test_the_wait_is_the_rest_of_the_chosen_time_within_the_clock(spent: float) -> None:
+    assert think.wait_seconds(2.0, left_ms=60_000, overhead_ms=100, spent=spent) == max(
+        0.0, 2.0 - spent
+    )
+    assert think.wait_seconds(30.0, left_ms=1000, overhead_ms=2000, spent=spent) == 0.0
+
+
+def test_the_analysis_has_each_moves_time_taken_and_predicted(tmp_path: Path) -> None:
+    """chesslm-analyse on the sample's first games (clocked, 60+0 and others): the time taken
+    from the PGN's own [%clk] comments (the mover's previous reading less this one plus the
+    increment; none for the first two plies and an increment game's last), the head's median
+    (1.5 s here) beside it, and both in each PGN comment."""
+    import csv
+
+    import chess.pgn
+
+    from chesslm.engine import analyse
+
+    from .helpers import first_games_pgn
+
+    pgn = tmp_path / "games.pgn"
+    pgn.write_text(first_games_pgn(6))
+    ckpt = timed_checkpoint(tmp_path / "t.pt")
+    out_csv, out_pgn = tmp_path / "a.csv", tmp_path / "a.pgn"
+    code = analyse.main([str(pgn), "--checkpoint", str(ckpt), "--csv", str(out_csv),
+                         "--pgn", str(out_pgn)])  # fmt: skip
+    assert code == 0
+    rows = list(csv.DictReader(out_csv.open()))
+    assert set(analyse.TIME_FIELDS) <= set(rows[0])
+    games = []
+    with pgn.open() as fh:
+        while (game := chess.pgn.read_game(fh)) is not None:
+            games.append(game)
+    checked = 0
+    for number, game in enumerate(games, 1):
+        clock = [node.clock() for node in game.mainline()]
+        inc = int(game.headers["TimeControl"].split("+")[1])
+        mine = [r for r in rows if r["game"] == str(number)]
+        for k, row in enumerate(mine):
+            assert float(row["predicted_think_seconds"]) == pytest.approx(1.5)
+            known = 2 <= k < len(clock) - (inc > 0) and None not in (clock[k - 2], clock[k])
+            want = clock[k - 2] - clock[k] + inc if known else None
+            if want is None or want < 0:
+                assert row["think_seconds"] == "", (number, k)
+            else:
+                assert float(row["think_seconds"]) == want, (number, k)
+                checked += 1
+    assert checked > 100
+    assert "predicted=1.5s" in out_pgn.read_text() and " think=" in out_pgn.read_text()

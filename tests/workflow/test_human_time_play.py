@@ -1,0 +1,163 @@
+"""Human time in play (issue 48 item 3): the scorer feeds a timed model each validation game's
+clocks (its one branched pass equals the oracle's plain passes with the same rows), reads the
+think-time head at each position, games without clocks are fed "unknown" (scorer, decoder and
+plain passes alike), and the think-time measure against its two baselines, each checked
+against a direct computation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from chesslm.data import clocks, metadata, tokens
+from chesslm.data.cache import TokenCache
+from chesslm.match import matching, outcome, think_time
+from chesslm.model import gpt, human_time
+from chesslm.scorer import branched, decode, prepare, scoring, times
+from chesslm.scorer.oracle import oracle_scores
+
+from .playkit import cpu_evaluator
+
+
+def timed_net(conditioning: str = "none") -> gpt.GPT:
+    torch.manual_seed(0)
+    return gpt.build("tiny", time_inputs=True, think_time=True, conditioning=conditioning).eval()
+
+
+def game_rows(cache: TokenCache, g: int) -> np.ndarray:
+    meta = cache.metadata("validation")
+    return times.of_game(meta.clocks(g), meta["base_seconds"][g], meta["increment_seconds"][g])
+
+
+def moves_of(game: np.ndarray) -> list:
+    plies = (len(game) - 2) // 3
+    return [tokens.decode_move([int(t) for t in game[1 + 3 * k : 4 + 3 * k]]) for k in range(plies)]
+
+
+def test_the_scorer_feeds_a_games_clocks_as_the_oracle_does(clocked_cache: Path) -> None:
+    cache = TokenCache(clocked_cache)
+    net = timed_net()
+    g = 1  # a clocked validation game (every 5th has its readings dropped: games 0 and 5)
+    game, rows = np.asarray(cache.validation[g]), game_rows(cache, g)
+    assert (rows[2:, 2] != 1 + 2 * human_time.VALUES).all()  # its mover clocks are known
+    codes, offsets = prepare.game_tables(game)
+    inp = branched.game_input(game, codes, offsets, time=rows)
+    scored = scoring.score(net, branched.build_batch([inp], "cpu"))
+    plies = [0, 3, 8, 15]
+    oracle = oracle_scores(net, moves_of(game), set(plies), time=rows)
+    moves = moves_of(game)
+    for k in plies:
+        assert float(scored.played_logp[k]) == pytest.approx(oracle[k][moves[k]], abs=1e-5)
+    # the head's distribution at each position: a plain pass's at BOS and each last token
+    x = torch.tensor(game[None, :-1], dtype=torch.long)
+    full = torch.zeros((1, x.size(1), 4), dtype=torch.long)
+    full[0, ::3] = torch.from_numpy(rows)
+    with torch.no_grad():
+        _, think = net(x, time=full, think_time=True)
+    expect = think[0, ::3][: len(moves)].softmax(-1)
+    torch.testing.assert_close(scored.think, expect, rtol=1e-4, atol=1e-6)
+    # without the clocks the game is scored with every time unknown, not without time inputs
+    blind = scoring.score(net, branched.build_batch([branched.game_input(game, codes, offsets)],
+                                                    "cpu"))  # fmt: skip
+    unknown = branched.game_input(game, codes, offsets, time=times.unknown(len(rows)))
+    same = scoring.score(net, branched.build_batch([unknown], "cpu"))
+    torch.testing.assert_close(blind.played_logp, same.played_logp)
+    assert not torch.allclose(blind.played_logp, scored.played_logp)
+
+
+def test_free_running_games_feed_unknown_clocks_step_by_step() -> None:
+    """The decoder (self-play's KV cache) and a plain pass with unknown rows agree, with a
+    rating prefix: the positions are counted from BOS."""
+    net = timed_net("elo")
+    x = torch.tensor([[80, 110, tokens.BOS, 12, 28, tokens.PROMO_NONE, 52, 36, tokens.PROMO_NONE]])
+    pos = torch.arange(x.size(1))
+    rows = times.input_rows(net, pos)
+    assert rows[:, 0].nonzero().flatten().tolist() == [2, 5, 8]  # BOS and each last token
+    with torch.no_grad():
+        plain = net(x, time=rows[None])
+    dec = decode.Decoder(net, 1, x.size(1))
+    stepped = torch.cat([dec.step(x[:, :4], 0), dec.step(x[:, 4:], 4)], 1)
+    torch.testing.assert_close(stepped, plain, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def measured(clocked_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    net = timed_net()
+    ev = cpu_evaluator(net, clocked_cache, tmp_path_factory.mktemp("state"))
+    assert ev.run(float("inf"))
+    pos = ev.positions()
+    meta, _ = matching.load_metadata(clocked_cache, ev.games.offsets)
+    features = matching.position_features(pos, meta)
+    keeps = {"all": np.ones(len(pos["game"]), dtype=bool)}
+    band = (matching.elo_band(features["elo"]), [*(b for *_, b in matching.BANDS), "unknown"])
+    section = think_time.section(pos, meta, keeps, band, features["speed"], clocked_cache,
+                                 replicates=50, seed=1, min_games=2)  # fmt: skip
+    return {"net": net, "ev": ev, "pos": pos, "meta": meta, "section": section}
+
+
+def test_evaluation_keeps_the_think_time_distribution_of_every_position(measured: dict) -> None:
+    pos, ev = measured["pos"], measured["ev"]
+    assert pos[matching.THINK_FIELD].shape == (len(pos["game"]), human_time.BINS)
+    np.testing.assert_allclose(pos[matching.THINK_FIELD].sum(axis=1), 1.0, rtol=1e-5)
+    g = int(pos["game"][0])
+    assert (ev.game(g).time == game_rows(TokenCache(ev.cache.directory), g)).all()
+
+
+def test_the_measure_is_the_direct_computation_beside_both_baselines(
+    measured: dict, clocked_cache: Path
+) -> None:
+    pos, meta, section = measured["pos"], measured["meta"], measured["section"]
+    overall = next(r for r in section["table"] if r["grouping"] == "overall")
+    # the times taken: the clock rule on each scored position's game
+    taken, left = [], []
+    for g, ply in zip(pos["game"], pos["ply"], strict=True):
+        clock = meta["clock"][meta["ply_offsets"][g] : meta["ply_offsets"][g + 1]]
+        control = {
+            "base": int(meta["base_seconds"][g]),
+            "increment": int(meta["increment_seconds"][g]),
+        }
+        taken.append(clocks.spent(clock, **control)[ply])
+        left.append(clocks.time_left(clock, **control).mover[ply])
+    taken, left = np.array(taken), np.array(left)
+    known = ~np.isnan(taken)
+    assert overall["positions"] == section["positions"] == int(known.sum()) > 0
+    p = pos[matching.THINK_FIELD][known].astype(np.float64)
+    p /= p.sum(axis=1, keepdims=True)
+    bins = human_time.seconds_bin(taken[known])
+    model = overall["scores"]["model"]
+    assert model["nll"] == pytest.approx(-np.log(p[np.arange(len(bins)), bins]).mean(), rel=1e-6)
+    median = human_time.median_seconds(p)
+    err = np.abs(np.log1p(median) - np.log1p(taken[known]))
+    assert model["mae_log"] == pytest.approx(err.mean(), rel=1e-6)
+    r = np.corrcoef(np.log1p(median), np.log1p(taken[known]))[0, 1]
+    assert model["pearson"] == pytest.approx(r, rel=1e-6)
+    assert model["nll_low"] <= model["nll"] <= model["nll_high"]
+    # the clock rule: the share fitted on the train split, times the time left, + increment
+    share = section["clock_rule_share"]
+    assert share in think_time.SHARES
+    inc = np.maximum(meta["increment_seconds"][pos["game"][known]], 0)
+    rule = share * left[known] + inc
+    rule_err = np.abs(np.log1p(rule) - np.log1p(taken[known])).mean()
+    assert overall["scores"]["clock_rule"]["mae_log"] == pytest.approx(rule_err, rel=1e-6)
+    assert overall["scores"]["clock_rule"]["nll"] is None  # a point prediction
+    # the median-time baseline's cells come from the train split's clocks
+    fit = think_time.TrainFit(clocked_cache / "train", TokenCache(clocked_cache).train.offsets)
+    assert fit.targets == section["train_targets"] > 0
+    groups = {r["grouping"] for r in section["table"]}
+    assert {"overall", "band", "speed", "ply"} <= groups
+
+
+def test_spearman_ranks_share_ties() -> None:
+    assert think_time.ranks(np.array([3.0, 1, 3, 2])).tolist() == [2.5, 0.0, 2.5, 1.0]
+    x, y = np.array([1.0, 5, 2, 8, 3]), np.array([2.0, 9, 1, 7, 4])
+    rho = think_time.pearson(think_time.correlation_sums(think_time.ranks(x), think_time.ranks(y)))
+    assert rho == pytest.approx(0.8)  # 1 - 6 sum d^2 / (n (n^2 - 1)) = 1 - 24 / 120, no ties
+
+
+def test_outcome_and_think_buckets_are_one_list() -> None:
+    keys = think_time._cell_keys(np.array([60]), np.array([0]), np.array([1]), np.array([45]))
+    assert keys[2].tolist() == [2]  # plies 40-79: outcome.PLY_BUCKETS' third
+    assert outcome.PLY_BUCKETS[2][2] == "plies 40-79" and metadata.SPEEDS[1] == "bullet"
