@@ -3,7 +3,8 @@ token_cache).
 
 ``tokens`` the tokenizer, ``pgn`` reading PGN streams, ``parquet`` reading Lichess's Parquet
 months, ``filters`` the Lichess filters, ``metadata`` the per-game columns (ratings, time
-control, clocks), ``split`` train/validation/test assignment, ``conditioning`` the rating
+control, clocks), ``clocks`` Lichess's clock rule (time left before a move, time spent on it),
+``split`` train/validation/test assignment, ``conditioning`` the rating
 prefix in front of a game;
 ``settings`` a dataset's conversion settings; conversion into shards and a manifest by stage:
 ``convert`` (the entry point), ``workers`` (reader and worker processes), ``parsing`` (a chunk's

@@ -1,5 +1,6 @@
 """The hand-over: ``uci`` the UCI engine (``chesslm-uci``, lichess-bot and GUIs), ``wdl`` its
-score from an outcome checkpoint's head, ``analyse`` a PGN scored move by move
+score from an outcome checkpoint's head, ``think`` its clocks from ``go`` and how long
+``HumanTime`` waits, ``analyse`` a PGN scored move by move
 (``chesslm-analyse``; rule analyse).
 
 Above ``chesslm.export`` (it loads export folders as well as checkpoints), ``match`` and

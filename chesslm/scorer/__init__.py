@@ -3,7 +3,8 @@
 built on the host), ``split`` that pass's attention in two parts (main lines, branches over
 them), ``kernels`` the attention kernels, ``decode`` incremental decoding with a KV cache,
 ``prepare`` the legal moves of games the token cache lacks (on the job's spare cores),
-``ratings`` the rating prefix a conditioned model plays behind, ``threads`` torch's threads for
+``ratings`` the rating prefix a conditioned model plays behind, ``times`` the clocks a
+timed model is fed in play, ``threads`` torch's threads for
 a job, ``oracle`` the plain scorer the tests check ``scoring`` against.
 
 Below ``match``, ``ladder``, ``play`` and ``engine``; above ``model`` and ``data``.

@@ -7,7 +7,8 @@ microbatches, ``loss`` the training loss, ``optim`` AdamW, its schedule and the 
 checkpoint's contents and the resume identity (``TRAINING_CODE``: the files it hashes), ``deadline``
 time budgets, ``settings`` a run's settings (``RunSettings``), ``state`` its cursor and metrics
 (``TrainState``), ``prefix`` the rating prefix of its batches, ``outcome`` the outcome head's
-targets, loss and validation, ``launch`` how its ranks start and end, ``runlock`` the run's lock,
+targets, loss and validation, ``human_time`` the time inputs and think-time targets of its
+batches, ``launch`` how its ranks start and end, ``runlock`` the run's lock,
 ``resume`` the fresh-or-resume decision made under it, ``saver`` checkpoint saves in the background,
 ``probe`` the GPU probe, ``segment`` the segment loop and its CLI, ``progress`` its console lines,
 ``status`` status files and results.

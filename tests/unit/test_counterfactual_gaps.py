@@ -15,7 +15,7 @@ import torch
 
 from chesslm.data import conditioning
 from chesslm.data.cache import TokenCache
-from chesslm.match import counterfactual, gaps, matching, protocols
+from chesslm.match import counterfactual, gaps, matching, metrics, protocols
 from chesslm.model import gpt, weights
 from chesslm.play import evaluate, records
 from chesslm.play.settings import PlaySettings
@@ -34,7 +34,7 @@ SETTINGS = {**OUTCOME_SETTINGS, "match": MATCH,
 CF = SETTINGS["counterfactual"]
 # counterfactual.csv's columns and the record's keys before the outcome head's (issue 35 item 5)
 PLAIN_COLUMNS = ["dataset", "protocol", "grouping", "group", "setting", "rating_bin", "positions",
-                 "games", "top1", "top3", "nll", "argmax_changed", "tv", "kl"]  # fmt: skip
+                 "games", *metrics.NAMES, "argmax_changed", "tv", "kl"]  # fmt: skip
 PLAIN_KEYS = {"model", "host", "conditioned", "conditioning", "settings", "definition",
               "protocols", "split", "seconds", "datasets", "summary_rows"}  # fmt: skip
 

@@ -22,8 +22,7 @@ from chesslm.train import batching, cuda_graphs, outcome, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.outcome import Outcomes
 from chesslm.train.prefix import Prefixes
-
-from .conftest import (
+from tests.conftest import (
     BOTH_LAYOUTS,
     RESUME_HYPER,
     resumed_beside_whole,
@@ -352,8 +351,7 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
     read off the same pass (the score equal to a plain forward's); MultiPV 3 adds one pass
     over its lines' children."""
     from chesslm.engine import uci, wdl
-
-    from .helpers import model_checkpoint
+    from tests.helpers import model_checkpoint
 
     net = weights.load_model(model_checkpoint(tmp_path / "o.pt", spread=0.3, outcome=True), "cpu")
     passes = []
@@ -375,8 +373,7 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
 
 def test_the_engine_scores_from_the_head_and_a_plain_checkpoint_does_not(tmp_path: Path) -> None:
     from chesslm.engine import wdl
-
-    from .helpers import model_checkpoint
+    from tests.helpers import model_checkpoint
 
     ckpt = model_checkpoint(tmp_path / "outcome.pt", spread=0.3, outcome=True)
     net = weights.load_model(ckpt, "cpu")

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from chesslm.model import gpt
 from chesslm.train import batching, compilation
+from tests.conftest import ROOT, run_segment
 
-from .conftest import ROOT, run_segment
 from .test_batching import games_fixture, reference_grad
 
 

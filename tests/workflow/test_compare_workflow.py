@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 ARGS = ("--configfile", "train-workflow.yaml", "compare-workflow.yaml")
 # words of each caption (workflow/report/compare-*.rst), no quotes: docutils may curl them
 CAPTION_WORDS = {
-    "runs": "top-1 and top-3 agreement with the move played",
+    "runs": "top-k agreement with the move played",
     "paired": "Paired differences: each run minus the baseline",
     "curve": "Learning curve: top-1 agreement and NLL per move",
     "bands": "Top-1 agreement by the band of the mover",

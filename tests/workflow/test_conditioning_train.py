@@ -21,9 +21,8 @@ from chesslm.train import batching, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes, context_error, longest_game
 from chesslm.train.settings import RunSettings
+from tests.conftest import BOTH_LAYOUTS, RESUME_HYPER, resumed_beside_whole
 from tests.playkit import SETTINGS
-
-from .conftest import BOTH_LAYOUTS, RESUME_HYPER, resumed_beside_whole
 
 GAMES = [np.array([69, 1, 2, 64, 70]), np.array([69, 70])]
 PREFIX = Prefixes("elo", np.array([1523, -1]), np.array([900, 3400]))

@@ -15,9 +15,8 @@ import pytest
 
 from chesslm.data import convert
 from chesslm.train.segment import ERROR_PREFIX
-
-from .conftest import ROOT, run_segment
-from .helpers import SAMPLE
+from tests.conftest import ROOT, run_segment
+from tests.helpers import SAMPLE
 
 pytestmark = pytest.mark.slow
 HYPER = ["--model=tiny", "--micro=2", "--accum=2", "--seed=7", "--threads=1"]

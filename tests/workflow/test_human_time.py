@@ -24,8 +24,7 @@ from chesslm.train.human_time import GameTimes
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes
 from chesslm.train.settings import RunSettings
-
-from .conftest import (
+from tests.conftest import (
     BOTH_LAYOUTS,
     RESUME_HYPER,
     SAMPLE,

@@ -21,8 +21,7 @@ import torch
 from chesslm.engine import think
 from chesslm.model import checkpoint, gpt, human_time
 from chesslm.scorer import times
-
-from .helpers import small_payload
+from tests.helpers import small_payload
 
 ONE_TO_TWO = 1  # the bin [1, 2) s: the head below gives it (almost) all the probability
 
@@ -139,8 +138,7 @@ def test_the_analysis_has_each_moves_time_taken_and_predicted(tmp_path: Path) ->
     import chess.pgn
 
     from chesslm.engine import analyse
-
-    from .helpers import first_games_pgn
+    from tests.helpers import first_games_pgn
 
     pgn = tmp_path / "games.pgn"
     pgn.write_text(first_games_pgn(6))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .conftest import RESUME_HYPER, make_cache, train_ok
+from tests.conftest import RESUME_HYPER, make_cache, train_ok
 
 # name -> (cache fixture, flags)
 RUNS = {

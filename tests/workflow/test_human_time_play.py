@@ -18,8 +18,7 @@ from chesslm.match import matching, outcome, think_time
 from chesslm.model import gpt, human_time
 from chesslm.scorer import branched, decode, prepare, scoring, times
 from chesslm.scorer.oracle import oracle_scores
-
-from .playkit import cpu_evaluator
+from tests.playkit import cpu_evaluator
 
 
 def timed_net(conditioning: str = "none") -> gpt.GPT:

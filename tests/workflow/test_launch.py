@@ -17,9 +17,8 @@ import pytest
 
 from chesslm.train import launch, resume
 from chesslm.train.settings import RunSettings
-
-from .conftest import ROOT
-from .helpers import alive, children
+from tests.conftest import ROOT
+from tests.helpers import alive, children
 
 DEMO = RunSettings(dataset="sample", workers=2)
 PILOT = RunSettings(dataset="sample", model="baseline", device="cuda", workers=4)

@@ -15,9 +15,8 @@ import pytest
 import torch
 
 from chesslm.model import checkpoint
-
-from .conftest import ROOT, run_segment, segment_args
-from .helpers import snakemake
+from tests.conftest import ROOT, run_segment, segment_args
+from tests.helpers import snakemake
 
 pytestmark = pytest.mark.slow
 TARGET = "results/pilot/results.json"

@@ -120,11 +120,30 @@ def score_table(out_dir: Path) -> dict:
     n = 64
     columns = {"game": np.repeat(np.arange(8), 8), "ply": np.tile(np.arange(8, dtype=np.int16), 8),
                "mover_elo": np.full(n, 1500, np.int32), "opponent_elo": np.full(n, 1600, np.int32),
-               "top1": rng.random(n) < 0.3, "top3": rng.random(n) < 0.6, "nll": rng.random(n) * 3,
+               "rank": rng.integers(0, 20, n).astype(np.int16), "nll": rng.random(n) * 3,
                "n_legal": np.full(n, 20, np.int16)}  # fmt: skip
     columns |= {scores.PROTOCOL_PREFIX + p: np.ones(n, bool) for p in protocols.PROTOCOLS}
     ids = np.array([f"g{i:04d}" for i in range(8)])
     return scores.write_table(out_dir, ids, columns, {"positions": n, "model": {"step": 3}})
+
+
+def test_a_score_table_from_before_the_rank_column_is_refused_with_its_rebuild(tmp_path):
+    """A table rule score wrote before it kept each position's rank (top1 and top3 columns
+    instead): one line naming the file and the command that rebuilds it."""
+    out_dir = tmp_path / "results" / "a" / "scores" / "mini"
+    out_dir.mkdir(parents=True)
+    n = 8
+    columns = {"game": np.arange(n), "ply": np.zeros(n, np.int16),
+               "mover_elo": np.full(n, 1500, np.int32), "opponent_elo": np.full(n, 1600, np.int32),
+               "top1": np.ones(n, bool), "top3": np.ones(n, bool), "nll": np.ones(n),
+               "n_legal": np.full(n, 20, np.int16)}  # fmt: skip
+    columns |= {scores.PROTOCOL_PREFIX + p: np.ones(n, bool) for p in protocols.PROTOCOLS}
+    scores.write_table(out_dir, np.array([f"g{i}" for i in range(n)]), columns, {"positions": n})
+    with pytest.raises(ValueError) as refused:
+        positions.load(out_dir)
+    said = str(refused.value)
+    assert "\n" not in said and str(out_dir / "positions.npz") in said
+    assert "rebuild it: snakemake" in said and "--forcerun score" in said
 
 
 def test_a_score_table_with_a_flipped_byte_or_an_edited_record_is_refused(tmp_path):

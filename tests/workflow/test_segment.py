@@ -17,8 +17,7 @@ from chesslm.files import sha256_file
 from chesslm.model import checkpoint
 from chesslm.train.segment import ERROR_PREFIX, REFUSED_PREFIX
 from chesslm.train.state import WALL_PARTS, TrainState
-
-from .conftest import ROOT, run_segment, segment_args
+from tests.conftest import ROOT, run_segment, segment_args
 
 pytestmark = pytest.mark.slow
 PACKAGE = ROOT / "chesslm"  # its frames in a traceback start with this (the venv's do not)
