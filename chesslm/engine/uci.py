@@ -58,7 +58,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import BinaryIO
 
 import chess
 import numpy as np
@@ -541,13 +541,39 @@ def position_scores(
     return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here, think_here
 
 
+class Undecodable(str):
+    """An input line that is not UTF-8: the engine says so (``info string``) and goes on."""
+
+
+def decoded(raw: bytes) -> str:
+    """An input line as text; an ``Undecodable`` naming the bad byte if it is not UTF-8.
+
+    >>> decoded(b"go\\r\\n")
+    'go\\r\\n'
+    >>> type(decoded(b"position startpos moves e2e4 \\xff\\n")).__name__
+    'Undecodable'
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        bad = raw[error.start : error.start + 1]
+        return Undecodable(f"input line not UTF-8 (byte {bad!r} at {error.start}); ignored")
+
+
 def read_lines(
-    stream: Iterable[str], lines: queue.Queue[str | None], interrupt: threading.Event | None = None
+    stream: Iterable[bytes],
+    lines: queue.Queue[str | None],
+    interrupt: threading.Event | None = None,
 ) -> None:
     """Feed input lines to the engine's queue; None at end of input. A ``stop`` or ``quit``
-    also sets ``interrupt`` (it ends a HumanTime wait)."""
-    for line in stream:
-        if interrupt is not None and line.split()[:1] in (["stop"], ["quit"]):
+    also sets ``interrupt`` (it ends a HumanTime wait). Bytes, decoded line by line: a text
+    stream decodes as the locale says, and a strict one (``PYTHONIOENCODING=utf-8:strict``)
+    raised on the first byte that is not UTF-8, ending this thread and leaving the engine
+    waiting for good."""
+    for raw in stream:
+        line = decoded(raw)
+        stops = not isinstance(line, Undecodable) and line.split()[:1] in (["stop"], ["quit"])
+        if interrupt is not None and stops:
             interrupt.set()
         lines.put(line)
     if interrupt is not None:
@@ -555,7 +581,7 @@ def read_lines(
     lines.put(None)
 
 
-def serve(engine: Engine, stream: TextIO) -> None:
+def serve(engine: Engine, stream: BinaryIO) -> None:
     """Answer commands until ``quit`` or the end of input; a thread reads the input, so a
     ``stop`` is seen while the engine is busy."""
     lines: queue.Queue[str | None] = queue.Queue()
@@ -563,8 +589,11 @@ def serve(engine: Engine, stream: TextIO) -> None:
         target=read_lines, args=(stream, lines, engine.interrupt), daemon=True
     )
     reader.start()
-    while (line := lines.get()) is not None and engine.handle(line):
-        pass
+    while (line := lines.get()) is not None:
+        if isinstance(line, Undecodable):
+            engine.info(line)
+        elif not engine.handle(line):
+            break
 
 
 def send_line(line: str) -> None:
@@ -587,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     except checkpoint.CheckpointError as error:
         print(f"chesslm-uci: {error}", file=sys.stderr)
         return 1
-    serve(Engine(net, send_line), sys.stdin)
+    serve(Engine(net, send_line), sys.stdin.buffer)
     return 0
 
 
