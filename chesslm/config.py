@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,7 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
     import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
-    error = schema_error(schema, config)
+    error = _not_finite(config) or schema_error(schema, config)
     if error:
         raise ConfigError(f"config: {error}")
     fill_defaults(schema, config)
@@ -174,6 +175,34 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
     return Config(datasets=datasets, runs=runs, ladders=ladders, comparisons=comparisons)
 
 
+def _not_finite(value: Any, key: str = "") -> str | None:
+    """The first number of the config that is not finite (YAML's ``.nan``, ``.inf``), as one
+    line naming its key: the schema's bounds let NaN through (every comparison with it is
+    false), and it fails later naming nothing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{key}: {value} is not a finite number"
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        items = [(f"{key}.{name}" if key else str(name), item) for name, item in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{key}[{i}]", item) for i, item in enumerate(value)]
+    for sub, item in items:
+        if error := _not_finite(item, sub):
+            return error
+    return None
+
+
+def _pgn_folder(name: str, paths: list[str]) -> None:
+    """A ``pgn`` entry that is a folder: Snakemake takes it as an existing input and convert
+    then fails with "no such file"."""
+    for i, path in enumerate(paths):
+        if Path(path).is_dir():
+            raise ConfigError(
+                f"config: datasets.{name}.pgn[{i}]: {path} is a folder; list its .pgn or"
+                " .pgn.zst files"
+            )
+
+
 def fill_defaults(schema: dict[str, Any], value: Any) -> None:
     """Every ``default`` of ``schema`` that ``value`` (already checked) lacks, filled in place,
     down through objects, their named entries and arrays' items."""
@@ -193,6 +222,7 @@ def fill_defaults(schema: dict[str, Any], value: Any) -> None:
 
 
 def _dataset(name: str, raw: dict[str, Any]) -> Dataset:
+    _pgn_folder(name, raw["pgn"])
     return Dataset(
         name=name,
         pgn=tuple(raw["pgn"]),

@@ -14,6 +14,7 @@ rebuilds it (``rebuild``). Standard library only: the report and the rules read 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from chesslm import files
 
 SEAL = "record_sha256"
 SUMS = "SHA256SUMS"
+HEX = re.compile(r"[0-9a-fA-F]{64}")
 DAMAGED = "sealed record does not match its content (edited or damaged)"
 UNSEALED = "record has no seal (written before records were sealed, or not by chesslm)"
 
@@ -116,19 +118,31 @@ def read_sums(folder: Path, command: str) -> dict[str, str]:
     sums = {}
     for number, line in enumerate(lines, 1):
         digest, _, name = line.partition("  ")
-        if len(digest) != 64 or not name or "/" in name:
-            raise _refuse(path, f"line {number} is not '<sha256>  <file>'", command)
-        sums[name] = digest
+        if not HEX.fullmatch(digest) or not name or "/" in name:
+            why = f"line {number} is not '<sha256>  <file>' (the file is damaged)"
+            raise _refuse(path, why, command)
+        sums[name] = digest.lower()
     return sums
 
 
-def check_sums(folder: Path, needed: list[str], command: str) -> dict[str, str]:
+def check_sums(
+    folder: Path, needed: list[str], command: str, *, exact: bool = False
+) -> dict[str, str]:
     """Trust ``folder``'s files only if each one SHA256SUMS lists matches it and it lists every
-    one of ``needed``."""
+    one of ``needed``; ``exact``: and the folder holds no other file (a folder meant for upload
+    would publish it: a killed writer's temporary copy of the weights, say)."""
     sums = read_sums(folder, command)
     missing = [n for n in needed if n not in sums]
     if missing:
         raise _refuse(folder / SUMS, f"does not list {', '.join(missing)}", command)
+    others = sorted(p.name for p in folder.iterdir() if p.name not in {*sums, SUMS})
+    if exact and others:
+        raise _refuse(
+            folder,
+            f"holds {', '.join(others)}, which {SUMS} does not list (a killed writer's"
+            " temporary, or a file put there by hand): remove it",
+            command,
+        )
     for name, expected in sums.items():
         check_file(folder / name, expected, folder / SUMS, command)
     return sums

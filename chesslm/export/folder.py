@@ -86,5 +86,6 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     files.write_atomic(paths["card"], lambda fh: fh.write(text))
     listed = [path.name for key, path in paths.items() if key != "sums"]
     seal.write_sums(out_dir, listed)
-    seal.check_sums(out_dir, listed, seal.rebuild(paths["weights"], "export"))  # as load will
+    command = seal.rebuild(paths["weights"], "export")
+    seal.check_sums(out_dir, listed, command, exact=True)  # as load will
     return paths

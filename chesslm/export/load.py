@@ -50,7 +50,7 @@ def export_config(folder: Path) -> GPTConfig:
     head = folder / FILES["outcome"]  # when there, sealed as the weights are
     needed = [FILES[key] for key in NEEDED] + ([head.name] if head.exists() else [])
     try:
-        seal.check_sums(folder, needed, command)
+        seal.check_sums(folder, needed, command, exact=True)
         hf = files.read_json(folder / FILES["config"])
         vocab = files.read_json(folder / FILES["tokenizer"])
     except (seal.SealError, files.UnreadableFileError) as error:

@@ -26,9 +26,11 @@ import dataclasses
 import os
 import random
 import re
+import selectors
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -261,6 +263,8 @@ def find_engine(name: str, key: str = "ladders.NAME.engine") -> str:
 
 
 HANDSHAKE_S = 5.0  # Stockfish answers `uci` in milliseconds; a program that is not an engine never
+HANDSHAKE_BYTES = 1 << 20  # Stockfish's answer is ~2 kB; `/usr/bin/yes` floods gigabytes in 5 s
+UCIOK = re.compile(rb"(^|\n)[ \t\r]*uciok[ \t\r]*(\n|$)")
 UCI_ELO = re.compile(r"^option name UCI_Elo type spin .*\bmin (-?\d+) max (-?\d+)")
 
 
@@ -273,10 +277,13 @@ class EngineInfo:
     elo_range: tuple[int, int] | None
 
 
-def handshake(engine_path: str, *, timeout_s: float = HANDSHAKE_S) -> EngineInfo:
-    """``uci`` sent to the program, its answer read up to ``uciok``, within ``timeout_s``
-    (python-chess waits 10 s, then raises a TimeoutError naming nothing). The program and its
-    children are killed at the end.
+def handshake(
+    engine_path: str, *, timeout_s: float = HANDSHAKE_S, max_bytes: int = HANDSHAKE_BYTES
+) -> EngineInfo:
+    """``uci`` sent to the program, its answer read up to ``uciok``, within ``timeout_s`` and
+    ``max_bytes`` (python-chess waits 10 s, then raises a TimeoutError naming nothing; reading
+    all it says until then held a flooding program's gigabytes). The program and its children
+    are killed at the end.
 
     :raises ValueError: one line, if it cannot be started or does not answer as UCI."""
     try:
@@ -284,19 +291,17 @@ def handshake(engine_path: str, *, timeout_s: float = HANDSHAKE_S) -> EngineInfo
                                 stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     except OSError as error:
         raise ValueError(f"{engine_path} cannot be started: {error.strerror}") from None
-    wait = f"within {timeout_s:.0f} s"
     try:
-        out, _ = proc.communicate(b"uci\nquit\n", timeout=timeout_s)
-        wait = f"before it exited (status {proc.returncode})"
-    except subprocess.TimeoutExpired:
-        out = b""
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(b"uci\nquit\n")  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        out, wait = read_answer(proc, timeout_s, max_bytes)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # a script's children too (they hold the pipe)
-    if not out:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            out, _ = proc.communicate(timeout=1.0)
-    lines = [line.strip() for line in (out or b"").decode(errors="replace").splitlines()]
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.wait()
+    lines = [line.strip() for line in out.decode(errors="replace").splitlines()]
     if "uciok" not in lines:
         raise ValueError(
             f"{engine_path} is not a UCI engine: it did not answer `uci` with `uciok` {wait}"
@@ -304,6 +309,29 @@ def handshake(engine_path: str, *, timeout_s: float = HANDSHAKE_S) -> EngineInfo
     name = next((line[len("id name ") :] for line in lines if line.startswith("id name ")), "")
     elo = next((m for m in map(UCI_ELO.match, lines) if m), None)
     return EngineInfo(name, (int(elo[1]), int(elo[2])) if elo else None)
+
+
+def read_answer(proc: subprocess.Popen, timeout_s: float, max_bytes: int) -> tuple[bytes, str]:
+    """What ``proc`` writes up to its ``uciok`` line, its exit, ``timeout_s`` or ``max_bytes``
+    (whichever first), and how it ended in words (the refusal's "within ...")."""
+    out = bytearray()
+    give_up = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        while (left := give_up - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+            if not chunk:  # its output closed: it exits (a moment's wait for its status)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=1.0)
+                return bytes(out), f"before it exited (status {proc.returncode})"
+            out += chunk
+            if UCIOK.search(out, max(0, len(out) - len(chunk) - 16)):  # the new bytes only
+                return bytes(out), ""
+            if len(out) >= max_bytes:
+                return bytes(out[:max_bytes]), f"in its first {max_bytes} bytes"
+    return bytes(out), f"within {timeout_s:.0f} s"
 
 
 class ModelPlayer:

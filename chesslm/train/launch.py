@@ -97,11 +97,16 @@ def launcher(s: RunSettings, *, run: str, runtime_min: int, nodes: int = 1) -> s
 
 def left_out_here(s: RunSettings) -> str | None:
     """Why this machine cannot run ``s`` locally (None if it can): a cuda run needs CUDA."""
-    if s.device != "cuda":
-        return None
-    import torch  # only for runs on cuda: torch's import is the slow part of a plan
+    return "device cuda, no CUDA here" if no_cuda_here(s.device) else None
 
-    return None if torch.cuda.is_available() else "device cuda, no CUDA here"
+
+def no_cuda_here(device: str) -> bool:
+    """Whether ``device`` is cuda and this machine has none."""
+    if device != "cuda":
+        return False
+    import torch  # only for cuda: torch's import is the slow part of a plan
+
+    return not torch.cuda.is_available()
 
 
 def bind_to_launcher() -> None:

@@ -42,6 +42,16 @@ class Prefixes:
         columns = [game_column(Path(cache.directory) / split, name, games) for name in _ELO]
         return cls(layout, *columns)
 
+    def unrated(self, chunk: int = 1 << 20) -> int:
+        """The games with no rating for one side or both (the "unknown" bin), counted a chunk
+        at a time (memory flat in the number of games); 0 without conditioning."""
+        if self.length == 0:
+            return 0
+        return sum(
+            int(np.count_nonzero((self.white[i : i + chunk] < 0) | (self.black[i : i + chunk] < 0)))
+            for i in range(0, len(self.white), chunk)
+        )
+
     def __call__(self, games: Any) -> np.ndarray:
         """(len(games), length) int64 prefix tokens of the games with these indices."""
         index = np.asarray(games, dtype=np.int64).reshape(-1)

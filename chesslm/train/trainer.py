@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import math
 import random
 import resource
@@ -32,6 +33,8 @@ from chesslm.train.human_time import GameTimes
 from chesslm.train.loss import HEADS
 from chesslm.train.outcome import Outcomes
 from chesslm.train.settings import RunSettings, legality_request_error
+
+logger = logging.getLogger(__name__)
 
 LENGTH_BLOCK = 1 << 22  # offsets read per step: the int64 difference never spans a split
 
@@ -111,6 +114,26 @@ def train_times(settings: RunSettings, cache: TokenCache) -> GameTimes | None:
     )
 
 
+def check_ratings(prefixes: prefix.Prefixes, games: int, run_dir: Path | str) -> str | None:
+    """A rating-conditioned run's training games without ratings: refused if none has one
+    (the prefix would say "unknown" to every game: conditioning on nothing), else how many
+    lack one, as a line for the log (None when all have both)."""
+    unrated = prefixes.unrated()
+    if not unrated:
+        return None
+    key = f"runs.{Path(run_dir).name}.conditioning"
+    if unrated == games:
+        raise ValueError(
+            f"{key} is elo, but none of the {games} training games has both players' ratings"
+            " (WhiteElo and BlackElo): the model would condition on nothing; use a dataset"
+            " with ratings, or conditioning: none"
+        )
+    return (
+        f"{key} is elo: {unrated} of the {games} training games ({unrated / games:.1%}) lack"
+        " a player's rating; they get the prefix's unknown bin"
+    )
+
+
 class Trainer:
     """Model, DDP wrapper, optimizer, schedule and identity of one run on this rank."""
 
@@ -131,6 +154,9 @@ class Trainer:
         self.lengths = game_lengths(cache.train.offsets)
         # the train split's rating prefixes (none: length 0, batches as without conditioning)
         self.prefixes = prefix.Prefixes.of_cache(cache, "train", s.conditioning)
+        said = check_ratings(self.prefixes, len(cache.train), run_dir)
+        if said and ctx.is_main:
+            logger.warning("%s", said)
         # the train split's results for the outcome head (None without it: today's batches)
         self.outcomes = Outcomes.of_cache(cache, "train", s.outcome_weight) if s.outcome else None
         # the train split's clocks for the time inputs and the think-time head (None: neither)

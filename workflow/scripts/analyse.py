@@ -8,13 +8,18 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 import io
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.engine import analyse
 from chesslm.export.load import model_at
 from chesslm.layout import RunDir
 from chesslm.scorer.threads import use_threads
 
-with logs.step("analyse", snakemake.log[0]) as log:  # noqa: F821
+# one dataset's two CSVs: their own lock (analysis/ holds every dataset's)
+PLACE = Path(snakemake.output.moves).with_suffix("")  # noqa: F821
+with (
+    logs.step("analyse", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(PLACE, snakemake.output, "analyse", log),  # noqa: F821
+):
     use_threads(snakemake.threads)  # noqa: F821
     run_dir = Path(snakemake.input.results).parent  # noqa: F821
     net = model_at(RunDir(run_dir).best, snakemake.params.device)  # noqa: F821

@@ -7,11 +7,14 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 import json
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.compare import build
 from chesslm.compare.settings import Comparison
 
-with logs.step("compare", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("compare", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "compare", log),  # noqa: F821
+):
     c = Comparison.from_dict(json.loads(snakemake.params.settings))  # noqa: F821
     runs = json.loads(snakemake.params.runs)  # noqa: F821
     # the runs' score folders, in the comparison's order (the rule's input)

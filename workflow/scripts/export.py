@@ -6,10 +6,13 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.export import folder
 
-with logs.step("export", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("export", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "export", log),  # noqa: F821
+):
     sources = folder.Sources(
         run=snakemake.wildcards.run,  # noqa: F821
         checkpoint=Path(snakemake.params.checkpoint),  # noqa: F821

@@ -6,12 +6,16 @@ from chesslm import watch
 watch.guard()  # first: a snakemake killed during the imports below ends this job too
 
 import json
+from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.ladder import round_robin as ladder
 from chesslm.progress import Progress
 
-with logs.step("ladder", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("ladder", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "ladder", log),  # noqa: F821
+):
     name, target = snakemake.wildcards.ladder, snakemake.output[0]  # noqa: F821
     settings = ladder.LadderSettings.from_dict(json.loads(snakemake.params.settings))  # noqa: F821
     engine = snakemake.params.engine  # noqa: F821

@@ -8,11 +8,14 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 import json
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.play import evaluate
 from chesslm.play.settings import PlaySettings
 
-with logs.step("play", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("play", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "play", log),  # noqa: F821
+):
     ladder = snakemake.input.ladder  # noqa: F821
     ladder = [ladder] if isinstance(ladder, str) else list(ladder)  # one file, or none (no games)
     outputs = evaluate.run(

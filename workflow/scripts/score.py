@@ -7,10 +7,13 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.compare import scores
 
-with logs.step("score", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("score", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "score", log),  # noqa: F821
+):
     w = snakemake.wildcards  # noqa: F821
     scores.score(
         Path(snakemake.input.results).parent,  # the run's folder  # noqa: F821

@@ -7,11 +7,14 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.summary import summarise
 
-with logs.step("summarise", snakemake.log[0]):  # noqa: F821
+with (
+    logs.step("summarise", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "summarise", log),  # noqa: F821
+):
     written = summarise(
         Path(snakemake.input.results).parent,  # noqa: F821
         Path(snakemake.output.summary).parent,  # noqa: F821
