@@ -167,7 +167,8 @@ def get_play_gpus(wildcards):
 
 def get_play_device(wildcards):
     """The device of jobs on the run's play device (play, analyse, score): refused at plan
-    time if it is cuda and jobs run here without CUDA (the job would end in a traceback)."""
+    time if it is cuda and jobs run here without CUDA (the job would end in a traceback).
+    """
     device = SETTINGS.play_device(wildcards.run)
     if workflow.local_exec and launch.no_cuda_here(device):
         key = "play.device" if SETTINGS.runs[wildcards.run].play.device else "device"
