@@ -4,11 +4,33 @@ CHESSLM_FAULT=nan:N   after N accumulation groups, poison a gradient with NaN on
 CHESSLM_FAULT=kill:N  after N accumulation groups, SIGKILL rank 0 (before its optimizer step)
 CHESSLM_FAULT=killsave:N  SIGKILL the process in its checkpoint writer thread, amid the write of
                       its save N (1 = its first), once part of .last.pt.PID.RANDOM.tmp is written
+CHESSLM_FAULT=killwrite:NAME  SIGKILL the process whose atomic write (chesslm.files.open_atomic)
+                      of a file named NAME has written it whole, before the rename: its
+                      .NAME.PID.RANDOM.tmp is left as a kill leaves it (no torch imported here)
 """
 
 import os
 
-if os.environ.get("CHESSLM_FAULT"):
+if os.environ.get("CHESSLM_FAULT", "").startswith("killwrite:"):
+    import contextlib
+    import signal
+    from pathlib import Path
+
+    import chesslm.files as _files
+
+    _name = os.environ["CHESSLM_FAULT"].split(":", 1)[1]
+    _open_atomic = _files.open_atomic
+
+    @contextlib.contextmanager
+    def _killed_at_rename(path, mode="wb", **kwargs):
+        with _open_atomic(path, mode, **kwargs) as fh:
+            yield fh
+            if Path(path).name == _name:
+                fh.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    _files.open_atomic = _killed_at_rename
+elif os.environ.get("CHESSLM_FAULT"):
     import math
     import signal
 
