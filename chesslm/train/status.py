@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chesslm import files
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
 from chesslm.train import runlock
 from chesslm.train.settings import RunSettings
@@ -177,6 +178,7 @@ def write_run_results(
     except runlock.RunDirLocked as error:
         raise ValueError(f"{out} not written: {error}") from None
     try:
+        files.remove_stale_temporaries(out.parent, out.name)  # a killed results job's
         return _write_run_results(train_results, statuses, out)
     finally:
         os.close(lock)

@@ -7,11 +7,16 @@ watch.guard()  # first: a snakemake killed during the imports below ends this jo
 
 from pathlib import Path
 
-from chesslm import logs
+from chesslm import logs, owner
 from chesslm.play import outcome_figures
 from chesslm.play.outputs import OUTCOME
 
-with logs.step("outcome_figures", snakemake.log[0]):  # noqa: F821
+OUT = snakemake.output  # noqa: F821
+# the play folder's lock: rule play's outputs and state live there too
+with (
+    logs.step("outcome_figures", snakemake.log[0]) as log,  # noqa: F821
+    owner.owning(Path(OUT[0]).parent, OUT, "outcome_figures", log),
+):
     outcome_figures.write(
         Path(snakemake.input.record),  # noqa: F821
         {out.name: Path(getattr(snakemake.output, out.name)) for out in OUTCOME},  # noqa: F821

@@ -11,9 +11,10 @@ from chesslm import logs, owner
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.summary import summarise
 
+OUT = snakemake.output  # noqa: F821
 with (
     logs.step("summarise", snakemake.log[0]) as log,  # noqa: F821
-    owner.owning(Path(snakemake.output[0]).parent, snakemake.output, "summarise", log),  # noqa: F821
+    owner.owning(Path(OUT[0]).parent, OUT, "summarise", log),
 ):
     written = summarise(
         Path(snakemake.input.results).parent,  # noqa: F821
