@@ -83,8 +83,8 @@ def test_the_export_folder_refuses_a_file_its_sums_do_not_list(
     staged_run: StagedRun, tmp_path: Path
 ) -> None:
     """What an upload would publish: a stray file in the export folder, and a SHA256SUMS
-    damaged by a byte, are each refused in one line naming the file, when the folder is
-    loaded."""
+    damaged by a byte (one that is not a hex digit, or a digit of the weights' digest), are
+    each refused in one line naming the file, when the folder is loaded."""
     folder = copy_tree(staged_run.workdir / "results/mini/export", tmp_path / "export")
     stray = folder / ".model.safetensors.31082.1b0d5a4c.tmp"
     stray.write_bytes((folder / "model.safetensors").read_bytes())
@@ -100,3 +100,13 @@ def test_the_export_folder_refuses_a_file_its_sums_do_not_list(
         export_config(folder)
     assert str(refused.value).startswith(f"{sums}: line 1 is not '<sha256>  <file>'")
     assert "damaged" in str(refused.value)
+    # one digit of the weights' digest changed for another: the list is blamed, not the weights
+    line = next(x for x in text.splitlines(True) if x.endswith("  model.safetensors\n"))
+    digit = "0" if line[0] != "0" else "1"
+    sums.write_text(text.replace(line, digit + line[1:]))
+    with pytest.raises(ValueError) as refused:
+        export_config(folder)
+    assert str(refused.value).startswith(
+        f"{sums}: damaged: the digest it lists for model.safetensors differs from the file's in"
+        " 1 of 64 digits"
+    ), str(refused.value)
