@@ -44,6 +44,8 @@ LONGEST_FIRST = (
     "tests/workflow/test_docs.py",
     "tests/workflow/test_recovery.py",
     "tests/workflow/test_orphans.py",
+    "tests/workflow/test_owners.py",
+    "tests/workflow/test_killed_writers.py",
     "tests/unit/test_speed.py",
     "sample",
     "tests/workflow/test_many_workers.py",

@@ -17,8 +17,8 @@ import torch
 from chesslm import config as chesslm_config
 from tests.conftest import ROOT, run_segment, segment_args
 from tests.helpers import snakemake
-from tests.test_config import merged
-from tests.test_workflow_data import make_workdir
+from tests.workflow.test_config import merged
+from tests.workflow.test_workflow_data import make_workdir
 
 REFUSED = [
     ("runs: {demo: {dataset: sample, seed: 1180591620717411303424}}", "runs.demo.seed: "),
