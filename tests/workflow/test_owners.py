@@ -121,3 +121,14 @@ def test_two_snakemakes_run_one_job_once(
     plan = snakemake(work, str(target), *STAGED_ARGS, "-n")
     assert "Nothing to be done" in plan.stdout + plan.stderr, plan.stdout[-3000:]
     assert not list((work / "results").rglob("*.tmp"))
+
+
+OWNED = ("play", "outcome_figures", "score", "ladder", "analyse", "compare", "export", "summarise")
+
+
+def test_every_rule_that_keeps_state_under_a_folder_holds_its_lock() -> None:
+    """Each of these rules' scripts enters ``owner.owning`` with its log, before its work (the
+    races above exercise play, score and export; the others take the same line)."""
+    for rule in OWNED:
+        text = (ROOT / "workflow/scripts" / f"{rule}.py").read_text()
+        assert "owner.owning(" in text and f'"{rule}", log)' in text, rule
