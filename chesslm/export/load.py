@@ -85,6 +85,7 @@ def read_tensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
+    weights.check_device(device)
     config = export_config(folder)
     path = folder / FILES["weights"]
     tensors = gpt2.from_hf_state_dict(read_tensors(path))

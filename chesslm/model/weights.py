@@ -20,11 +20,26 @@ from chesslm.files import lookup, sha256_file
 from chesslm.model import checkpoint, gpt
 
 
+def check_device(device: str | torch.device) -> None:
+    """A CUDA device where torch sees none, refused in one line (torch's own error comes from
+    deep in a load, as a traceback; the plan refuses it where jobs run on its machine, a job
+    on a cluster node without CUDA meets it here).
+
+    :raises ValueError: naming the device and the keys that set it."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {device}: torch sees no CUDA device on this machine; run the job where"
+            " one is, or set the run's play.device (or device) to cpu"
+        )
+
+
 def model_of(payload: dict[str, Any], path: Path | str, device: str | torch.device) -> gpt.GPT:
     """The model of a loaded checkpoint (``path`` names it in errors).
 
     :raises checkpoint.CheckpointError: naming the file, if it has no preset, names no known
-        conditioning or its weights do not fit its preset."""
+        conditioning or its weights do not fit its preset.
+    :raises ValueError: a CUDA ``device`` on a machine without one (``check_device``)."""
+    check_device(device)
     preset = lookup(payload, "identity.model.preset")
     if not isinstance(preset, str):
         raise checkpoint.CheckpointError(f"{path}: no model preset (identity.model.preset)")

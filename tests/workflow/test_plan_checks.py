@@ -118,3 +118,17 @@ def test_conditioning_elo_says_how_many_games_lack_a_rating(
     assert result.returncode == 0, result.stderr[-3000:]
     said = "runs.rated.conditioning is elo: 5 of the 24 training games (20.8%) lack a player's"
     assert said in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_job_on_cuda_without_cuda_fails_in_one_line(tmp_path: Path) -> None:
+    """Where the plan cannot see the job's machine (a cluster node), the model's load refuses
+    a CUDA device without CUDA in one line (logs.step prints it), not torch's traceback."""
+    from chesslm.export.load import model_at
+    from tests.helpers import model_checkpoint
+
+    ckpt = model_checkpoint(tmp_path / "best.pt")
+    with pytest.raises(ValueError) as refused:
+        model_at(ckpt, "cuda")
+    line = str(refused.value)
+    assert line.startswith("device cuda: torch sees no CUDA device") and "\n" not in line
