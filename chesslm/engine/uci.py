@@ -53,12 +53,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator
 
 import chess
 import numpy as np
@@ -581,7 +581,19 @@ def read_lines(
     lines.put(None)
 
 
-def serve(engine: Engine, stream: BinaryIO) -> None:
+def byte_lines(fd: int) -> Iterator[bytes]:
+    """The input's lines, read from its file descriptor with ``os.read``: a daemon thread
+    blocked in ``sys.stdin.buffer`` holds the buffered reader's lock, and the interpreter,
+    closing stdin at exit after ``quit``, then aborts ("could not acquire lock")."""
+    pending = b""
+    while chunk := os.read(fd, 1 << 16):
+        *whole, pending = (pending + chunk).split(b"\n")
+        yield from (line + b"\n" for line in whole)
+    if pending:
+        yield pending
+
+
+def serve(engine: Engine, stream: Iterable[bytes]) -> None:
     """Answer commands until ``quit`` or the end of input; a thread reads the input, so a
     ``stop`` is seen while the engine is busy."""
     lines: queue.Queue[str | None] = queue.Queue()
@@ -616,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     except checkpoint.CheckpointError as error:
         print(f"chesslm-uci: {error}", file=sys.stderr)
         return 1
-    serve(Engine(net, send_line), sys.stdin.buffer)
+    serve(Engine(net, send_line), byte_lines(sys.stdin.fileno()))
     return 0
 
 
