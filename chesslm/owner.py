@@ -55,10 +55,10 @@ def remove_dead_temporaries(folder: Path, log: logging.Logger) -> None:
 def owning(
     place: Path, outputs: Sequence[str | Path], job: str, log: logging.Logger
 ) -> Iterator[None]:
-    """Hold ``place``'s lock for the block: the job's folder (its parent, for a place that
-    names one file's outputs), cleared of dead writers' temporaries. Another holder is waited
-    for; if it wrote all of ``outputs`` meanwhile, this job refuses (one line), writes nothing
-    and exits 0."""
+    """Hold ``place``'s lock for the block (``place``: the job's folder, or the stem of one
+    job's files in a shared folder, ``analysis/{dataset}``), the folders of ``outputs`` first
+    cleared of dead writers' temporaries. Another holder is waited for; if it wrote all of
+    ``outputs`` meanwhile, this job refuses (one line), writes nothing and exits 0."""
     place.parent.mkdir(parents=True, exist_ok=True)
     lock = lock_of(place)
     seen: list[tuple[str, str]] = []
