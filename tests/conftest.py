@@ -46,7 +46,7 @@ LONGEST_FIRST = (
     "tests/workflow/test_orphans.py",
     "tests/workflow/test_owners.py",
     "tests/workflow/test_killed_writers.py",
-    "tests/unit/test_speed.py",
+    "tests/workflow/test_speed.py",
     "sample",
     "tests/workflow/test_many_workers.py",
     "tests/workflow/test_conditioning_train.py",

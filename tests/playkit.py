@@ -180,3 +180,16 @@ def positions_with_a_lone_game(n_rated: int = 12, per: int = 20):
         "ply_offsets": np.arange(n + 1) * per,
     }  # fmt: skip
     return matching.tables(pos, meta, protocols.chosen(["maia2", "all"]), replicates=200, seed=0)
+
+
+def promotion_aside(games: list[chess.pgn.Game]) -> tuple[int, list[chess.Move]]:
+    """The first ply of ``games`` where a pawn may promote but another piece moves: its
+    promoting pairs' source is a branch token."""
+    for game in games:
+        board, moves = game.board(), list(game.mainline_moves())
+        for ply, move in enumerate(moves):
+            sources = {m.from_square for m in board.legal_moves if m.promotion}
+            if sources and move.from_square not in sources:
+                return ply, moves
+            board.push(move)
+    raise AssertionError("no sample game promotes aside")

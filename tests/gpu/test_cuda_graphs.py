@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from chesslm.model import gpt
 from chesslm.train import batching, cuda_graphs, optim
-from tests.unit.test_batching import (
+from tests.workflow.test_batching import (
     assert_single_pass_gradient,
     games_fixture,
     reference_grad,

@@ -14,29 +14,16 @@ import pytest
 import torch
 
 from chesslm.data import conditioning, tokens
-from chesslm.model import gpt
 from chesslm.play.settings import PlaySettings
-from chesslm.scorer import branched, scoring, split
+from chesslm.scorer import branched, scoring
 from chesslm.scorer.oracle import oracle_scores
 from tests.playkit import (
+    promotion_aside,
     sample_pgn_games,
     scorer_input,
 )
 
 typed = PlaySettings.from_dict  # rule play's script types the play settings so
-
-
-def _promotion_aside(games: list[chess.pgn.Game]) -> tuple[int, list[chess.Move]]:
-    """The first ply of ``games`` where a pawn may promote but another piece moves: its
-    promoting pairs' source is a branch token."""
-    for game in games:
-        board, moves = game.board(), list(game.mainline_moves())
-        for ply, move in enumerate(moves):
-            sources = {m.from_square for m in board.legal_moves if m.promotion}
-            if sources and move.from_square not in sources:
-                return ply, moves
-            board.push(move)
-    raise AssertionError("no sample game promotes aside")
 
 
 @pytest.mark.parametrize("attention", ["split", "dense"])
@@ -54,7 +41,7 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net, attention):
         ),
         key=lambda pair: pair[0],
     )
-    aside_ply, aside_moves = _promotion_aside(pgn)
+    aside_ply, aside_moves = promotion_aside(pgn)
     checked = {
         0: (list(pgn[0].mainline_moves())[:14], None),
         1: (list(pgn[1].mainline_moves())[:9], None),
@@ -89,33 +76,6 @@ def test_batched_scores_equal_the_one_pass_per_move_oracle(net, attention):
             assert int(result.rank[p]) == better
             seen_promotion_branch |= sum(m.promotion is not None for m in per_move) > 1
     assert seen_promotion_branch
-
-
-def test_compiled_two_part_attention_scores_as_eager(net):
-    """``match.compile`` compiles the two-part layer (one function for every block): batches
-    of other shapes share a graph, one for batches with a promoting pair whose source is a
-    branch token (however many) and one for those without (a batch of one game has its own),
-    and score as the eager layer does."""
-    pgn = sample_pgn_games(40)
-    aside_ply, aside_moves = _promotion_aside(pgn)
-    inputs = [scorer_input(aside_moves[: aside_ply + 1])]
-    inputs += [scorer_input(list(g.mainline_moves())[:n])
-               for g, n in zip(pgn[:5], (9, 30, 17, 4, 25), strict=True)]  # fmt: skip
-    torch.manual_seed(0)
-    compiled = gpt.build("tiny").eval()
-    compiled.load_state_dict(net.state_dict())
-    scoring.compile_layers(compiled)
-    counters = torch._dynamo.utils.counters
-    frames, breaks = counters["frames"]["ok"], sum(counters["graph_break"].values())
-    for group, graphs in (([0, 1], 1), ([2, 3, 4], 2), ([1, 4], 2), ([5], 3)):
-        batch = branched.build_batch([inputs[i] for i in group], "cpu")
-        eager, mine = scoring.score(net, batch, attention="split"), scoring.score(
-            compiled, batch, attention="split")  # fmt: skip
-        assert torch.allclose(eager.move_logp, mine.move_logp, atol=1e-5), group
-        assert torch.equal(eager.rank, mine.rank)
-        assert counters["frames"]["ok"] - frames == graphs, group
-    assert sum(counters["graph_break"].values()) == breaks  # compiled whole
-    assert net not in split._COMPILED  # the eager model stays eager
 
 
 def _scores_by_move(batch, result, b: int, game: branched.GameInput) -> dict[int, dict]:
