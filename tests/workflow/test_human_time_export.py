@@ -22,7 +22,6 @@ from chesslm.engine import uci
 from chesslm.export import gpt2
 from chesslm.model import checkpoint, gpt, human_time
 from chesslm.scorer import scoring, times
-
 from tests.helpers import small_payload
 from tests.workflow.test_export import card_block, export_of, sample_positions
 
