@@ -299,6 +299,8 @@ class Engine:
         if not 0 <= ms <= 10000:
             raise ValueError("0..10000 is needed")
         self.overhead_ms = ms
+        self.info(f"option Move Overhead accepted and ignored but by HumanTime ({ms} ms keep"
+                  " its wait off the clock): one forward pass answers at once")  # fmt: skip
 
     def set_multipv(self, value: str) -> None:
         k = int(value)
