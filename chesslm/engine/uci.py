@@ -41,12 +41,9 @@ read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <comp
 <name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
 leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so.
 
-Clocks (issue 48): a checkpoint with time inputs (``time_inputs: true``) reads the game's clocks
-from ``go wtime … btime … winc … binc``, and ``HumanTime`` (a check, off by default) makes a
-checkpoint with the think-time head wait the time a human would take before ``bestmove``
-(``HumanTimePick``: the head's ``median``, the default, or a ``sample``), with one ``info
-string`` naming the time chosen, never beyond its clock less ``Move Overhead``;
-``chesslm.engine.think`` says how.
+Clocks (issue 48): a timed checkpoint reads the game's clocks from ``go wtime … btime …``, and
+``HumanTime`` (off by default) makes one with the think-time head wait a human's time before
+``bestmove`` (``HumanTimePick``: median or sample), never past its clock: ``engine.think``.
 """
 
 from __future__ import annotations
@@ -198,6 +195,7 @@ class Engine:
         self.human_time, self.pick, self.overhead_ms = False, think.PICKS[0], 100
         self.time_rng = np.random.default_rng(self.seed)
         self.think: np.ndarray | None = None  # the head's distribution, from the go's pass
+        self.increment: int | None = None  # the mover's, from the last go (milliseconds)
         self.interrupt = threading.Event()  # a stop during the wait (set by serve's reader)
         self.commands = {
             "uci": self.uci,
@@ -301,6 +299,8 @@ class Engine:
         if not 0 <= ms <= 10000:
             raise ValueError("0..10000 is needed")
         self.overhead_ms = ms
+        self.info(f"option Move Overhead accepted and ignored but by HumanTime ({ms} ms keep"
+                  " its wait off the clock): one forward pass answers at once")  # fmt: skip
 
     def set_multipv(self, value: str) -> None:
         k = int(value)
@@ -442,13 +442,16 @@ class Engine:
         game = [*self.prefix(), tokens.BOS]
         for move in self.board.move_stack:
             game.extend(tokens.move_tokens(move))
+        plies = len(self.board.move_stack)
         if self.multipv == 1:  # the scoring pass's, else a pass of its own
-            own = self.position_wdl or wdl.evaluations(self.net, [game], self.device)[0]
+            clocks = [self.time_rows(plies)]
+            own = self.position_wdl or wdl.evaluations(self.net, [game], self.device, clocks)[0]
             return [wdl.score_words(own, self.show_wdl)]
         lines = [game + list(tokens.move_tokens(m)) for m, _ in ranked[: self.multipv]]
         if len(lines[0]) > self.net.config.block_size:
             return None
-        children = wdl.evaluations(self.net, lines, self.device)
+        clocks = [self.time_rows(plies + 1)] * len(lines)  # the reading after it: unknown
+        children = wdl.evaluations(self.net, lines, self.device, clocks)
         return [wdl.score_words([w[2], w[1], w[0]], self.show_wdl) for w in children]
 
     def choose(self) -> tuple[chess.Move | None, str, list[Ranked]]:
@@ -485,10 +488,15 @@ class Engine:
         white, black = ratings.colours(self.board.turn, self.self_elo, self.oppo_elo)
         return f"ratings White {white} Black {black} (prefix {self.prefix()})"
 
+    def time_rows(self, plies: int) -> np.ndarray | None:
+        """A timed model's rows of the game's positions up to ``plies`` (the go's clocks:
+        ``chesslm.engine.think``); None for a model without time inputs."""
+        if not self.net.config.time_inputs:
+            return None
+        return self.clocks.rows(plies, self.increment)
+
     def model_move(self) -> tuple[chess.Move, str, list[Ranked]]:
-        rows = None
-        if self.net.config.time_inputs:
-            rows = self.clocks.rows(len(self.board.move_stack), self.increment)
+        rows = self.time_rows(len(self.board.move_stack))
         codes, logp, self.position_wdl, self.think = position_scores(
             self.net, self.board, self.device, self.prefix(), rows
         )

@@ -60,6 +60,8 @@ class Facts:
     play: records.Play = field(default_factory=records.Play)  # records.read_play's
     weights_sha256: str = ""  # model.safetensors', as SHA256SUMS lists it
     outcome: bool = False  # the checkpoint has the outcome head: outcome_head.safetensors
+    time_inputs: bool = False  # it reads the clocks: human_time.safetensors' time embedding
+    think_time: bool = False  # it has the think-time head: human_time.safetensors' think_head
 
 
 def render(facts: Facts) -> str:
@@ -186,11 +188,87 @@ PRINT_OUTCOME = """print(outcome(["e2e4", "e7e5"]))  # White to move
 """
 
 
+# with human time (Facts.time_inputs or think_time): the file, the clocks' rows, think_time()
+HUMAN_TIME_CODE = """
+human = json.load(open(os.path.join(MODEL_DIR, "config.json")))["chesslm_human_time"]
+timed = load_file(os.path.join(MODEL_DIR, human["file"]))  # time_embedding, think_head.*
+
+def seconds_value(t):  # a time's value: 0 unknown, else 1 + its bin (bins by lower edge)
+    if t is None or t < 0:
+        return 0
+    return 1 + max(i for i, edge in enumerate(human["bin_edges_seconds"]) if t >= edge)
+
+def time_rows(plies, clocks=None, base=None, increment=None):
+    \"\"\"Each position's four rows (BOS, then after each move): the TimeControl's base and
+    increment, the mover's and the opponent's time left before the move. clocks[k]: the
+    [%clk] seconds after move k (None: unknown); base, increment: None when unknown.\"\"\"
+    if not human["time_inputs"]:
+        return None
+    clocks = list(clocks or []) + [None] * (plies - len(clocks or []))
+    known = base is not None and increment is not None and base >= 0 and increment >= 0
+    start = (base or max(increment, human["min_start_seconds"])) if known else None
+    rows = []
+    for k in range(plies + 1):
+        mover = clocks[k - 2] if k >= 2 else start  # its reading after its previous move
+        opponent = clocks[k - 1] if k >= 1 else start
+        values = [seconds_value(v) for v in (base, increment, mover, opponent)]
+        rows.append([1 + f * human["values_per_feature"] + v for f, v in enumerate(values)])
+    return rows
+
+def inputs(rows, time):  # the model's inputs: ids, or their embeddings with the time rows
+    if time is None:
+        return {"input_ids": torch.tensor(rows)}
+    lead = 0 if vocab["conditioning"] == "none" else 2  # the rating ids before BOS
+    x = model.transformer.wte(torch.tensor(rows))
+    for k, r in enumerate(time):  # position k: BOS, then each move's last id
+        if lead + 3 * k < x.size(1):
+            x[:, lead + 3 * k] += timed["time_embedding"][r].sum(0)
+    return {"inputs_embeds": x}
+
+@torch.no_grad()
+def think_time(moves, clocks=None, base=None, increment=None, white_elo=None, black_elo=None):
+    \"\"\"The next move's think time as the model expects it: each bin's probability, by its
+    lower edge in seconds (the last bin is open).\"\"\"
+    ids, _ = game_ids(moves, white_elo, black_elo)
+    time = time_rows(len(moves), clocks, base, increment)
+    hidden = model.transformer(**inputs([ids], time)).last_hidden_state[0, -1]
+    p = torch.softmax(hidden @ timed["think_head.weight"].T + timed["think_head.bias"], -1)
+    return dict(zip(human["bin_edges_seconds"], p.tolist()))
+"""
+PRINT_THINK = """print(think_time(["e2e4", "e7e5"], clocks=[180, 178], base=180, increment=2))
+"""
+# USE_CODE's (and OUTCOME_CODE's) inputs become the time-aware ones: (text, replacement)
+TIMED_CALLS = (
+    ("def next_logp(rows, allowed):", "def next_logp(rows, allowed, time=None):"),
+    ("model(torch.tensor(rows)).logits", "model(**inputs(rows, time)).logits"),
+    ("def move_probabilities(moves, white_elo=None, black_elo=None):",
+     "def move_probabilities(moves, white_elo=None, black_elo=None, clocks=None, base=None,\n"
+     "                       increment=None):"),
+    ("    ids, board = game_ids(moves, white_elo, black_elo)\n",
+     "    ids, board = game_ids(moves, white_elo, black_elo)\n"
+     "    time = time_rows(len(moves), clocks, base, increment)  # None: no time inputs\n"),
+    ("for s, _, _ in legal.values()}])[0]", "for s, _, _ in legal.values()}], time)[0]"),
+    ("if s2 == s} for s in sources])", "if s2 == s} for s in sources], time)"),
+    ("next_logp([ids + [s, d]], [promotions])", "next_logp([ids + [s, d]], [promotions], time)"),
+    ("def outcome(moves, white_elo=None, black_elo=None):",
+     "def outcome(moves, white_elo=None, black_elo=None, clocks=None, base=None, increment=None):"),
+    ("model.transformer(torch.tensor([ids])).last_hidden_state",
+     "model.transformer(**inputs([ids], time_rows(len(moves), clocks, base, increment)))"
+     ".last_hidden_state"),
+)  # fmt: skip
+
+
 def use_code(facts: Facts) -> str:
-    """The card's Python block: ``outcome`` too when the model has the head."""
-    if facts.outcome:
-        return USE_CODE + OUTCOME_CODE + PRINT_MOVES + PRINT_OUTCOME
-    return USE_CODE + PRINT_MOVES
+    """The card's Python block: ``outcome`` too when the model has the head, the clocks and
+    ``think_time`` with human time (the blocks' inputs then made time-aware)."""
+    code = USE_CODE + (OUTCOME_CODE if facts.outcome else "")
+    if not (facts.time_inputs or facts.think_time):
+        return code + PRINT_MOVES + (PRINT_OUTCOME if facts.outcome else "")
+    for text, timed in TIMED_CALLS:
+        code = code.replace(text, timed)
+    code += ("" if facts.outcome else "from safetensors.torch import load_file\n") + HUMAN_TIME_CODE
+    prints = PRINT_MOVES + (PRINT_OUTCOME if facts.outcome else "")
+    return code + prints + (PRINT_THINK if facts.think_time else "")
 
 
 def use(facts: Facts) -> str:
@@ -201,7 +279,7 @@ Requirements: `pip install torch transformers safetensors chess`. Set `MODEL_DIR
 folder (`"."` when run inside it); `move_probabilities(moves)` takes the UCI moves played from
 the standard start and gives every legal move's probability (they sum to 1), as chesslm's play
 evaluation scores them: source, destination and promotion, each renormalised over the legal
-ids.{note}{use_outcome(facts)}
+ids.{note}{use_outcome(facts)}{use_human_time(facts)}
 
 ```python
 {use_code(facts)}```
@@ -209,6 +287,31 @@ ids.{note}{use_outcome(facts)}
 To play it, chesslm's UCI engine runs this folder or the run's checkpoint:
 `chesslm-uci --checkpoint PATH/TO/THIS/FOLDER` (or `results/{facts.run}/train/best.pt`).
 """
+
+
+HUMAN_TIME_READS = (
+    " It reads the game's clocks: at BOS and after each move (its last id) four rows of"
+    " `time_embedding` are added to the input embedding (GPT-2 takes it as `inputs_embeds`):"
+    " the time control's base and increment and the mover's and the opponent's time left"
+    " before the move, each in one of the log-spaced bins of `bin_edges_seconds` or unknown;"
+    " pass `clocks` (the `[%clk]` seconds after each move), `base` and `increment` (None:"
+    " unknown)."
+)
+HUMAN_TIME_HEAD = (
+    " `think_time(moves, ...)` gives the think-time head's distribution (a linear map of"
+    " `last_hidden_state` to the bins) over the time the side to move will take."
+)
+
+
+def use_human_time(facts: Facts) -> str:
+    if not (facts.time_inputs or facts.think_time):
+        return ""
+    reads = HUMAN_TIME_READS if facts.time_inputs else ""
+    head = HUMAN_TIME_HEAD if facts.think_time else ""
+    return f"""
+
+This model has **human time** (`human_time.safetensors`, named in `config.json` as
+`chesslm_human_time`).{reads}{head}"""
 
 
 def use_outcome(facts: Facts) -> str:

@@ -2,7 +2,8 @@
 Hugging Face GPT-2 layout, ``chesslm.export.gpt2``), ``chess-tokenizer.json``
 (``chesslm.export.vocabulary``), ``README.md`` (``chesslm.export.card``), for a checkpoint
 with the outcome head ``outcome_head.safetensors`` (``gpt2.OUTCOME_FILE``, which config.json
-names) and ``SHA256SUMS``
+names), for one with human time ``human_time.safetensors`` (``gpt2.HUMAN_TIME_FILE``, named
+likewise) and ``SHA256SUMS``
 (``chesslm.seal``: every other file's sha256, as ``sha256sum -c`` reads it; ``load`` checks it
 before it reads a weight). Writing needs safetensors (a core dependency), not transformers;
 each file is written atomically, the weights with sorted metadata, so equal weights give equal
@@ -28,6 +29,7 @@ FILES = {
     "tokenizer": "chess-tokenizer.json",
     "card": "README.md",
     "outcome": gpt2.OUTCOME_FILE,  # only with the outcome head
+    "human_time": gpt2.HUMAN_TIME_FILE,  # only with the time inputs or the think-time head
     "sums": seal.SUMS,
 }
 
@@ -51,6 +53,7 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
     payload = checkpoint.load(sources.checkpoint)
     net = model_of(payload, str(sources.checkpoint), "cpu")  # strict: every weight, its shape
     trunk, head = gpt2.split_outcome(net.state_dict(), net.config)
+    trunk, timed = gpt2.split_human_time(trunk, net.config)
     tensors = gpt2.hf_state_dict(trunk, net.config)
     sha256 = files.sha256_file(sources.checkpoint)
     facts = card.Facts(
@@ -67,9 +70,12 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         results=files.read_json(sources.results),
         play=records.read_play(sources.play.values()),
         outcome=bool(head),
+        time_inputs=net.config.time_inputs,
+        think_time=net.config.think_time,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {key: out_dir / name for key, name in FILES.items() if head or key != "outcome"}
+    optional = {"outcome": bool(head), "human_time": bool(timed)}
+    paths = {key: out_dir / name for key, name in FILES.items() if optional.get(key, True)}
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
     layout = conditioning.of_identity(payload["identity"])
     files.write_json_atomic(paths["tokenizer"], vocabulary.record(layout))
@@ -81,6 +87,11 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         files.write_atomic(paths["outcome"], lambda fh: fh.write(head_bytes))
     elif (out_dir / FILES["outcome"]).exists():  # an earlier export's head: not this model's
         (out_dir / FILES["outcome"]).unlink()
+    if timed:
+        time_bytes = gpt2.weights_bytes(timed, metadata)
+        files.write_atomic(paths["human_time"], lambda fh: fh.write(time_bytes))
+    elif (out_dir / FILES["human_time"]).exists():  # an earlier export's: not this model's
+        (out_dir / FILES["human_time"]).unlink()
     facts.weights_sha256 = files.sha256_file(paths["weights"])  # the card names it
     text = card.render(facts).encode()
     files.write_atomic(paths["card"], lambda fh: fh.write(text))

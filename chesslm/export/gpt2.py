@@ -17,7 +17,13 @@ GPT-2 has no place for the outcome head (``GPTConfig.outcome``): it goes to a fi
 ``outcome_head.safetensors`` (``OUTCOME_FILE``: ``weight`` (3, n_embd) and ``bias`` (3), the
 ``nn.Linear`` of win, draw, loss from the side to move, applied to ``GPT2Model``'s
 ``last_hidden_state``, which is after ``ln_f``), and ``config.json`` names it
-(``OUTCOME_KEY``).
+(``OUTCOME_KEY``). Nor for human time (``GPTConfig.time_inputs``, ``think_time``): the time
+inputs' embedding (``time_embedding``, (rows, n_embd): a position's four rows are summed into
+its input embedding, which GPT-2 takes as ``inputs_embeds`` and adds its positions to) and the
+think-time head (``think_head.weight``, ``think_head.bias``: a linear map of
+``last_hidden_state`` to the bins) go to ``human_time.safetensors`` (``HUMAN_TIME_FILE``), and
+``config.json``'s ``HUMAN_TIME_KEY`` names it with everything the card's code needs to build
+the rows (the bins, the features, the rows per feature; ``chesslm.model.human_time``).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from typing import Any
 import safetensors.torch
 import torch
 
-from chesslm.data import tokens
+from chesslm.data import clocks, tokens
+from chesslm.model import human_time
 from chesslm.model.presets import OUTCOME_CLASSES, GPTConfig
 
 PROJECTIONS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # Linear here, Conv1D there
@@ -37,6 +44,23 @@ TIED = "lm_head.weight"  # the same tensor as transformer.wte.weight; GPT-2 ties
 OUTCOME = "outcome_head."  # the outcome head's weights in GPT.state_dict()
 OUTCOME_FILE = "outcome_head.safetensors"
 OUTCOME_KEY = "chesslm_outcome_head"  # config.json: {"file": OUTCOME_FILE, "classes": [...]}
+HUMAN_TIME = ("time_embedding.", "think_head.")  # human time's weights in GPT.state_dict()
+HUMAN_TIME_FILE = "human_time.safetensors"
+HUMAN_TIME_KEY = "chesslm_human_time"  # config.json: human_time_record()
+
+
+def human_time_record(config: GPTConfig) -> dict[str, Any]:
+    """config.json's entry for a model with human time: its file and how its rows are made."""
+    return {
+        "file": HUMAN_TIME_FILE,
+        "time_inputs": config.time_inputs,
+        "think_time": config.think_time,
+        "bin_edges_seconds": list(human_time.EDGES),
+        "features": list(human_time.FEATURES),
+        "values_per_feature": human_time.VALUES,
+        "no_time_row": human_time.NONE,
+        "min_start_seconds": clocks.MIN_START_SECONDS,
+    }
 
 
 def hf_config(config: GPTConfig) -> dict[str, Any]:
@@ -67,6 +91,8 @@ def hf_config(config: GPTConfig) -> dict[str, Any]:
         "use_cache": True,
         **({OUTCOME_KEY: {"file": OUTCOME_FILE, "classes": list(OUTCOME_CLASSES)}}
            if config.outcome else {}),
+        **({HUMAN_TIME_KEY: human_time_record(config)}
+           if config.time_inputs or config.think_time else {}),
     }  # fmt: skip
 
 
@@ -120,6 +146,26 @@ def split_outcome(
         raise ValueError(f"checkpoint model has no {OUTCOME}weight")
     head.setdefault("bias", torch.zeros(head["weight"].size(0)))
     return trunk, {k: t.detach().to(torch.float32).contiguous().clone() for k, t in head.items()}
+
+
+def split_human_time(
+    state: dict[str, torch.Tensor], config: GPTConfig
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``state`` without the time embedding and the think-time head, and those FP32 under
+    their own names (``time_embedding``, ``think_head.weight``, ``think_head.bias``), empty
+    without them."""
+    if not (config.time_inputs or config.think_time):
+        return state, {}
+    trunk = {k: v for k, v in state.items() if not k.startswith(HUMAN_TIME)}
+    part = {k.removesuffix(".weight") if k.startswith(HUMAN_TIME[0]) else k: v
+            for k, v in state.items() if k.startswith(HUMAN_TIME)}  # fmt: skip
+    return trunk, {k: t.detach().to(torch.float32).contiguous().clone() for k, t in part.items()}
+
+
+def join_human_time(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``split_human_time``'s part back under ``GPT.state_dict()``'s names."""
+    return {("time_embedding.weight" if k == "time_embedding" else k): t
+            for k, t in tensors.items()}  # fmt: skip
 
 
 def weights_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:

@@ -48,17 +48,18 @@ def export_config(folder: Path) -> GPTConfig:
         )
     command = seal.rebuild(folder / FILES["weights"], "export") + " (or download it again)"
     head = folder / FILES["outcome"]  # when there, sealed as the weights are
-    needed = [FILES[key] for key in NEEDED] + ([head.name] if head.exists() else [])
+    timed = folder / FILES["human_time"]
+    needed = [FILES[key] for key in NEEDED] + [p.name for p in (head, timed) if p.exists()]
     try:
         seal.check_sums(folder, needed, command, exact=True)
         hf = files.read_json(folder / FILES["config"])
         vocab = files.read_json(folder / FILES["tokenizer"])
     except (seal.SealError, files.UnreadableFileError) as error:
         raise CheckpointError(str(error)) from None
-    if gpt2.OUTCOME_KEY in hf and not head.exists():
-        raise CheckpointError(
-            f"{head}: no such file, which {FILES['config']} names ({gpt2.OUTCOME_KEY})"
-        )
+    for key, path in ((gpt2.OUTCOME_KEY, head), (gpt2.HUMAN_TIME_KEY, timed)):
+        if key in hf and not path.exists():
+            raise CheckpointError(f"{path}: no such file, which {FILES['config']} names ({key})")
+    human = hf.get(gpt2.HUMAN_TIME_KEY) or {}
     if (vocab.get("format"), vocab.get("version")) != (vocabulary.FORMAT, tokens.VERSION):
         raise CheckpointError(
             f"{folder / FILES['tokenizer']}: format {vocab.get('format')!r} version"
@@ -69,7 +70,9 @@ def export_config(folder: Path) -> GPTConfig:
                          n_layer=int(hf["n_layer"]), n_head=int(hf["n_head"]),
                          n_embd=int(hf["n_embd"]), bias=True,
                          conditioning=str(vocab.get("conditioning", "none")),
-                         outcome=gpt2.OUTCOME_KEY in hf)  # fmt: skip
+                         outcome=gpt2.OUTCOME_KEY in hf,
+                         time_inputs=bool(human.get("time_inputs")),
+                         think_time=bool(human.get("think_time")))  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(
             f"{folder / FILES['config']}: {type(error).__name__}: {error}"
@@ -93,6 +96,9 @@ def load_export(folder: Path, device: str | torch.device) -> gpt.GPT:
         head = read_tensors(folder / FILES["outcome"])
         tensors.update({gpt2.OUTCOME + name: t for name, t in head.items()})
         path = folder / f"{{{FILES['weights']},{FILES['outcome']}}}"
+    if config.time_inputs or config.think_time:
+        tensors.update(gpt2.join_human_time(read_tensors(folder / FILES["human_time"])))
+        path = folder / f"{{{FILES['weights']},...,{FILES['human_time']}}}"
     net = gpt.GPT(config)
     unfit = weights.misfit(net.state_dict(), tensors)
     if unfit:  # e.g. another preset's weights beside this config.json
