@@ -248,7 +248,8 @@ def check_python(command: Command, workdir: Path) -> None:
         collect = [sys.executable, *words[1:], "--collect-only", "-q"]
         done = run(collect, ROOT, env, key=(*collect, *sorted(env.items())))
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
-        assert re.search(r"^tests/\S+\.py: \d+$", done.stdout, re.M), done.stdout[-2000:]
+        # per file ("-q -q": file: count) or per test (one -q: file::test), as the words ask
+        assert re.search(r"^tests/\S+\.py(: \d+$|::)", done.stdout, re.M), done.stdout[-2000:]
     elif words[1:3] == ["-m", "chesslm.report.summary"]:
         from tests.workflow.test_summary import make_run
 

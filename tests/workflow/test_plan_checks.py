@@ -41,13 +41,14 @@ def test_a_value_that_would_fail_later_is_refused_naming_its_key(
     assert line.startswith(f"config: {named}") and "\n" not in line, line
 
 
-def plan(tmp_path: Path, extra: str) -> tuple[int, list[str], str]:
-    """A dry run of the demo's play with ``extra`` as a second config file: its exit status,
-    the console's lines that start with "config: ", and the whole console."""
+def plan(tmp_path: Path, extra: str, *flags: str) -> tuple[int, list[str], str]:
+    """A dry run (``flags``: ``-n`` by default) of the demo's play with ``extra`` as a second
+    config file: its exit status, the console's lines that start with "config: ", and the whole
+    console."""
     workdir = make_workdir(tmp_path)
     (workdir / "extra.yaml").write_text(extra)
     result = snakemake(workdir, "results/demo/play/move-match.json", "--configfile",
-                       "extra.yaml", "-n", check=False)  # fmt: skip
+                       "extra.yaml", *(flags or ("-n",)), check=False)  # fmt: skip
     output = result.stdout + result.stderr
     return result.returncode, [x for x in output.splitlines() if x.startswith("config: ")], output
 
@@ -55,10 +56,16 @@ def plan(tmp_path: Path, extra: str) -> tuple[int, list[str], str]:
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_play_on_cuda_where_jobs_run_without_cuda_is_refused_at_plan_time(tmp_path: Path) -> None:
-    code, lines, output = plan(tmp_path, "runs: {demo: {play: {device: cuda}}}\n")
+    """Refused while snakemake builds the jobs it is about to run here, before any runs; a dry
+    run plans it (a GPU run is planned on a laptop before it goes to the cluster)."""
+    extra = "runs: {demo: {play: {device: cuda}}}\n"
+    code, lines, output = plan(tmp_path / "run", extra, "--cores", "1")
     assert code == 1 and len(lines) == 1, output[-3000:]
     assert lines[0].startswith("config: runs.demo.play.device is cuda, but torch sees no CUDA")
     assert "Traceback" not in output and "Exception" not in output, output[-3000:]
+    assert not list((tmp_path / "run").rglob("results/datasets/*/manifest.json"))  # none ran
+    code, lines, output = plan(tmp_path / "dry", extra)
+    assert code == 0 and not lines, output[-3000:]
 
 
 @pytest.mark.slow

@@ -167,10 +167,11 @@ def get_play_gpus(wildcards):
 
 def get_play_device(wildcards):
     """The device of jobs on the run's play device (play, analyse, score): refused at plan
-    time if it is cuda and jobs run here without CUDA (the job would end in a traceback).
+    time if it is cuda and jobs are about to run here without CUDA (the job would end in a
+    traceback); a dry run (-n) still plans it, as one plans a GPU run on a laptop.
     """
     device = SETTINGS.play_device(wildcards.run)
-    if workflow.local_exec and launch.no_cuda_here(device):
+    if workflow.local_exec and not workflow.dryrun and launch.no_cuda_here(device):
         key = "play.device" if SETTINGS.runs[wildcards.run].play.device else "device"
         sys.exit(
             f"config: runs.{wildcards.run}.{key} is cuda, but torch sees no CUDA device on"
