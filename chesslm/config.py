@@ -16,6 +16,7 @@ import copy
 import functools
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,31 @@ class Config:
 
     def play_device(self, run: str) -> str:
         return self.runs[run].play.device or self.runs[run].device
+
+    def target_error(self, target: str) -> str | None:
+        """Why ``target`` (a file under results/) names a run, dataset or comparison that this
+        config lacks, in one line; None when it names one (or is no such file): a rule would
+        not match it, or an input function would look it up and fail with a traceback."""
+        parts = Path(os.path.normpath(os.path.relpath(target))).parts
+        if len(parts) < 2 or parts[0] != layout.RESULTS or parts[1] == "ladders":
+            return None
+        folders = {
+            "datasets": ("dataset", self.datasets),
+            "compare": ("comparison", self.comparisons),
+        }
+        if parts[1] in folders:
+            if len(parts) < 3:
+                return None
+            (what, known), name = folders[parts[1]], parts[2]
+        else:
+            what, known, name = "run", self.runs, parts[1]
+        if name in known:
+            return None
+        return (
+            f"target {target}: {what} {name!r} is not in the config (known {what}s:"
+            f" {_known(known) or 'none'}); one defined in another config file needs its"
+            " --configfile"
+        )
 
     def ladder_file(self, name: str) -> str:
         """The ladder's file: its path holds the key of its settings and engine build, so a new

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from chesslm import commands
 from chesslm.files import sha256_file
 from chesslm.layout import RunDir
 from chesslm.report.cells import md_table as _md_table
@@ -129,9 +130,8 @@ def handover_section(run_dir: Path) -> list[str]:
     # said so that it stays true when the export is built after this summary (the report
     # shows the summary as rule summarise wrote it)
     layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
-    where = (
-        f"`{export}/` ({layout}), written by `snakemake --cores 2 {export / 'model.safetensors'}`"
-    )
+    command = commands.snakemake(export / "model.safetensors")
+    where = f"`{export}/` ({layout}), written by `{command}`"
     return [
         f'- Play it as a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
         f"`chesslm-uci --checkpoint {best}`",

@@ -82,7 +82,7 @@ def test_run_changes_compares_identity_manifest_and_receipt(tmp_path: Path) -> N
     assert line.startswith("run r no longer matches the config: runs.r.workers: trained with 2")
     assert line.endswith(
         "or remove the run (rm -r results/r logs/r) and run it again; rebuild the dataset first "
-        "(snakemake results/datasets/d/token-cache/cache.json --forcerun convert)"
+        "(snakemake --cores 2 results/datasets/d/token-cache/cache.json --forcerun convert)"
     )
 
 
