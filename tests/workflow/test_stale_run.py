@@ -133,6 +133,6 @@ def test_a_dataset_of_an_older_converter_is_a_change(tmp_path: Path) -> None:
         f"the converter is now {CONVERTER_VERSION}"
     ]
     assert staleness.warning("r", changes).endswith(
-        "rebuild the dataset first (snakemake results/datasets/d/token-cache/cache.json "
+        "rebuild the dataset first (snakemake --cores 2 results/datasets/d/token-cache/cache.json "
         "--forcerun convert)"
     )
