@@ -177,6 +177,8 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
     import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
+    if isinstance(config.get("runs"), dict):
+        config["runs"] = resolve_likes(config["runs"])
     error = _not_finite(config) or schema_error(schema, config)
     if error:
         raise ConfigError(f"config: {error}")
@@ -227,6 +229,55 @@ def _pgn_folder(name: str, paths: list[str]) -> None:
                 f"config: datasets.{name}.pgn[{i}]: {path} is a folder; list its .pgn or"
                 " .pgn.zst files"
             )
+
+
+LIKE = "like"  # runs.NAME.like: the run whose settings this one starts from
+
+
+def resolve_likes(runs: dict[str, Any]) -> dict[str, Any]:
+    """Every run with its ``like`` resolved: the named run's settings (resolved first, from
+    whichever config file defined it: snakemake merges them), with this run's own keys over
+    them, mappings (``play``) merged key by key, and ``like`` itself gone.
+
+    :raises ConfigError: naming a ``like`` that is no run, or a cycle."""
+    resolved: dict[str, Any] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> Any:
+        if name in resolved:
+            return resolved[name]
+        own = runs[name]
+        if not isinstance(own, dict) or LIKE not in own:
+            resolved[name] = own
+            return own
+        base = own[LIKE]
+        if not isinstance(base, str) or base not in runs:
+            raise ConfigError(
+                f"config: runs.{name}.like is {base!r}, which is not a run (known:"
+                f" {_known(runs)}); one defined in another config file needs its --configfile"
+            )
+        if base in chain:
+            cycle = " -> ".join([*chain, name, base][chain.index(base) :])
+            raise ConfigError(f"config: runs.{name}.like makes a cycle ({cycle})")
+        settings = resolve(base, (*chain, name))
+        if not isinstance(settings, dict):
+            resolved[name] = own  # the schema refuses the base in its own words
+            return own
+        mine = {k: v for k, v in own.items() if k != LIKE}
+        resolved[name] = _merged(settings, mine)
+        return resolved[name]
+
+    return {name: copy.deepcopy(resolve(name, ())) for name in runs}
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``: mappings merged key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def fill_defaults(schema: dict[str, Any], value: Any) -> None:
