@@ -74,7 +74,7 @@ def test_games_n_takes_the_files_first_n(ckpt: Path, tmp_path: Path) -> None:
     assert status == 0 and "3 games" in lines[-1] and "1 skipped" in lines[-1], lines
     assert analysed_games(tmp_path / "a.csv") == ["1", "2", "4"]
     status, lines = run(ckpt, tmp_path / "g.pgn", tmp_path / "b.csv", "--games", "0")
-    assert status == 2 and "--games must be a whole number above 0" in lines[-1]
+    assert status == 2 and "--games: must be a whole number above 0" in lines[-1], lines
 
 
 def zst(text: str) -> bytes:
