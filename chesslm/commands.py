@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ENV = "CHESSLM_CONFIGFILES"
-CORES = 2  # what the printed commands ask for: every machine the project runs on has 2
+CORES = 2  # what the printed commands ask for, as README.md's CPU commands do
 
 
 def shown(paths: Iterable[Path | str], cwd: Path | str | None = None) -> list[str]:
