@@ -41,6 +41,7 @@ import argparse
 import csv
 import io
 import math
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -80,6 +81,16 @@ PROGRESS_SECONDS = 5.0
 # tokens scored in one pass, by device: the pass's buffers set the peak memory (on the CPU,
 # 8,192 keeps chesslm-analyse near 400 MB, 32,768 near 650 MB, for 12 % more speed)
 BATCH_TOKENS = {"cpu": 1 << 13, "cuda": 1 << 15}
+# oneDNN keeps a primitive per input shape (1,024 by default), and every batch of games has
+# shapes of its own: on the CPU its cache grew chesslm-analyse by ~100 MB per 1,000 games;
+# without it memory stays flat, at the same speed (measured: BENCHMARKS.md)
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def flat_memory() -> None:
+    """No oneDNN primitive cache (``ONEDNN_CACHE``) unless the environment sets one: call it
+    before the first forward pass (oneDNN reads it then)."""
+    os.environ.setdefault(ONEDNN_CACHE, "0")
 
 
 @dataclass
@@ -514,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"chesslm-analyse: {args.games}: no such file\n")
     from chesslm.model import checkpoint
 
+    flat_memory()
     try:
         net = model_at(args.checkpoint, args.device)
         counts = analyse(args.games, args.csv, args.pgn, net=net, fixed=args.ratings,
