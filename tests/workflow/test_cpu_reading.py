@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chesslm.export import card
 from chesslm.report import summary
-from tests.test_summary import make_run
+from tests.workflow.test_summary import make_run
 
 
 def test_the_cards_requirements_give_pytorchs_cpu_index() -> None:

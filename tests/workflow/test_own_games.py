@@ -16,7 +16,7 @@ import zstandard
 
 from tests import forked_snakemake
 from tests.helpers import ROOT, first_games_pgn
-from tests.test_docs import ALL_COMMANDS, config_files
+from tests.workflow.test_docs import ALL_COMMANDS, config_files
 
 PAGE = "docs/own-games.md"
 STAND_IN_GAMES = 1500  # of the sample: a few minutes on 2 cores, enough validation games

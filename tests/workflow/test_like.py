@@ -13,7 +13,7 @@ from snakemake.utils import update_config
 
 from chesslm import config as chesslm_config
 from tests.helpers import ROOT, snakemake
-from tests.test_commands import workdir
+from tests.workflow.test_commands import workdir
 
 BASE = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

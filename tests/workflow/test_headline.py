@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.test_summary import answer, glance, make_run, match_record, match_row
+from tests.workflow.test_summary import answer, glance, make_run, match_record, match_row
 
 OTHER = "under `all`: **30.0% [27.9%, 31.9%]**, 1200 positions"
 
