@@ -336,9 +336,8 @@ def time_section(
     else:
         out += ["No segment has recorded a start yet.", ""]
     # a CPU run's ranks are workers: its "GPU work" is theirs (the records keep one key)
-    said = {"gpu_work_wall_seconds": "gpu_work_wall_seconds"}
-    if ranks(rec) == "worker":
-        said["gpu_work_wall_seconds"] = "work wall time of the workers (CPU)"
+    cpu = ranks(rec) == "worker"
+    said = {"gpu_work_wall_seconds": "work wall time of the workers (CPU)"} if cpu else {}
     for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
         if results.get(key) is not None:
             out += [f"- results.json {said.get(key, key)}: {_num(results[key], '.1f')} s", ""]
