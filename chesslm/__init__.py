@@ -10,7 +10,8 @@ move-matching measures), ``chesslm.scorer`` (how the model scores positions),
 stage writes through). ``config`` is the one front door for settings (the config checked once,
 typed), ``layout``
 where a run's and a dataset's files live; ``files`` holds the digests and the one atomic
-writer, ``seal`` the seals of the records later stages trust, ``logs`` the logging of rule
+writer, ``seal`` the seals of the records later stages trust, ``commands`` the snakemake
+command lines chesslm prints (with the run's ``--configfile`` files), ``logs`` the logging of rule
 scripts, ``watch`` what ends every job with its snakemake, ``owner`` one job per output folder
 at a time (its lock, and a killed writer's temporaries removed), ``progress`` the progress
 lines of long loops, ``figures`` what every figure shares (SVG bytes, the empty figure).

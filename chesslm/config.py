@@ -16,6 +16,7 @@ import copy
 import functools
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,31 @@ class Config:
     def play_device(self, run: str) -> str:
         return self.runs[run].play.device or self.runs[run].device
 
+    def target_error(self, target: str) -> str | None:
+        """Why ``target`` (a file under results/) names a run, dataset or comparison that this
+        config lacks, in one line; None when it names one (or is no such file): a rule would
+        not match it, or an input function would look it up and fail with a traceback."""
+        parts = Path(os.path.normpath(os.path.relpath(target))).parts
+        if len(parts) < 2 or parts[0] != layout.RESULTS or parts[1] == "ladders":
+            return None
+        folders = {
+            "datasets": ("dataset", self.datasets),
+            "compare": ("comparison", self.comparisons),
+        }
+        if parts[1] in folders:
+            if len(parts) < 3:
+                return None
+            (what, known), name = folders[parts[1]], parts[2]
+        else:
+            what, known, name = "run", self.runs, parts[1]
+        if name in known:
+            return None
+        return (
+            f"target {target}: {what} {name!r} is not in the config (known {what}s:"
+            f" {_known(known) or 'none'}); one defined in another config file needs its"
+            " --configfile"
+        )
+
     def ladder_file(self, name: str) -> str:
         """The ladder's file: its path holds the key of its settings and engine build, so a new
         build or a changed setting asks for a new ladder. Looks the engine up and checks it
@@ -151,6 +177,8 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
     import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
+    if isinstance(config.get("runs"), dict):
+        config["runs"] = resolve_likes(config["runs"])
     error = _not_finite(config) or schema_error(schema, config)
     if error:
         raise ConfigError(f"config: {error}")
@@ -201,6 +229,55 @@ def _pgn_folder(name: str, paths: list[str]) -> None:
                 f"config: datasets.{name}.pgn[{i}]: {path} is a folder; list its .pgn or"
                 " .pgn.zst files"
             )
+
+
+LIKE = "like"  # runs.NAME.like: the run whose settings this one starts from
+
+
+def resolve_likes(runs: dict[str, Any]) -> dict[str, Any]:
+    """Every run with its ``like`` resolved: the named run's settings (resolved first, from
+    whichever config file defined it: snakemake merges them), with this run's own keys over
+    them, mappings (``play``) merged key by key, and ``like`` itself gone.
+
+    :raises ConfigError: naming a ``like`` that is no run, or a cycle."""
+    resolved: dict[str, Any] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> Any:
+        if name in resolved:
+            return resolved[name]
+        own = runs[name]
+        if not isinstance(own, dict) or LIKE not in own:
+            resolved[name] = own
+            return own
+        base = own[LIKE]
+        if not isinstance(base, str) or base not in runs:
+            raise ConfigError(
+                f"config: runs.{name}.like is {base!r}, which is not a run (known:"
+                f" {_known(runs)}); one defined in another config file needs its --configfile"
+            )
+        if base in chain:
+            cycle = " -> ".join([*chain, name, base][chain.index(base) :])
+            raise ConfigError(f"config: runs.{name}.like makes a cycle ({cycle})")
+        settings = resolve(base, (*chain, name))
+        if not isinstance(settings, dict):
+            resolved[name] = own  # the schema refuses the base in its own words
+            return own
+        mine = {k: v for k, v in own.items() if k != LIKE}
+        resolved[name] = _merged(settings, mine)
+        return resolved[name]
+
+    return {name: copy.deepcopy(resolve(name, ())) for name in runs}
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``: mappings merged key by key, anything else replaced."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def fill_defaults(schema: dict[str, Any], value: Any) -> None:

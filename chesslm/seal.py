@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from chesslm import files
+from chesslm import commands, files
 
 SEAL = "record_sha256"
 SUMS = "SHA256SUMS"
@@ -32,8 +32,9 @@ class SealError(ValueError):
 
 
 def rebuild(target: Path | str, rule: str) -> str:
-    """The command that writes ``target`` again, whatever Snakemake thinks of its age."""
-    return f"snakemake --cores 2 {target} --forcerun {rule}"
+    """The command that writes ``target`` again, whatever Snakemake thinks of its age (with
+    the ``--configfile`` files of the snakemake that runs this job: ``commands``)."""
+    return commands.snakemake(target, forcerun=rule)
 
 
 def _refuse(path: Path | str, why: str, command: str) -> SealError:

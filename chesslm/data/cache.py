@@ -33,7 +33,7 @@ from typing import Any
 import chess
 import numpy as np
 
-from chesslm import files
+from chesslm import files, seal
 from chesslm.data import gamearrays, integrity, metadata, tokens
 from chesslm.files import sha256_file
 
@@ -336,11 +336,8 @@ class TokenCache:
     def verify(self) -> None:
         """Re-hash every array against cache.json; raises ValueError naming a mismatch."""
         # the rule's output exists, so snakemake alone would say "Nothing to be done"
-        rebuild = (
-            f"the token cache is damaged; rebuild it with: snakemake"
-            f" {self.directory / 'cache.json'} --forcerun token_cache --cores 4"
-            " (plus the --configfile/--profile you train with)"
-        )
+        command = seal.rebuild(self.directory / "cache.json", "token_cache")
+        rebuild = f"the token cache is damaged; rebuild it with: {command}"
         for name, digest in self.meta["sha256"].items():
             try:
                 actual = sha256_file(self.directory / name)

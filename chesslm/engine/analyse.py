@@ -18,11 +18,17 @@ where it gives none) and ``predicted_think_seconds`` (the head's median, before 
 `` think=12s predicted=8.3s`` in the comment; a checkpoint with time inputs reads the game's
 clocks and time control (every time unknown where the PGN has none).
 
-A game the model cannot read (a parse error, a variant, a start from a FEN, longer than its
-context) is skipped with one line on stderr naming it, and counted; the rest is written. Every
-output is written atomically. ``--ratings``: a rating-conditioned model's prefix from the
-games' ``WhiteElo``/``BlackElo`` tags (``from-tags``, the default: a missing tag is unknown),
-unknown for both (``none``) or fixed (``W,B``); a model without conditioning reads none.
+The file is read one game at a time (``chesslm.engine.pgnfile``: memory flat in the number of
+games) and scored in batches of ``BATCH_GAMES``; a progress line on stderr every
+``PROGRESS_SECONDS``; ``--games N`` stops after the file's first N games. A game the model
+cannot read (a parse error, a variant, a start from a FEN, longer than its context) is skipped
+with one line on stderr naming it, and counted; the rest is written. A file that cannot be read
+as PGN (another compression, binary data, not PGN, damaged or truncated zstd) is one line naming
+it and what is wrong, exit status 1, after writing the games read before the fault. Every
+output is written atomically, its folder made. ``--ratings``: a rating-conditioned model's
+prefix from the games' ``WhiteElo``/``BlackElo`` tags (``from-tags``, the default: a missing
+tag is unknown), unknown for both (``none``) or fixed (``W,B``); a model without conditioning
+reads none.
 
 Rule analyse (``workflow/rules/analyse.smk``) writes the same two CSV files for a dataset's
 validation split (``analyse_validation``): its games come from the token cache, which holds no
@@ -35,7 +41,9 @@ import argparse
 import csv
 import io
 import math
+import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -46,11 +54,11 @@ import chess
 import chess.pgn
 import numpy as np
 import torch
-import zstandard
 
 from chesslm import files, layout
 from chesslm.data import clocks, metadata, tokens
 from chesslm.data.cache import TokenCache
+from chesslm.engine.pgnfile import InputError, game_texts, open_text
 from chesslm.export.load import model_at
 from chesslm.match import matching
 from chesslm.model import human_time
@@ -69,6 +77,20 @@ TOP = 3
 NEG_INF = float("-inf")
 MATCH = Match()  # play.match's defaults: one per key, play's, score's and analyse's alike
 BATCH_GAMES = 64  # games read and scored together: memory stays flat whatever the file's size
+PROGRESS_SECONDS = 5.0
+# tokens scored in one pass, by device: the pass's buffers set the peak memory (on the CPU,
+# 640 games, one thread: 8,192 peaked at 327 MB in 35 s, 32,768 at 449 MB in 55 s)
+BATCH_TOKENS = {"cpu": 1 << 13, "cuda": 1 << 15}
+# oneDNN keeps a primitive per input shape (1,024 by default), and every batch of games has
+# shapes of its own: on the CPU its cache grew chesslm-analyse by ~100 MB per 1,000 games;
+# without it memory stays flat, at the same speed (measured: BENCHMARKS.md)
+ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+def flat_memory() -> None:
+    """No oneDNN primitive cache (``ONEDNN_CACHE``) unless the environment sets one: call it
+    before the first forward pass (oneDNN reads it then)."""
+    os.environ.setdefault(ONEDNN_CACHE, "0")
 
 
 @dataclass
@@ -89,15 +111,6 @@ class Game:
         """Seconds each ply took by the clock rule (NaN where it gives none)."""
         clock = np.full(len(self.moves), -1.0) if self.clock is None else self.clock
         return clocks.spent(clock, base=self.control[0], increment=self.control[1])[:-1]
-
-
-def open_text(path: Path) -> TextIO:
-    """A PGN file as text, decompressed on the fly if it ends in ``.zst``."""
-    raw = open(path, "rb")  # noqa: SIM115 - handed to the caller's ``with``
-    if path.suffix == ".zst":
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-        return io.TextIOWrapper(stream, "utf-8")
-    return io.TextIOWrapper(raw, "utf-8", errors="replace")
 
 
 def fixed_ratings(text: str) -> tuple[int, int] | None:
@@ -137,23 +150,30 @@ def why_unfit(plies: int, context: int, lead: int) -> str | None:
 
 
 def read_games(
-    stream: TextIO, fixed: tuple[int, int] | None, context: int, lead: int, skipped: list[str]
+    stream: TextIO,
+    fixed: tuple[int, int] | None,
+    context: int,
+    lead: int,
+    skipped: list[str],
+    *,
+    path: Path = Path("-"),
+    limit: int | None = None,
 ) -> Iterator[Game]:
-    """The readable games of a PGN stream; each unreadable one is named in ``skipped``."""
-    number = 0
-    while True:
+    """The readable games of a PGN stream (its first ``limit``); each unreadable one is named
+    in ``skipped``. :raises InputError: for the file as a whole (``pgnfile``)."""
+    for number, text in enumerate(game_texts(stream, path), 1):
+        if limit is not None and number > limit:
+            return
         try:
-            game = chess.pgn.read_game(stream)
-        except (ValueError, UnicodeDecodeError) as error:
-            number += 1
-            skipped.append(f"game {number}: does not parse ({error})")
+            game = chess.pgn.read_game(io.StringIO(text), Visitor=QuietBuilder)
+        except Exception as error:  # python-chess raises on some malformed movetext (IndexError)
+            skipped.append(f"game {number}{_site(text)}: does not parse ({error!r})")
             continue
         if game is None:
-            return
-        number += 1
+            continue
         why = why_unreadable(game, context, lead)
         if why is not None:
-            skipped.append(f"game {number}: {why}")
+            skipped.append(f"game {number}{_site(text)}: {why}")
             continue
         tags = game.headers
         elo = fixed or (metadata.elo(tags.get("WhiteElo")), metadata.elo(tags.get("BlackElo")))
@@ -161,6 +181,22 @@ def read_games(
         control = metadata.speed_index(tags.get("TimeControl"))[:2]
         yield Game(number, game, list(game.mainline_moves()), elo,
                    metadata.clock_column(np.array(clock, dtype=np.float64)), control)  # fmt: skip
+
+
+class QuietBuilder(chess.pgn.GameBuilder):
+    """python-chess's game builder without its log line per error: the game's skip line
+    names the first (``why_unreadable``)."""
+
+    def handle_error(self, error: Exception) -> None:
+        self.game.errors.append(error)
+
+
+def _site(text: str) -> str:
+    """`` (SITE)`` of a game's text, where its Site tag names one: the game on Lichess."""
+    for line in text.splitlines():
+        if line.startswith('[Site "') and line.rstrip().endswith('"]'):
+            return f" ({line.rstrip()[7:-2]})"
+    return ""
 
 
 def validation_games(
@@ -201,12 +237,19 @@ def game_input(net: torch.nn.Module, game: Game) -> branched.GameInput:
 
 
 def batches(games: Iterator[Game]) -> Iterator[list[Game]]:
+    """``games`` in lists of ``BATCH_GAMES``; on an ``InputError`` the games read before it
+    first, then the error."""
     chunk: list[Game] = []
-    for game in games:
-        chunk.append(game)
-        if len(chunk) == BATCH_GAMES:
+    try:
+        for game in games:
+            chunk.append(game)
+            if len(chunk) == BATCH_GAMES:
+                yield chunk
+                chunk = []
+    except InputError:
+        if chunk:
             yield chunk
-            chunk = []
+        raise
     if chunk:
         yield chunk
 
@@ -322,15 +365,20 @@ def analyse(
     fixed: tuple[int, int] | None = None,
     batch_tokens: int = MATCH.batch_tokens,
     say: IO[str] = sys.stderr,
+    limit: int | None = None,
+    every: float = PROGRESS_SECONDS,
 ) -> dict[str, int]:
-    """Write the analysis files of ``net``'s scores of a PGN's games; returns the counts of
-    games, moves and skipped games."""
+    """Write the analysis files of ``net``'s scores of a PGN's games (its first ``limit``);
+    returns the counts of games, moves and skipped games.
+
+    :raises InputError: the file cannot be read as PGN (after writing what was read before)."""
     lead = len(ratings.prefix(net, -1, -1))
     skipped: list[str] = []
     with open_text(source) as stream:
-        games = read_games(stream, fixed, net.config.block_size, lead, skipped)
+        games = read_games(stream, fixed, net.config.block_size, lead, skipped, path=source,
+                           limit=limit)  # fmt: skip
         return write(games, skipped, out_csv, out_pgn, net=net, batch_tokens=batch_tokens,
-                     say=say, source=source)  # fmt: skip
+                     say=say, source=source, every=every)  # fmt: skip
 
 
 def analyse_validation(
@@ -360,12 +408,19 @@ def write(
     batch_tokens: int,
     say: IO[str],
     source: Path,
+    every: float = PROGRESS_SECONDS,
 ) -> dict[str, int]:
     """Score ``games`` and write the files; each game named in ``skipped`` while they are read
-    is said on ``say``, after ``source``."""
+    is said on ``say``, after ``source``, and the counts every ``every`` seconds. An
+    ``InputError`` while reading is raised once the games before it are written."""
     counts = {"games": 0, "moves": 0, "skipped": 0}
+    progress = Progress(source, say, every)
+    fault: InputError | None = None
     with ExitStack() as stack:
         outputs = {"moves": out_csv, "games": games_csv(out_csv), "pgn": out_pgn}
+        for path in outputs.values():
+            if path is not None:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
                                                             newline=""))
                 for name, path in outputs.items() if path is not None}  # fmt: skip
@@ -376,7 +431,14 @@ def write(
         per_game = csv.DictWriter(text["games"], GAME_FIELDS)
         moves.writeheader()
         per_game.writeheader()
-        for chunk in batches(games):
+        chunks = batches(games)
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except InputError as error:  # raised after the games before it (batches)
+                fault, chunk = error, None
+            if chunk is None:
+                break
             for game, plies in zip(chunk, score_games(net, chunk, batch_tokens),
                                    strict=True):  # fmt: skip
                 rows = move_rows(game, plies)
@@ -387,9 +449,37 @@ def write(
                 counts["games"] += 1
                 counts["moves"] += len(plies)
             counts["skipped"] += say_skipped(skipped, source, say)
+            progress.update(counts)
     # games skipped after the last chunk (or with no chunk at all) are read by now
     counts["skipped"] += say_skipped(skipped, source, say)
+    if fault is not None and counts["games"]:
+        raise InputError(f"{fault}; wrote the {counts['games']} games analysed before it")
+    if fault is not None:
+        raise fault
     return counts
+
+
+class Progress:
+    """A line of counts on ``say`` whenever ``every`` seconds have passed since the last one
+    (checked after each batch of games)."""
+
+    def __init__(self, source: Path, say: IO[str], every: float) -> None:
+        self.source, self.say, self.every = source, say, every
+        self.start = self.last = time.monotonic()
+
+    def update(self, counts: dict[str, int]) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        rate = counts["games"] / max(now - self.start, 1e-9)
+        print(
+            f"chesslm-analyse: {self.source}: progress: {counts['games']:,} games,"
+            f" {counts['moves']:,} moves analysed, {counts['skipped']:,} skipped"
+            f" ({rate:,.1f} games/s)",
+            file=self.say,
+            flush=True,
+        )
 
 
 def say_skipped(skipped: list[str], source: Path, say: IO[str]) -> int:
@@ -405,6 +495,13 @@ def games_csv(out_csv: Path) -> Path:
     return Path(layout.games_csv(out_csv))
 
 
+def positive(text: str) -> int:
+    """``--games``: a whole number above 0."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="chesslm-analyse", description=__doc__.split("\n\n")[0])
     parser.add_argument("games", type=Path, help="a PGN file (.pgn or .pgn.zst)")
@@ -415,16 +512,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--ratings", default="from-tags", type=fixed_ratings,
                         help="a conditioned model's ratings: from-tags, none, or W,B")  # fmt: skip
+    parser.add_argument("--games", type=positive, metavar="N", dest="limit",
+                        help="only the file's first N games")  # fmt: skip
+    parser.add_argument(
+        "--batch-tokens",
+        type=positive,
+        metavar="N",
+        help="tokens scored in one pass (default: 8192 on cpu, 32768 on cuda)",
+    )
     args = parser.parse_args(argv)
     if not args.games.is_file():
         parser.exit(1, f"chesslm-analyse: {args.games}: no such file\n")
     from chesslm.model import checkpoint
 
+    flat_memory()
     try:
         net = model_at(args.checkpoint, args.device)
-        counts = analyse(args.games, args.csv, args.pgn, net=net, fixed=args.ratings)
-    except checkpoint.CheckpointError as error:
+        counts = analyse(args.games, args.csv, args.pgn, net=net, fixed=args.ratings,
+                         limit=args.limit, say=sys.stderr,
+                         batch_tokens=args.batch_tokens or BATCH_TOKENS[args.device])  # fmt: skip
+    except (checkpoint.CheckpointError, InputError) as error:
         parser.exit(1, f"chesslm-analyse: {error}\n")
+    if counts["skipped"] and not counts["games"]:
+        parser.exit(1, f"chesslm-analyse: {args.games}: none of its {counts['skipped']} games"
+                       " could be analysed (each named above)\n")  # fmt: skip
     print(
         f"chesslm-analyse: {counts['games']} games, {counts['moves']} moves analysed;"
         f" {counts['skipped']} skipped; wrote {args.csv}, {games_csv(args.csv)}"

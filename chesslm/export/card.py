@@ -271,15 +271,22 @@ def use_code(facts: Facts) -> str:
     return code + prints + (PRINT_THINK if facts.think_time else "")
 
 
+# PyTorch's CPU wheels (pytorch.org's install selector, "CPU"): pip's default torch on Linux
+# brings CUDA and its nvidia-* wheels
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
 def use(facts: Facts) -> str:
     note = use_conditioned(facts) if conditioning.PREFIX_LENGTH[layout(facts)] else ""
     return f"""## Use
 
-Requirements: `pip install torch transformers safetensors chess`. Set `MODEL_DIR` to this
-folder (`"."` when run inside it); `move_probabilities(moves)` takes the UCI moves played from
-the standard start and gives every legal move's probability (they sum to 1), as chesslm's play
-evaluation scores them: source, destination and promotion, each renormalised over the legal
-ids.{note}{use_outcome(facts)}{use_human_time(facts)}
+Requirements: `pip install torch transformers safetensors chess`; on a machine without an
+NVIDIA GPU, take PyTorch's CPU build first (a fraction of the download, no `nvidia-*` wheels):
+`{CPU_TORCH}`.
+Set `MODEL_DIR` to this folder (`"."` when run inside it); `move_probabilities(moves)` takes
+the UCI moves played from the standard start and gives every legal move's probability (they
+sum to 1), as chesslm's play evaluation scores them: source, destination and promotion, each
+renormalised over the legal ids.{note}{use_outcome(facts)}{use_human_time(facts)}
 
 ```python
 {use_code(facts)}```

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from chesslm import commands
 from chesslm.files import sha256_file
 from chesslm.layout import RunDir
 from chesslm.report.cells import md_table as _md_table
@@ -129,9 +130,8 @@ def handover_section(run_dir: Path) -> list[str]:
     # said so that it stays true when the export is built after this summary (the report
     # shows the summary as rule summarise wrote it)
     layout = "Hugging Face GPT-2 layout, `chess-tokenizer.json`, model card `README.md`"
-    where = (
-        f"`{export}/` ({layout}), written by `snakemake --cores 2 {export / 'model.safetensors'}`"
-    )
+    command = commands.snakemake(export / "model.safetensors")
+    where = f"`{export}/` ({layout}), written by `{command}`"
     return [
         f'- Play it as a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
         f"`chesslm-uci --checkpoint {best}`",
@@ -227,7 +227,7 @@ def render(
     out += outcome_section(rec, tables["validation"])
     out += identity_section(identity)
     out += time_section(rec, tables["segments"], results, max_segments)
-    out += throughput_section(tables, results)
+    out += throughput_section(tables, results, ranks(rec))
     out += memory_section(tables, samples, results)
     out += data_section(rec, data, identity)
     out += play_section(rec.run_dir)
@@ -335,13 +335,26 @@ def time_section(
         out += wall_time_section(segments)
     else:
         out += ["No segment has recorded a start yet.", ""]
+    # a CPU run's ranks are workers: its "GPU work" is theirs (the records keep one key)
+    cpu = ranks(rec) == "worker"
+    said = {"gpu_work_wall_seconds": "work wall time of the workers (CPU)"} if cpu else {}
     for key in ("gpu_work_wall_seconds", "whole_process_seconds"):
         if results.get(key) is not None:
-            out += [f"- results.json {key}: {_num(results[key], '.1f')} s", ""]
+            out += [f"- results.json {said.get(key, key)}: {_num(results[key], '.1f')} s", ""]
     return out
 
 
-def throughput_section(tables: dict[str, pd.DataFrame], results: dict[str, Any]) -> list[str]:
+def ranks(rec: RunRecords) -> str:
+    """What the run's ranks ran on, as the report names them: "worker" for a CPU run (its
+    segments' or probe's ``device``), "GPU" otherwise."""
+    devices = [s.get("device") for s in rec.segments] + [(rec.probe or {}).get("device")]
+    return "worker" if next((d for d in devices if d), None) == "cpu" else "GPU"
+
+
+def throughput_section(
+    tables: dict[str, pd.DataFrame], results: dict[str, Any], per: str = "GPU"
+) -> list[str]:
+    """Training's rates; ``per``: what a microbatch is per (``ranks``)."""
     segments, train = tables["segments"], tables["train_steps"]
     out = ["## Throughput", ""]
     if len(train):
@@ -361,7 +374,7 @@ def throughput_section(tables: dict[str, pd.DataFrame], results: dict[str, Any])
         out.append(f"- results.json totals: {_num(rate, ',.0f')} useful targets/s")
     for _, row in tables["probe"].iterrows():
         out.append(
-            f"- probe, microbatch {_num(row['microbatch_per_gpu'], '')} per GPU: "
+            f"- probe, microbatch {_num(row['microbatch_per_gpu'], '')} per {per}: "
             f"{_num(row['useful_targets_per_second'], ',.0f')} useful targets/s"
         )
     out.append("")

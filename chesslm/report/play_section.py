@@ -111,8 +111,29 @@ def _top1(name: str, d: records.MatchDataset, protocol: str, fewer: Any) -> str:
             f" (under `{r.protocol}`: {_top1_cell(r, fewer)}, {r.positions} positions)"
             for r in overall[:1]
         )
+    said = f"`{name}` {_top1_cell(row, fewer)}, {row.positions} positions under `{protocol}`"
+    return said + _rests_on(row, overall, fewer) + f", {games}"
+
+
+# the headline rests on "far fewer" games than another protocol's below this share of them
+FAR_FEWER = 0.5
+
+
+def _rests_on(row: records.MatchRow, overall: list[records.MatchRow], fewer: Any) -> str:
+    """When the headline row has no interval (too few games) or far fewer games than another
+    protocol's, how much it rests on and the protocol's figure with the most games (with its
+    interval) beside it: the first answer never rests silently on a handful of games."""
+    others = [r for r in overall if r.protocol != row.protocol and r.games > row.games]
+    if not others:
+        return " (more games for an interval: `play.match.games`)" if row.few_games else ""
+    best = max(others, key=lambda r: (not r.few_games, r.games))
+    if not row.few_games and row.games >= FAR_FEWER * best.games:
+        return ""
+    reason = "too few for an interval" if row.few_games else "far fewer"
     return (
-        f"`{name}` {_top1_cell(row, fewer)}, {row.positions} positions under `{protocol}`, {games}"
+        f" (only {_games(row.games)}, {reason}, against {best.games} under `{best.protocol}`;"
+        f" under `{best.protocol}`: {_top1_cell(best, fewer)}, {best.positions} positions;"
+        " config/README.md, `match.protocols`, says how to choose)"
     )
 
 

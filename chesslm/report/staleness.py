@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chesslm import layout
+from chesslm import commands, layout
 from chesslm.data.settings import CONVERTER_VERSION, Settings
 from chesslm.files import lookup
 
@@ -27,10 +27,6 @@ RENAMED = {"model": "model.preset", "workers": "world_size"}
 RETRAIN = (
     "its results are those of the old settings; to train with the new ones use a new run "
     "name, or remove the run (rm -r results/{run} logs/{run}) and run it again"
-)
-REBUILD = (
-    "; rebuild the dataset first (snakemake results/datasets/{dataset}/token-cache/cache.json "
-    "--forcerun convert)"
 )
 
 
@@ -121,7 +117,8 @@ def warning(run: str, changes: list[str]) -> str:
     line = f"run {run} no longer matches the config: {'; '.join(changes)}; "
     line += RETRAIN.format(run=run)
     for dataset in dict.fromkeys(_unbuilt_datasets(changes)):
-        line += REBUILD.format(dataset=dataset)
+        command = commands.snakemake(layout.DatasetDir.of(dataset).cache_meta, forcerun="convert")
+        line += f"; rebuild the dataset first ({command})"
     return line
 
 

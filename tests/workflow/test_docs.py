@@ -49,6 +49,7 @@ import jsonschema
 import pytest
 import yaml
 
+from chesslm.config import resolve_likes
 from tests import forked_snakemake
 from tests.helpers import ROOT
 
@@ -181,7 +182,24 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     profile = next(b for b in ALL_BLOCKS if b.text.startswith("default-resources:"))
     (root / "mysite").mkdir()
     (root / "mysite" / "config.yaml").write_text(profile.text + "\n")
+    for name, text in config_files().items():  # docs/own-games.md's mine.yaml
+        (root / name).write_text(text)
+        for dataset in (yaml.safe_load(text).get("datasets") or {}).values():
+            for path in map(Path, dataset.get("pgn", [])):  # the user's games: the sample
+                if not (root / path).exists():
+                    (root / path).parent.mkdir(parents=True, exist_ok=True)
+                    (root / path).symlink_to(ROOT / "resources" / "lichess-sample.pgn.zst")
     return root
+
+
+def config_files() -> dict[str, str]:
+    """The config files the docs show: a YAML block whose first line is ``# NAME.yaml``."""
+    out = {}
+    for block in ALL_BLOCKS:
+        first = block.text.splitlines()[0] if block.kind == "yaml" else ""
+        if found := re.fullmatch(r"# ([\w.-]+\.yaml)", first.strip()):
+            out[found.group(1)] = block.text + "\n"
+    return out
 
 
 _RUNS: dict[tuple, subprocess.CompletedProcess[str]] = {}
@@ -407,6 +425,7 @@ def check_analyse(command: Command, workdir: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     model_checkpoint(path)
     games = next(w for w in words if w.endswith((".pgn", ".pgn.zst")) and "--pgn" not in w)
+    (scratch / games).parent.mkdir(parents=True, exist_ok=True)
     (scratch / games).write_text(first_games_pgn(3))
     engine = [sys.executable, "-m", "chesslm.engine.analyse", *words]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -488,6 +507,7 @@ def merged_config(snippet: dict) -> dict:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for table in ("datasets", "runs"):
         config.setdefault(table, {}).update(snippet.get(table) or {})
+    config["runs"] = resolve_likes(config["runs"])  # as chesslm.config.load, before the schema
     return config
 
 

@@ -82,7 +82,7 @@ def test_run_changes_compares_identity_manifest_and_receipt(tmp_path: Path) -> N
     assert line.startswith("run r no longer matches the config: runs.r.workers: trained with 2")
     assert line.endswith(
         "or remove the run (rm -r results/r logs/r) and run it again; rebuild the dataset first "
-        "(snakemake results/datasets/d/token-cache/cache.json --forcerun convert)"
+        "(snakemake --cores 2 results/datasets/d/token-cache/cache.json --forcerun convert)"
     )
 
 
@@ -133,6 +133,6 @@ def test_a_dataset_of_an_older_converter_is_a_change(tmp_path: Path) -> None:
         f"the converter is now {CONVERTER_VERSION}"
     ]
     assert staleness.warning("r", changes).endswith(
-        "rebuild the dataset first (snakemake results/datasets/d/token-cache/cache.json "
+        "rebuild the dataset first (snakemake --cores 2 results/datasets/d/token-cache/cache.json "
         "--forcerun convert)"
     )

@@ -77,7 +77,8 @@ def test_summarise_tables_match_the_events_and_the_report_builds(
     # how to play the run's model: the exact engine command, and the export's command
     assert "`chesslm-uci --checkpoint results/mini/train/best.pt`" in text
     unexported = staged_run.unexported_summary.read_text()  # the staged export came later
-    assert "`snakemake --cores 2 results/mini/export/model.safetensors`" in unexported
+    export = "results/mini/export/model.safetensors --configfile train-workflow.yaml"
+    assert f"`snakemake --cores 2 {export}`" in unexported
     assert "validation" in staged_run.report.read_text()
     plan = snakemake(trained, summary, *ARGS, "--forcerun", "summarise", "-n")
     assert "summarise" in plan.stdout

@@ -2,7 +2,9 @@
 # console's one line), which also gives the typed settings and the output tables the rules
 # name; the run and dataset folders are chesslm.layout's; how a run's ranks start and what its
 # jobs ask a scheduler for is chesslm.train.launch. None of them imports torch.
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -10,6 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from chesslm import commands
 from chesslm import config as chesslm_config
 from chesslm import watch
 from chesslm.config import (
@@ -30,6 +33,28 @@ try:
     SETTINGS = chesslm_config.load(config)
 except chesslm_config.ConfigError as error:
     sys.exit(str(error))
+
+# the commands jobs print (a seal's "rebuild with:") name this invocation's config files
+commands.export_configfiles(workflow.overwrite_configfiles)
+
+
+def command_line_targets():
+    """The targets of the snakemake command that parses this: snakemake hands them to the
+    workflow (dag_settings) only after parsing. None when its arguments do not parse."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return list(get_argument_parser().parse_args(sys.argv[1:]).targets or [])
+    except (SystemExit, Exception):
+        return []
+
+
+# a target of a run (dataset, comparison) that the config lacks: one line, not a rule's
+# MissingRuleException nor an input function's KeyError
+for target in command_line_targets():
+    if error := SETTINGS.target_error(target):
+        sys.exit(error)
 
 DATASETS = sorted(SETTINGS.datasets)
 RUNS = sorted(SETTINGS.runs)

@@ -21,6 +21,7 @@ with (
     owner.owning(PLACE, snakemake.output, "analyse", log),  # noqa: F821
 ):
     use_threads(snakemake.threads)  # noqa: F821
+    analyse.flat_memory()  # memory flat in the number of games on the CPU
     run_dir = Path(snakemake.input.results).parent  # noqa: F821
     net = model_at(RunDir(run_dir).best, snakemake.params.device)  # noqa: F821
     said = io.StringIO()
