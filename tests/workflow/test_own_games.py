@@ -1,7 +1,8 @@
 """docs/own-games.md end to end on the CPU: its config file, then its CPU commands run as the
 page prints them (real snakemake: data, training, play, the report, the export; then
 chesslm-analyse), in a tree laid out as a fresh clone, with the sample's first games standing
-in for the user's; its GPU commands are planned (tests/test_docs.py plans every command)."""
+in for the user's; its GPU commands are planned (tests/workflow/test_docs.py plans every
+command)."""
 
 from __future__ import annotations
 
