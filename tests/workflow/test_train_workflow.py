@@ -135,7 +135,8 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     (cache / "train.tokens.npy").write_bytes(data)
     refused = snakemake(work, TARGET, *ARGS, "--forcerun", "probe", "--cores", "2", check=False)
     assert refused.returncode != 0
-    hint = re.search(r"rebuild it with: snakemake (\S+) --forcerun token_cache", refused.stderr)
+    hint = re.search(r"rebuild it with: snakemake --cores 2 (\S+) --configfile train-workflow.yaml"
+                     r" --forcerun token_cache", refused.stderr)  # fmt: skip
     assert hint and hint.group(1) == "results/datasets/mini/token-cache/cache.json", refused.stderr[
         -4000:
     ]
