@@ -50,12 +50,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 import chess
 import numpy as np
@@ -63,6 +62,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.engine import think, wdl
+from chesslm.engine.lines import Undecodable, byte_lines, read_lines
 from chesslm.export.load import model_at
 from chesslm.model import checkpoint, gpt
 from chesslm.scorer import branched, ratings, scoring
@@ -547,58 +547,6 @@ def position_scores(
     wdl_here = None if scores.wdl is None else scores.wdl[0].cpu().tolist()
     think_here = None if scores.think is None else scores.think[0].cpu().numpy()
     return game.legal(0).tolist(), scores.move_logp.float().cpu(), wdl_here, think_here
-
-
-class Undecodable(str):
-    """An input line that is not UTF-8: the engine says so (``info string``) and goes on."""
-
-
-def decoded(raw: bytes) -> str:
-    """An input line as text; an ``Undecodable`` naming the bad byte if it is not UTF-8.
-
-    >>> decoded(b"go\\r\\n")
-    'go\\r\\n'
-    >>> type(decoded(b"position startpos moves e2e4 \\xff\\n")).__name__
-    'Undecodable'
-    """
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        bad = raw[error.start : error.start + 1]
-        return Undecodable(f"input line not UTF-8 (byte {bad!r} at {error.start}); ignored")
-
-
-def read_lines(
-    stream: Iterable[bytes],
-    lines: queue.Queue[str | None],
-    interrupt: threading.Event | None = None,
-) -> None:
-    """Feed input lines to the engine's queue; None at end of input. A ``stop`` or ``quit``
-    also sets ``interrupt`` (it ends a HumanTime wait). Bytes, decoded line by line: a text
-    stream decodes as the locale says, and a strict one (``PYTHONIOENCODING=utf-8:strict``)
-    raised on the first byte that is not UTF-8, ending this thread and leaving the engine
-    waiting for good."""
-    for raw in stream:
-        line = decoded(raw)
-        stops = not isinstance(line, Undecodable) and line.split()[:1] in (["stop"], ["quit"])
-        if interrupt is not None and stops:
-            interrupt.set()
-        lines.put(line)
-    if interrupt is not None:
-        interrupt.set()
-    lines.put(None)
-
-
-def byte_lines(fd: int) -> Iterator[bytes]:
-    """The input's lines, read from its file descriptor with ``os.read``: a daemon thread
-    blocked in ``sys.stdin.buffer`` holds the buffered reader's lock, and the interpreter,
-    closing stdin at exit after ``quit``, then aborts ("could not acquire lock")."""
-    pending = b""
-    while chunk := os.read(fd, 1 << 16):
-        *whole, pending = (pending + chunk).split(b"\n")
-        yield from (line + b"\n" for line in whole)
-    if pending:
-        yield pending
 
 
 def serve(engine: Engine, stream: Iterable[bytes]) -> None:
