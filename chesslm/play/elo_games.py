@@ -31,11 +31,6 @@ ELO_NOTE = (
 MODEL = "model"  # the model's name in its games' rows
 
 
-def _elo_pair(job: Job) -> tuple[int, int]:
-    """The ratings a conditioned model plays at (``play.ratings``): its own, its opponent's."""
-    return job.settings.ratings.self, job.settings.ratings.opponent
-
-
 def elo_games(job: Job) -> Result:
     """Part ``elo``: the model against the ladder's anchors, its Elo on the ladder's scale."""
     e = job.settings.elo
@@ -64,7 +59,7 @@ def elo_games(job: Job) -> Result:
         "ladder": _ladder_record(stored, job.ladder),
         "anchors": per_anchor,
         "fit": fit,
-        "ratings": ratings.record(job.net, *_elo_pair(job)),
+        "ratings": ratings.record(job.net, *job.settings.ratings.pair()),
         "note": ELO_NOTE,
         **_reproducibility(settings, stored),
         "complete": all(d["complete"] for d in played.values()),
@@ -115,7 +110,7 @@ def _play_ladder(
     state_file = job.state / "elo-games.json"
     kept = files.read_json(state_file) if state_file.exists() else {}
     played = kept.get("anchors", {}) if kept.get("ladder_key") == stored["key"] else {}
-    player = anchors.ModelPlayer(job.net, name=MODEL, elo=_elo_pair(job))
+    player = anchors.ModelPlayer(job.net, name=MODEL, elo=job.settings.ratings.pair())
     deadline = time.monotonic() + job.settings.elo.seconds
     kept_games = sum(len(d["rows"]) for d in played.values() if d["complete"])
     progress = Progress("games against the ladder's anchors", len(settings.anchors) * per,

@@ -31,7 +31,7 @@ PROTOCOL = (
 def legality(job: Job) -> Result:
     """Part ``legality``: free-running legality, greedy and at temperature 1."""
     lg = job.settings.legality
-    elo_pair = (job.settings.ratings.self, job.settings.ratings.opponent)
+    elo_pair = job.settings.ratings.pair()
     legality_json: dict[str, Any] = {"model": job.model_info, "host": job.host, "modes": {},
                                      "ratings": ratings.record(job.net, *elo_pair)}  # fmt: skip
     cached = job.state / "legality.json"

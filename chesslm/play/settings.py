@@ -24,6 +24,10 @@ class Ratings:
     self: int = 1500
     opponent: int = 1500
 
+    def pair(self) -> tuple[int, int]:
+        """(its own, its opponent's): the ratings a conditioned model plays at."""
+        return self.self, self.opponent
+
 
 @dataclass(frozen=True, kw_only=True)
 class Counterfactual:

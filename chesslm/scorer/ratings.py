@@ -9,7 +9,6 @@ here instead of each guessing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import chess
@@ -45,12 +44,6 @@ def prefixes(net: Any, white_elo: np.ndarray, black_elo: np.ndarray) -> np.ndarr
 def colours(mover: chess.Color, self_elo: int, opponent_elo: int) -> tuple[int, int]:
     """(White's, Black's) rating when the model moves for ``mover``: its own is ``self_elo``."""
     return (self_elo, opponent_elo) if mover == chess.WHITE else (opponent_elo, self_elo)
-
-
-def of_settings(play: Mapping[str, Any]) -> tuple[int, int]:
-    """(self, opponent) of a run's ``play.ratings`` (defaults where absent)."""
-    given = play.get("ratings") or {}
-    return int(given.get("self", DEFAULT)), int(given.get("opponent", DEFAULT))
 
 
 def record(net: Any, self_elo: int, opponent_elo: int) -> dict[str, Any]:
