@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 48 on one GPU host: benchmarks/human-time-real.yaml's two runs (the baseline on `real`
 # without and with human time: the clock inputs and the think-time head, same seed) trained side
-# by side to their early stops (capped at 12,000 updates: the yaml says why), scored and
+# by side to their early stops (the yaml says how long that is), scored and
 # compared under Maia-2's protocol (rule compare: paired top-1 with its interval), each run's
 # play evaluation (move-matching by band and time-control class; the think-time head against
 # its baselines), then the cost of human time in training throughput in one process
