@@ -19,7 +19,7 @@ from chesslm.layout import RunDir
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
 from chesslm.report.play_section import answers, markdown_section
-from chesslm.report.records import RunRecords, RunState
+from chesslm.report.run_reader import RunRecords, RunState
 from chesslm.report.staleness import warning
 from chesslm.train.state import WALL_PARTS
 

@@ -40,7 +40,7 @@ from chesslm.layout import RunDir
 from chesslm.play.records import RecordError
 from chesslm.report import markdown, plots
 from chesslm.report.items import OUTPUT_FILES
-from chesslm.report.records import RunRecords, RunState, load_run
+from chesslm.report.run_reader import RunRecords, RunState, load_run
 from chesslm.train.state import TERMINAL, WALL_PARTS
 
 LOGGER = logging.getLogger(__name__)
