@@ -408,6 +408,23 @@ def train_ok(cache: Path, run_dir: Path, n: int, *args: str) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+_FIRST_HALVES: dict[tuple[str, ...], Path] = {}  # (cache, *args) -> segment 0's run, kept
+
+
+def first_half(cache: Path, run_dir: Path, *args: str) -> None:
+    """Segment 0 (of 2 updates) of the run of ``args`` in ``run_dir``. Trained once per worker
+    and copied after: a resume test and the refusal test beside it start from the same segment
+    (one torchrun fewer each; tests/workflow/test_segment.py copies its first segment alike)."""
+    key = (str(cache), *args)
+    if key in _FIRST_HALVES:
+        shutil.copytree(_FIRST_HALVES[key], run_dir, ignore=shutil.ignore_patterns(".lock"))
+        return
+    train_ok(cache, run_dir, 0, *args, "--segment-updates=2")
+    kept = run_dir.parent / f"{run_dir.name}-segment-0"
+    shutil.copytree(run_dir, kept, ignore=shutil.ignore_patterns(".lock"))
+    _FIRST_HALVES[key] = kept
+
+
 def resumed_beside_whole(cache: Path, tmp_path: Path, *args: str) -> tuple[Path, Path, Any, Any]:
     """The run of ``args`` trained in one segment (``tmp_path/whole``) and in two of 2
     updates (``tmp_path/resumed``): both folders and last.pt payloads, checked bit for bit
@@ -418,7 +435,7 @@ def resumed_beside_whole(cache: Path, tmp_path: Path, *args: str) -> tuple[Path,
 
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
     train_ok(cache, whole, 0, *args)
-    train_ok(cache, resumed, 0, *args, "--segment-updates=2")
+    first_half(cache, resumed, *args)
     assert checkpoint.load(resumed / "train/last.pt")["cursor"]["step"] == 2
     train_ok(cache, resumed, 1, *args, "--segment-updates=2")
     a, b = checkpoint.load(whole / "train/last.pt"), checkpoint.load(resumed / "train/last.pt")

@@ -28,10 +28,10 @@ from tests.conftest import (
     BOTH_LAYOUTS,
     RESUME_HYPER,
     SAMPLE,
+    first_half,
     resumed_beside_whole,
     run_segment,
     segment_args,
-    train_ok,
 )
 
 # ------------------------------------------------------------------ the clock rule, real games
@@ -413,10 +413,10 @@ def test_a_timed_run_resumed_is_bitwise_the_uninterrupted_one(
 
 @pytest.mark.slow
 def test_a_run_cannot_resume_across_the_time_settings(clocked_cache: Path, tmp_path: Path) -> None:
-    train_ok(clocked_cache, tmp_path, 0, *HYPER, "--segment-updates=2")
-    result = run_segment(
-        [*segment_args(clocked_cache, tmp_path, 1), *HYPER[:-3], "--segment-updates=2"]
-    )
+    run_dir = tmp_path / "run"
+    first_half(clocked_cache, run_dir, *HYPER, "--packing=off")  # the padded resume test's
+    changed = [*HYPER[:-3], "--packing=off", "--segment-updates=2"]
+    result = run_segment([*segment_args(clocked_cache, run_dir, 1), *changed])
     assert result.returncode != 0
     changed = result.stderr.split("changed: ", 1)[1].split(" (", 1)[0].split(", ")
     for key in ("model.think_time", "think_time", "think_time_weight", "model.time_inputs"):

@@ -25,10 +25,10 @@ from chesslm.train.prefix import Prefixes
 from tests.conftest import (
     BOTH_LAYOUTS,
     RESUME_HYPER,
+    first_half,
     resumed_beside_whole,
     run_segment,
     segment_args,
-    train_ok,
 )
 
 # the tiny preset's state_dict keys before the outcome head existed (commit 82394f1)
@@ -286,10 +286,6 @@ HYPER = [
 ]
 
 
-def train(cache: Path, run_dir: Path, n: int, *extra: str) -> None:
-    train_ok(cache, run_dir, n, *HYPER, *extra)
-
-
 @pytest.mark.slow
 @BOTH_LAYOUTS
 def test_an_outcome_run_resumed_is_bitwise_the_uninterrupted_one(
@@ -311,10 +307,10 @@ def test_an_outcome_run_resumed_is_bitwise_the_uninterrupted_one(
 def test_a_run_cannot_resume_across_the_outcome_setting(
     outcome_cache: Path, tmp_path: Path
 ) -> None:
-    train(outcome_cache, tmp_path, 0, "--segment-updates=2")
-    result = run_segment(
-        [*segment_args(outcome_cache, tmp_path, 1), *HYPER[:-2], "--segment-updates=2"]
-    )
+    run_dir = tmp_path / "run"
+    first_half(outcome_cache, run_dir, *HYPER, "--packing=off")  # the padded resume test's
+    changed = [*HYPER[:-2], "--packing=off", "--segment-updates=2"]
+    result = run_segment([*segment_args(outcome_cache, run_dir, 1), *changed])
     assert result.returncode != 0
     changed = result.stderr.split("changed: ", 1)[1].split(" (", 1)[0].split(", ")
     assert "model.outcome" in changed and "outcome" in changed, result.stderr[-2000:]

@@ -8,6 +8,8 @@ import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -112,12 +114,28 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     (work / TARGET).unlink()
     fd = os.open(work / "results/mini/train/.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as an orphaned trainer would hold it
+    # the trainer waits runlock.LOCK_WAIT_S (30 s, idle) before it refuses: the damaged token
+    # cache (below) is refused and rebuilt meanwhile, in a copy of its own
+    damaged = copy_tree(trained, tmp_path / "damaged")
+    exe = Path(sys.executable).parent / "snakemake"
+    command = [str(exe), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
     try:
-        refused = snakemake(work, TARGET, *ARGS, "--cores", "2", check=False)
+        with open(tmp_path / "refused.txt", "w") as out:
+            waiting = subprocess.Popen(
+                [*command, TARGET, *ARGS, "--cores", "2"],
+                cwd=work,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            rebuilt = damaged_cache_is_refused_then_rebuilt(damaged)
+        finally:
+            returncode = waiting.wait(timeout=600)
     finally:
         os.close(fd)
-    assert refused.returncode != 0
-    console = refused.stdout + refused.stderr
+    assert returncode != 0
+    console = (tmp_path / "refused.txt").read_text()
     assert re.search(
         r"^chesslm\.train\.segment: error: results/mini/train: another trainer \(pid \d+ on .*\)"
         r" still holds",
@@ -128,7 +146,12 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
     # snakemake deleted the job's log before the attempt: the earlier attempt's file remains
     kept = [p.read_text() for p in (log.parent / "1.attempts").iterdir()]
     assert len(kept) == 2 and earlier in kept
+    TokenCache(rebuilt, verify=True)
 
+
+def damaged_cache_is_refused_then_rebuilt(work: Path) -> Path:
+    """A flipped byte in the token cache: the probe is refused with the command that rebuilds
+    the cache, which does (the caller verifies the cache it returns)."""
     cache = work / "results/datasets/mini/token-cache"
     data = bytearray((cache / "train.tokens.npy").read_bytes())
     data[-1] ^= 0x01
@@ -141,7 +164,7 @@ def test_refusals_reach_snakemakes_console_and_keep_earlier_logs(
         -4000:
     ]
     snakemake(work, hint.group(1), *ARGS, "--forcerun", "token_cache", "--cores", "2")
-    TokenCache(cache, verify=True)
+    return cache
 
 
 def test_play_evaluates_best_pt_once_and_its_report_items_build(
