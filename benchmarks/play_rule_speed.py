@@ -235,8 +235,14 @@ def device_idle(events, top: int = 12, kind=torch.autograd.DeviceType.CUDA) -> d
         "span_ms": round((end - start) / 1e3, 1),
         "device_busy_ms": round(sum(b - a for a, b in busy) / 1e3, 1),
         "idle_ms": round(sum(b - a for a, b in gaps(busy, start, end)) / 1e3, 2),
-        "longest_idle": [{"from_ms": round((a - start) / 1e3, 1), "ms": round((b - a) / 1e3, 2),
-                          "host": during(a, b)} for a, b in idle],  # fmt: skip
+        "longest_idle": [
+            {
+                "from_ms": round((a - start) / 1e3, 1),
+                "ms": round((b - a) / 1e3, 2),
+                "host": during(a, b),
+            }
+            for a, b in idle
+        ],  # fmt: skip
     }
 
 
