@@ -1,4 +1,4 @@
-"""Reports (rule summarise): ``items`` (the report items, one table), ``records`` (what a
+"""Reports (rule summarise): ``items`` (the report items, one table), ``run_reader`` (what a
 run left, read: ``RunRecords``, ``RunState``), ``summary`` (tables and the CLI), ``markdown``
 (summary.md), ``cells`` (its numbers and pipe tables), ``play_section`` (its play section),
 ``plots``, ``staleness`` (a finished run that no longer matches the config).
