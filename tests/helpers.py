@@ -14,8 +14,8 @@ import torch
 import zstandard
 
 from chesslm.model import checkpoint, gpt
+from chesslm.train import batching, cuda_graphs, optim
 from chesslm.train import checkpoint as train_checkpoint
-from chesslm.train import optim
 from chesslm.train.state import TrainState
 from tests import forked_snakemake
 
@@ -139,3 +139,33 @@ def model_checkpoint(
         payload["identity"]["conditioning"] = conditioning
     checkpoint.save(path, payload)
     return path
+
+
+def graphs_beside_default(games: list, model: dict, **heads) -> list[tuple]:
+    """For padded games and then packed rows: the tiny model (built from seed 0 with ``model``'s
+    heads) after one optimizer step's backward on the default path and on
+    ``cuda_graphs.MicrobatchGraphs`` (uncaptured on the CPU: the same static buffers), as
+    ``(default_net, default_values, graphs_net, graphs_stats)``; ``heads`` are the targets
+    (``outcomes``, ``times``) both paths take."""
+    pairs = []
+    for row_tokens, group in ((None, [[0, 1], [2]]), (512, [[[0, 1], [2]], [[3, 4]]])):
+        torch.manual_seed(0)
+        default = gpt.build("tiny", **model)
+        values = batching.backward_group(
+            default, games, group, world=1, device="cpu", row_tokens=row_tokens, micro=2,
+            rank=0, **heads,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        graphed = gpt.build("tiny", **model)
+        g = cuda_graphs.MicrobatchGraphs(
+            graphed, device=torch.device("cpu"), pad_multiple=64, max_len=1024,
+            row_tokens=row_tokens,
+        )  # fmt: skip
+        stats = g.backward_group(games, group, micro=2, rank=0, **heads).tolist()
+        pairs.append((default, values, graphed, stats))
+    return pairs
+
+
+def assert_same_gradients(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-7, msg=name)

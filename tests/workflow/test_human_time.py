@@ -19,7 +19,7 @@ from chesslm.data.cache import TokenCache
 from chesslm.data.settings import Settings
 from chesslm.model import gpt, human_time, weights
 from chesslm.model.presets import BASELINE_PARAMETERS, GPTConfig
-from chesslm.train import batching, cuda_graphs, validation
+from chesslm.train import batching, validation
 from chesslm.train.human_time import GameTimes
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes
@@ -33,6 +33,7 @@ from tests.conftest import (
     run_segment,
     segment_args,
 )
+from tests.helpers import assert_same_gradients, graphs_beside_default
 
 # ------------------------------------------------------------------ the clock rule, real games
 
@@ -244,28 +245,11 @@ def test_the_graphs_path_keeps_the_time_rows_and_the_think_gradient(clocked_cach
     games = cache.train
     times = GameTimes.of_cache(cache, "train", weight=0.3)
     outcomes = Outcomes.of_cache(cache, "train", 0.2)
-    for row_tokens, group in ((None, [[0, 1], [2]]), (512, [[[0, 1], [2]], [[3, 4]]])):
-        nets = []
-        for graphs in (False, True):
-            torch.manual_seed(0)
-            net = gpt.build("tiny", outcome=True, time_inputs=True, think_time=True)
-            kw = dict(micro=2, rank=0, outcomes=outcomes, times=times)
-            if graphs:
-                g = cuda_graphs.MicrobatchGraphs(
-                    net, device=torch.device("cpu"), pad_multiple=64, max_len=1024,
-                    row_tokens=row_tokens,
-                )  # fmt: skip
-                stats = g.backward_group(games, group, **kw).tolist()
-            else:
-                values = batching.backward_group(
-                    net, games, group, world=1, device="cpu", row_tokens=row_tokens, **kw
-                )
-                stats = list(values.values())
-            nets.append((net, stats))
-        (a, sa), (b, sb) = nets
+    model = {"outcome": True, "time_inputs": True, "think_time": True}
+    for a, values, b, sb in graphs_beside_default(games, model, outcomes=outcomes, times=times):
+        sa = list(values.values())
         assert sb[5] == pytest.approx(sa[5], rel=1e-5) and sb[6] == sa[6] > 0
-        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-7, msg=name)
+        assert_same_gradients(a, b)
 
 
 def test_validation_reports_the_think_time_nll_and_the_frequency_baseline(

@@ -18,7 +18,7 @@ from chesslm.data.cache import TokenCache
 from chesslm.model import checkpoint, gpt, weights
 from chesslm.model.outcome import positions, side_counts, targets
 from chesslm.model.presets import BASELINE_PARAMETERS, OUTCOME_CLASSES
-from chesslm.train import batching, cuda_graphs, outcome, validation
+from chesslm.train import batching, outcome, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.outcome import Outcomes
 from chesslm.train.prefix import Prefixes
@@ -30,6 +30,7 @@ from tests.conftest import (
     run_segment,
     segment_args,
 )
+from tests.helpers import assert_same_gradients, graphs_beside_default
 
 # the tiny preset's state_dict keys before the outcome head existed (commit 82394f1)
 TODAYS_KEYS = [
@@ -151,28 +152,10 @@ def test_the_graphs_path_keeps_the_outcome_gradient(outcome_cache: Path) -> None
     against the default path, packed rows and padded games."""
     cache = TokenCache(outcome_cache)
     games, outcomes = cache.train, Outcomes.of_cache(cache, "train", weight=0.3)
-    for row_tokens, group in ((None, [[0, 1], [2]]), (512, [[[0, 1], [2]], [[3, 4]]])):
-        nets = []
-        for graphs in (False, True):
-            torch.manual_seed(0)
-            net = gpt.build("tiny", outcome=True)
-            kw = dict(micro=2, rank=0, outcomes=outcomes)
-            if graphs:
-                g = cuda_graphs.MicrobatchGraphs(
-                    net, device=torch.device("cpu"), pad_multiple=64, max_len=1024,
-                    row_tokens=row_tokens,
-                )  # fmt: skip
-                stats = g.backward_group(games, group, **kw).tolist()
-            else:
-                values = batching.backward_group(
-                    net, games, group, world=1, device="cpu", row_tokens=row_tokens, **kw
-                )
-                stats = [values["loss_sum"], values["outcome_loss_sum"], values["outcome_targets"]]
-            nets.append((net, stats))
-        (a, sa), (b, sb) = nets
+    for a, values, b, sb in graphs_beside_default(games, {"outcome": True}, outcomes=outcomes):
+        sa = [values["loss_sum"], values["outcome_loss_sum"], values["outcome_targets"]]
         assert sb[3] == pytest.approx(sa[1], rel=1e-5) and sb[4] == sa[2] > 0
-        for (name, p), q in zip(a.named_parameters(), b.parameters(), strict=True):
-            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-7, msg=name)
+        assert_same_gradients(a, b)
 
 
 def test_without_the_head_the_model_and_its_update_are_todays() -> None:
