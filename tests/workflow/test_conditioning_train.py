@@ -1,5 +1,6 @@
 """Training with the rating prefix (``conditioning: elo``): batches, validation, the model's
-size, the context check, and a two-rank gloo run that resumes bitwise."""
+size, the context check, and a two-rank gloo run's best.pt playing with ratings (its bitwise
+resume, with every other head on: tests/workflow/test_human_time.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ import torch.nn.functional as F
 
 from chesslm.data import conditioning, tokens
 from chesslm.data.cache import TokenCache
-from chesslm.model import gpt
+from chesslm.model import checkpoint, gpt
 from chesslm.model.presets import BASELINE_PARAMETERS
 from chesslm.train import batching, validation
 from chesslm.train.loss import IGNORE
 from chesslm.train.prefix import Prefixes, context_error, longest_game
 from chesslm.train.settings import RunSettings
-from tests.conftest import BOTH_LAYOUTS, RESUME_HYPER, resumed_beside_whole
+from tests.conftest import RESUME_HYPER, train_ok
 from tests.playkit import SETTINGS
 
 GAMES = [np.array([69, 1, 2, 64, 70]), np.array([69, 70])]
@@ -132,7 +133,7 @@ def test_the_context_check_counts_the_prefix_exactly() -> None:
     assert "\n" not in error
 
 
-# ------------------------------------------------------------------ two gloo ranks, resumed
+# ------------------------------------------------------------------ two gloo ranks, played
 
 HYPER = [
     *RESUME_HYPER,
@@ -142,21 +143,21 @@ HYPER = [
 
 
 @pytest.mark.slow
-@BOTH_LAYOUTS
-def test_a_conditioned_run_resumed_is_bitwise_the_uninterrupted_one(
-    rated_cache: Path, tmp_path: Path, flags: list[str]
-) -> None:
-    whole, run_dir, a, b = resumed_beside_whole(rated_cache, tmp_path, *HYPER, *flags)
-    identity = b["identity"]
+def test_a_conditioned_runs_best_pt_plays_with_ratings(rated_cache: Path, tmp_path: Path) -> None:
+    """A two-rank conditioned run's own best.pt (its bitwise resume, with every other head
+    on: tests/workflow/test_human_time.py)."""
+    run_dir = tmp_path / "run"
+    train_ok(rated_cache, run_dir, 0, *HYPER, "--packing=off")
+    identity = checkpoint.load(run_dir / "train/last.pt")["identity"]
     assert conditioning.of_identity(identity) == "elo"
     assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]
-    assert checks(run_dir) == checks(whole) and checks(whole)[-1]["valid_targets"] > 0
-    if flags == ["--packing=off"]:
-        plays_with_ratings(run_dir, rated_cache)
+    history = json.loads((run_dir / "train/results.json").read_text())["history"]
+    assert history[-1]["validation"]["valid_targets"] > 0
+    plays_with_ratings(run_dir, rated_cache)
 
 
 def plays_with_ratings(run_dir: Path, cache: Path) -> None:
-    """The resumed run's own best.pt: its play evaluation reads each game's ratings and scores
+    """The run's own best.pt: its play evaluation reads each game's ratings and scores
     the same positions at counterfactual ones; the UCI engine builds its prefix from the
     rating options."""
     import chess
@@ -195,9 +196,3 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
         result = engine.play(board, chess.engine.Limit(nodes=1), info=chess.engine.INFO_ALL)
     assert result.move in board.legal_moves
     assert f"prefix {conditioning.prefix(1000, 2100)}" in result.info.get("string", "")
-
-
-def checks(run_dir: Path) -> list[dict]:
-    """The validation checks of a run's results, without their timings."""
-    history = json.loads((run_dir / "train/results.json").read_text())["history"]
-    return [{k: v for k, v in h["validation"].items() if k != "seconds"} for h in history]

@@ -1,7 +1,8 @@
 """Human time in training (``runs.NAME.time_inputs``, ``runs.NAME.think_time``): Lichess's clock
 rule on the sample's real clocked games, inputs that never reveal what a position predicts,
 the think-time head's targets, loss and validation, the graphs path, the probe, the identity,
-and two-rank gloo runs that resume bitwise, padded and packed. Without the settings training
+and two-rank gloo runs with every input and head (the rating prefix and the outcome head too)
+that resume bitwise, padded and packed. Without the settings training
 is the commit before, bit for bit: tests/workflow/test_human_time_off.py."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from chesslm.data import clocks, convert, gamearrays, metadata, split, tokens
+from chesslm.data import clocks, conditioning, convert, gamearrays, metadata, split, tokens
 from chesslm.data.cache import TokenCache
 from chesslm.data.settings import Settings
 from chesslm.model import gpt, human_time, weights
@@ -348,11 +349,14 @@ def test_a_checkpoint_reloads_the_time_inputs_and_the_head() -> None:
 
 # ------------------------------------------------------------------ the probe, two gloo ranks
 
+# every input and head at once: the one two-rank resume test of conditioning, the outcome head
+# and human time (each adds state the resume must carry; a plain run's: test_segment.py)
 HYPER = [
     *RESUME_HYPER,
     "--dataset=clocked",
     "--conditioning=elo",
     "--outcome=on",
+    "--outcome-weight=0.5",
     "--time-inputs=on",
     "--think-time=on",
     "--think-time-weight=0.5",
@@ -379,29 +383,40 @@ def checks(run_dir: Path) -> list[dict]:
 
 @pytest.mark.slow
 @BOTH_LAYOUTS
-def test_a_timed_run_resumed_is_bitwise_the_uninterrupted_one(
+def test_a_run_with_every_input_and_head_resumed_is_bitwise_the_uninterrupted_one(
     clocked_cache: Path, tmp_path: Path, flags: list[str]
 ) -> None:
+    """The rating prefix, the outcome head, the time inputs and the think-time head at once:
+    the run trained in two segments is the one trained in one, bit for bit, and each head
+    trained."""
     whole, run_dir, a, b = resumed_beside_whole(clocked_cache, tmp_path, *HYPER, *flags)
-    assert {"time_embedding.weight", "think_head.weight"} <= set(a["model"])
+    heads = {"time_embedding.weight", "think_head.weight", "outcome_head.weight"}
+    assert heads <= set(a["model"])
     identity = b["identity"]
+    assert conditioning.of_identity(identity) == "elo"
+    assert identity["tokenizer"]["layout"] == conditioning.LAYOUT_VERSION["elo"]
     assert identity["model"]["time_inputs"] and identity["model"]["think_time"]
+    assert identity["model"]["outcome"] is True and identity["outcome_weight"] == 0.5
     assert identity["think_time_weight"] == 0.5
     history = checks(run_dir)
-    assert history == checks(whole)
-    assert all(h["think_time"]["targets"] > 0 for h in history)
-    assert history[-1]["think_time"]["nll"] != history[0]["think_time"]["nll"]  # it trained
+    assert history == checks(whole) and history[-1]["valid_targets"] > 0
+    for head in ("think_time", "outcome"):
+        assert all(h[head]["targets"] > 0 for h in history), head
+        assert history[-1][head]["nll"] != history[0][head]["nll"], head  # it trained
     net = weights.load_model(run_dir / "train/best.pt", "cpu")
-    assert net.config.time_inputs and net.config.think_time
+    assert net.config.time_inputs and net.config.think_time and net.config.outcome
 
 
 @pytest.mark.slow
-def test_a_run_cannot_resume_across_the_time_settings(clocked_cache: Path, tmp_path: Path) -> None:
+def test_a_run_cannot_resume_across_the_outcome_and_time_settings(
+    clocked_cache: Path, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "run"
     first_half(clocked_cache, run_dir, *HYPER, "--packing=off")  # the padded resume test's
-    changed = [*HYPER[:-3], "--packing=off", "--segment-updates=2"]
+    changed = [*HYPER[:-5], "--packing=off", "--segment-updates=2"]  # no outcome, no time
     result = run_segment([*segment_args(clocked_cache, run_dir, 1), *changed])
     assert result.returncode != 0
     changed = result.stderr.split("changed: ", 1)[1].split(" (", 1)[0].split(", ")
-    for key in ("model.think_time", "think_time", "think_time_weight", "model.time_inputs"):
+    keys = ("model.outcome", "outcome", "outcome_weight", "model.think_time", "think_time")
+    for key in (*keys, "think_time_weight", "model.time_inputs"):
         assert key in changed, result.stderr[-2000:]

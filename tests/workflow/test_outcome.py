@@ -1,6 +1,7 @@
 """The outcome head (``runs.NAME.outcome``): where its targets sit and what they say, its loss,
-the model without it (today's, bit for bit), the probe, and two-rank gloo runs that resume
-bitwise, padded and packed."""
+the model without it (today's, bit for bit), the probe, and the engine's score. Its two-rank
+gloo runs that resume bitwise, padded and packed, and its refused resume run with every head at
+once: tests/workflow/test_human_time.py."""
 
 from __future__ import annotations
 
@@ -23,12 +24,7 @@ from chesslm.train.loss import IGNORE
 from chesslm.train.outcome import Outcomes
 from chesslm.train.prefix import Prefixes
 from tests.conftest import (
-    BOTH_LAYOUTS,
-    RESUME_HYPER,
-    first_half,
-    resumed_beside_whole,
     run_segment,
-    segment_args,
 )
 from tests.helpers import assert_same_gradients, graphs_beside_default
 
@@ -257,52 +253,6 @@ def test_the_probe_runs_the_head(outcome_cache: Path, tmp_path: Path) -> None:
     probe = json.loads(out.read_text())
     assert probe["status"] == "passed" and probe["outcome"] is True
     assert probe["parameters"] == gpt.build("tiny", outcome=True).num_parameters()
-
-
-# ------------------------------------------------------------------ two gloo ranks, resumed
-
-HYPER = [
-    *RESUME_HYPER,
-    "--dataset=outcome",
-    "--outcome=on",
-    "--outcome-weight=0.5",
-]
-
-
-@pytest.mark.slow
-@BOTH_LAYOUTS
-def test_an_outcome_run_resumed_is_bitwise_the_uninterrupted_one(
-    outcome_cache: Path, tmp_path: Path, flags: list[str]
-) -> None:
-    whole, run_dir, a, b = resumed_beside_whole(outcome_cache, tmp_path, *HYPER, *flags)
-    assert "outcome_head.weight" in a["model"]
-    identity = b["identity"]
-    assert identity["model"]["outcome"] is True and identity["outcome_weight"] == 0.5
-    history = checks(run_dir)
-    assert history == checks(whole)
-    assert all(h["outcome"]["targets"] > 0 and h["outcome"]["unknown_games"] == 1 for h in history)
-    # the head trained: the outcome NLL moved from its start
-    assert history[-1]["outcome"]["nll"] != history[0]["outcome"]["nll"]
-    assert weights.load_model(run_dir / "train/best.pt", "cpu").config.outcome
-
-
-@pytest.mark.slow
-def test_a_run_cannot_resume_across_the_outcome_setting(
-    outcome_cache: Path, tmp_path: Path
-) -> None:
-    run_dir = tmp_path / "run"
-    first_half(outcome_cache, run_dir, *HYPER, "--packing=off")  # the padded resume test's
-    changed = [*HYPER[:-2], "--packing=off", "--segment-updates=2"]
-    result = run_segment([*segment_args(outcome_cache, run_dir, 1), *changed])
-    assert result.returncode != 0
-    changed = result.stderr.split("changed: ", 1)[1].split(" (", 1)[0].split(", ")
-    assert "model.outcome" in changed and "outcome" in changed, result.stderr[-2000:]
-
-
-def checks(run_dir: Path) -> list[dict]:
-    """The validation checks of a run's results, without their timings."""
-    history = json.loads((run_dir / "train/results.json").read_text())["history"]
-    return [{k: v for k, v in h["validation"].items() if k != "seconds"} for h in history]
 
 
 # ------------------------------------------------------------------ the UCI engine's score

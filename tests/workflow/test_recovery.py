@@ -126,18 +126,47 @@ def flat(tree: object, prefix: str = "") -> dict[str, object]:
     return {prefix: tree}
 
 
-@pytest.mark.parametrize("delay", [0.0, 1.0, 2.5, 4.0, 6.0])
+def ranks_started(snakemake_pid: int, _work: Path) -> bool:
+    """Both ranks of the segment's torchrun exist (they are importing torch): the processes
+    torchrun gave a LOCAL_RANK."""
+    ranks = 0
+    for pid in descendants(snakemake_pid):
+        try:
+            ranks += b"\0LOCAL_RANK=" in b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+    return ranks >= 2
+
+
+def update_saved(_snakemake_pid: int, work: Path) -> bool:
+    """Segment 1 has saved an update: last.pt is newer than segment 0's status (the copy kept
+    both files' times; last.pt is replaced whole, so a newer one is segment 1's)."""
+    status = (work / RUN / "segments/0.json").stat().st_mtime_ns
+    return (work / RUN / "train/last.pt").stat().st_mtime_ns > status
+
+
+# the moments of segment 1's job at which snakemake is killed: as its job starts (the shell,
+# before torchrun), while its ranks start, and mid-training (an update saved, more to come);
+# events rather than delays, so that a loaded machine kills at the same moments
+MOMENTS = {"job": lambda pid, work: True, "ranks": ranks_started, "training": update_saved}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
 def test_snakemake_killed_alone_mid_segment_then_unlock_and_rerun_at_once(
-    after_segment_0: Path, unbroken: Path, tmp_path: Path, delay: float
+    after_segment_0: Path, unbroken: Path, tmp_path: Path, moment: str
 ) -> None:
-    """SIGKILL to snakemake's pid only, ``delay`` s into segment 1's job: its shell, torchrun
+    """SIGKILL to snakemake's pid only, at ``moment`` of segment 1's job: its shell, torchrun
     and workers must stop by themselves (they watch snakemake), and the rerun at once must
     reach the terminal status within 60 s of the kill."""
     work = copy_of(after_segment_0, tmp_path)
     main = start_snakemake(work)
     try:
         wait_for(work / "logs/mini/train_segment/1.log", main)
-        time.sleep(delay)
+        give_up = time.monotonic() + 240
+        while not MOMENTS[moment](main.pid, work):
+            assert main.poll() is None, f"snakemake ended before the moment {moment!r}"
+            assert time.monotonic() < give_up, f"no moment {moment!r} after 240 s"
+            time.sleep(0.02)
         tree = descendants(main.pid)
         os.kill(main.pid, signal.SIGKILL)
         killed = time.monotonic()
