@@ -1,5 +1,5 @@
 """The tests' snakemake runs: the ``snakemake`` command against the same command forked from a
-process that imported snakemake once (tests/forked_snakemake.py), alternating, same dry run.
+process that imported snakemake once (tests/forked.py), alternating, same dry run.
 Prints one JSON line: the wall seconds of each kind of run (median, min, max) and their ratio.
 
     python benchmarks/snakemake_fork_speed.py --runs 5
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests import forked_snakemake  # noqa: E402
+from tests import forked  # noqa: E402
 
 
 def workdir(parent: Path) -> Path:
@@ -39,7 +39,7 @@ def timed(kind: str, where: Path, env: dict[str, str]) -> float:
         exe = Path(sys.executable).parent / "snakemake"
         done = subprocess.run([str(exe), *args], cwd=where, env=env, capture_output=True)
     else:
-        done = forked_snakemake.run(args, cwd=where, env=env)
+        done = forked.run("snakemake", args, cwd=where, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return time.perf_counter() - start
 

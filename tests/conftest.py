@@ -362,12 +362,14 @@ def segment_args(cache: Path, run_dir: Path, n: int) -> list[str]:
 def run_segment(
     args: list[str], *, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """``torchrun --standalone --nproc-per-node=workers -m chesslm.train.segment args`` (gloo)."""
+    """``torchrun --standalone --nproc-per-node=workers -m chesslm.train.segment args`` (gloo):
+    torchrun's own main in a process forked from one that imported it (tests/forked.py), its
+    ranks fresh interpreters as under the command; with a fault to inject (``CHESSLM_FAULT``),
+    the command itself (tests/fault_injection/ loads in every process it starts)."""
+    from tests import forked
+
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
+    torchrun = [
         "--standalone",
         f"--nproc-per-node={workers}",
         "-m",
@@ -376,6 +378,9 @@ def run_segment(
         *args,
         f"--workers={workers}",
     ]
+    if "CHESSLM_FAULT" not in full_env:
+        return forked.run("torchrun", torchrun, cwd=ROOT, env=full_env, timeout=timeout)
+    command = [sys.executable, "-m", "torch.distributed.run", *torchrun]
     return subprocess.run(
         command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
     )

@@ -17,7 +17,7 @@ from chesslm.model import checkpoint, gpt
 from chesslm.train import batching, cuda_graphs, optim
 from chesslm.train import checkpoint as train_checkpoint
 from chesslm.train.state import TrainState
-from tests import forked_snakemake
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
@@ -50,7 +50,7 @@ def snakemake(
     """Run real snakemake on the project's workflow with ``workdir`` as working directory."""
     cmd = ["--snakefile", str(snakefile), "--directory", str(workdir), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = forked_snakemake.run(cmd, cwd=workdir, env=env, timeout=900)
+    result = forked.run("snakemake", cmd, cwd=workdir, env=env, timeout=900)
     if check and result.returncode != 0:
         raise AssertionError(
             f"snakemake {' '.join(args)} failed ({result.returncode}):\n"

@@ -50,7 +50,7 @@ import pytest
 import yaml
 
 from chesslm.config import resolve_likes
-from tests import forked_snakemake
+from tests import forked
 from tests.helpers import ROOT
 
 DOCS = [
@@ -209,12 +209,12 @@ def run(
     command: list[str], cwd: Path, env: dict[str, str] | None = None, *, key: tuple = ()
 ) -> subprocess.CompletedProcess[str]:
     """Run ``command``; a command the docs repeat (same ``key``) runs once; snakemake's forked
-    (tests/forked_snakemake.py)."""
+    (tests/forked.py)."""
     if key and key in _RUNS:
         return _RUNS[key]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     if command[0] == "snakemake":
-        done = forked_snakemake.run(command[1:], cwd=cwd, env=full_env)
+        done = forked.run("snakemake", command[1:], cwd=cwd, env=full_env)
     else:
         done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
     if key:

@@ -17,7 +17,7 @@ import pytest
 
 from chesslm import seal
 from chesslm.export.load import export_config
-from tests import forked_snakemake
+from tests import forked
 from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
 from tests.helpers import ROOT
 
@@ -40,7 +40,7 @@ def snakemake(work: Path, *args: str, fault: str | None = None) -> subprocess.Co
     env.pop("CHESSLM_FAULT", None)
     env.update({"CHESSLM_FAULT": fault} if fault else {})
     command = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args]
-    return forked_snakemake.run(command, cwd=work, env=env, timeout=900)
+    return forked.run("snakemake", command, cwd=work, env=env, timeout=900)
 
 
 def temporaries(work: Path) -> list[Path]:

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from chesslm import watch
-from tests import forked_snakemake
+from tests import forked
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
 from tests.workflow.test_recovery import command_line, working_in
@@ -61,12 +61,12 @@ STAGES = {
 
 
 class Snakemake:
-    """A snakemake command running in a fork (tests/forked_snakemake.py): a real process."""
+    """A snakemake command running in a fork (tests/forked.py): a real process."""
 
     def __init__(self, work: Path, *args: str) -> None:
         command = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(work), *args]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.pid, self._wait = forked_snakemake.start(command, cwd=work, env=env)
+        self.pid, self._wait = forked.start("snakemake", command, cwd=work, env=env)
         self.returncode: int | None = None
 
     def wait(self) -> int:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 import zstandard
 
-from tests import forked_snakemake
+from tests import forked
 from tests.helpers import ROOT, first_games_pgn
 from tests.workflow.test_docs import ALL_COMMANDS, config_files
 
@@ -52,7 +52,7 @@ def test_the_own_games_page_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
         if command.words[0] == "snakemake":
             if "--report" in words or gpu:  # a GPU run here is a plan (CUDA: none here)
                 words += [] if "--report" in words else ["-n"]
-            done = forked_snakemake.run(words, cwd=root, env=env, timeout=1800)
+            done = forked.run("snakemake", words, cwd=root, env=env, timeout=1800)
             output = done.stdout + done.stderr
             assert done.returncode == 0, f"{command}\n{output[-4000:]}"
         else:

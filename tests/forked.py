@@ -1,10 +1,13 @@
-"""Real snakemake command lines, each in a process forked from one that imported snakemake
-once: imports are 2.3 of the 3.3 CPU seconds of a dry run here (the executor plugins'
-registry imports the slurm plugin, and it pandas), and the suite runs snakemake over a
-hundred times. The child is snakemake's own ``main`` with the given arguments, working
-directory, environment and output files: what the ``snakemake`` command runs, minus the
-imports. ``start`` leaves a command running and gives its pid, for a test that signals it
-(tests/workflow/test_orphans.py); tests/workflow/test_recovery.py starts the command itself."""
+"""Real command lines of snakemake and torchrun, each in a process forked from one that
+imported its program once. Imports are 2.3 of the 3.3 CPU seconds of a snakemake dry run here
+(the executor plugins' registry imports the slurm plugin, and it pandas), and the suite runs
+snakemake over a hundred times; torchrun's launcher imports torch (1.8 of the 6.5 CPU seconds
+of a tiny two-rank segment, whose ranks it still starts as the command does: fresh
+interpreters running ``-m chesslm.train.segment``). The child is the program's own ``main``
+with the given arguments, working directory, environment and output files: what the command
+runs, minus the imports. ``start`` leaves a command running and gives its pid, for a test that
+signals it (tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
+tests/workflow/test_launch.py start their commands themselves."""
 
 from __future__ import annotations
 
@@ -18,13 +21,23 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-# the forking process: one per test process, started at its first command, ended with it
+# each program's imports, done once by its forking process, and its main
+PROGRAMS = {
+    "snakemake": (
+        "import snakemake.cli\n"
+        "from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry\n"
+        "ExecutorPluginRegistry()  # the plugins' imports, done once\n"
+        "snakemake.cli.get_argument_parser()",
+        "snakemake.cli.main",
+    ),
+    "torchrun": ("import torch.distributed.run", "torch.distributed.run.main"),
+}
+
+# the forking process: one per program and test process, started at its first command, ended
+# with it
 SERVER = r"""
 import atexit, json, logging, os, sys, traceback
-import snakemake.cli
-from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
-ExecutorPluginRegistry()  # the plugins' imports, done once
-snakemake.cli.get_argument_parser()
+{imports}
 channel = os.fdopen(os.dup(1), "w")
 for line in sys.stdin:
     request = json.loads(line)
@@ -39,9 +52,10 @@ for line in sys.stdin:
             os.environ.update(request["env"])
             for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
                 os.dup2(os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC), fd)
-            sys.argv = ["snakemake", *request["args"]]
+            sys.argv = [{program!r}, *request["args"]]
             try:
-                snakemake.cli.main(request["args"])
+                {main}(request["args"])
+                code = 0
             except SystemExit as done:  # as the interpreter ends: sys.exit("text") prints it
                 code = 0 if done.code is None else done.code
                 if not isinstance(code, int):
@@ -55,22 +69,25 @@ for line in sys.stdin:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    channel.write(json.dumps({"pid": pid}) + "\n")
+    channel.write(json.dumps({{"pid": pid}}) + "\n")
     channel.flush()
     _, status = os.waitpid(pid, 0)
-    channel.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+    channel.write(json.dumps({{"rc": os.waitstatus_to_exitcode(status)}}) + "\n")
     channel.flush()
 """
 
-_servers: dict[str | None, subprocess.Popen[str]] = {}  # by PYTHONPATH: sys.path is set at start
+# by program and PYTHONPATH: sys.path is set at start
+_servers: dict[tuple[str, str | None], subprocess.Popen[str]] = {}
 
 
-def _started(env: dict[str, str]) -> subprocess.Popen[str]:
-    key = env.get("PYTHONPATH")
+def _started(program: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    key = (program, env.get("PYTHONPATH"))
     server = _servers.get(key)
     if server is None or server.poll() is not None:
+        imports, main = PROGRAMS[program]
+        source = SERVER.format(imports=imports, main=main, program=program)
         server = _servers[key] = subprocess.Popen(
-            [sys.executable, "-c", SERVER],
+            [sys.executable, "-c", source, program],  # ps (and a rank) see which
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -84,15 +101,20 @@ def _reply(server: subprocess.Popen[str], timeout: float | None) -> dict:
     ready, _, _ = select.select([server.stdout], [], [], timeout)
     line = server.stdout.readline() if ready else ""
     if not line:
-        raise TimeoutError("the snakemake fork server gave no answer")
+        raise TimeoutError("the fork server gave no answer")
     return json.loads(line)
 
 
 def run(
-    args: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None = None
+    program: str,
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``snakemake *args`` in ``cwd`` with exactly ``env``; its exit status and output."""
-    server = _started(env)
+    """``program *args`` in ``cwd`` with exactly ``env``; its exit status and output."""
+    server = _started(program, env)
     assert server.stdin is not None
     with tempfile.TemporaryDirectory() as scratch:
         out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
@@ -105,15 +127,17 @@ def run(
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)
             _reply(server, 60)
-            raise subprocess.TimeoutExpired(["snakemake", *args], timeout or 0) from None
+            raise subprocess.TimeoutExpired([program, *args], timeout or 0) from None
         output = (out.read_text(errors="replace"), err.read_text(errors="replace"))
-    return subprocess.CompletedProcess(["snakemake", *args], rc, *output)
+    return subprocess.CompletedProcess([program, *args], rc, *output)
 
 
-def start(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, Callable[[], int]]:
-    """``snakemake *args`` started, its output dropped: its pid, and a function that waits for
+def start(
+    program: str, args: list[str], *, cwd: Path, env: dict[str, str]
+) -> tuple[int, Callable[[], int]]:
+    """``program *args`` started, its output dropped: its pid, and a function that waits for
     its exit status (call it before the next command: the server runs one at a time)."""
-    server = _started(env)
+    server = _started(program, env)
     assert server.stdin is not None
     request = {"args": args, "cwd": str(cwd), "env": env}
     streams = {"stdout": os.devnull, "stderr": os.devnull}
