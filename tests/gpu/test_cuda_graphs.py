@@ -17,6 +17,7 @@ from chesslm.model import gpt
 from chesslm.train import batching, cuda_graphs, optim
 from tests.workflow.test_batching import (
     assert_single_pass_gradient,
+    ended,
     games_fixture,
     reference_grad,
     run_two_ranks,
@@ -369,7 +370,7 @@ def test_bucketed_reduction_in_captured_graphs_on_two_gpus(tmp_path: Path, compi
 
     out = tmp_path / "grads.pt"
     init = f"file://{tmp_path / 'store'}"
-    mp.spawn(_nccl_worker, args=(init, str(out), compiled), nprocs=2, join=True)
+    mp.spawn(ended, args=(_nccl_worker, init, str(out), compiled), nprocs=2, join=True)
     result = torch.load(out, weights_only=True)
     single, buckets = result[False], result[True]
     assert buckets["graphs"] > single["graphs"]  # the reducing graphs of the last shapes
