@@ -326,6 +326,7 @@ def summarise(
     receipt: Path | str | None = None,
     changes: list[str] | None = None,
     max_segments: int | None = None,
+    figures: bool = True,
 ) -> dict[str, Path]:
     """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path.
 
@@ -333,6 +334,8 @@ def summarise(
     (``chesslm.report.staleness.run_changes``); summary.md opens with them.
     ``max_segments``: the run's ``runs.{run}.max_segments`` (the workflow's cap, which the
     run's records do not hold), so that summary.md says how many segments it may still take.
+    ``figures``: False leaves the five figures undrawn (the tables and summary.md are the same):
+    the command line that prints summary.md only has no use for them.
     """
     rec = load_run(run_dir, receipt_path=receipt)
     out = Path(out_dir or RunDir(rec.run_dir).report)
@@ -350,7 +353,8 @@ def summarise(
     }
     for name, table in tables.items():
         table.to_csv(paths[name], index=False)
-    plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
+    if figures:
+        plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
     state = run_state(rec, tables["segments"], max_segments)
     text = markdown.render(
         rec,
@@ -404,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         # results/{run}/report/ belongs to Snakemake's summarise rule: draw in a scratch folder.
         with tempfile.TemporaryDirectory(prefix="chesslm-summary-") as scratch:
-            paths = summarise(args.run_dir, scratch, **options)
+            paths = summarise(args.run_dir, scratch, figures=False, **options)
             sys.stdout.write(paths["summary"].read_text())
     except RecordError as error:  # a play record it must not trust: one line, no traceback
         parser.exit(1, f"{parser.prog}: {error}\n")
