@@ -3,7 +3,8 @@ imported its program once. Imports are 2.3 of the 3.3 CPU seconds of a snakemake
 (the executor plugins' registry imports the slurm plugin, and it pandas), and the suite runs
 snakemake over a hundred times; torchrun's launcher imports torch (1.8 of the 6.5 CPU seconds
 of a tiny two-rank segment, whose ranks it still starts as the command does: fresh
-interpreters running ``-m chesslm.train.segment``). The child is the program's own ``main``
+interpreters running ``-m chesslm.train.segment``); so do most of the project's commands
+(``python benchmarks/*.py --help``: 1.5 of its 1.6 s). The child is the program's own ``main``
 with the given arguments, working directory, environment and output files: what the command
 runs, minus the imports. ``start`` leaves a command running and gives its pid, for a test that
 signals it (tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
@@ -31,6 +32,20 @@ PROGRAMS = {
         "snakemake.cli.main",
     ),
     "torchrun": ("import torch.distributed.run", "torch.distributed.run.main"),
+    # ``python -m MODULE ...`` or ``python SCRIPT ...`` as the interpreter runs them (the
+    # script's folder first on sys.path), torch imported: the project's commands import it
+    "python": (
+        "import runpy, torch\n"
+        "def python(args):\n"
+        "    if args[0] == '-m':\n"
+        "        sys.argv = args[1:]\n"
+        "        runpy.run_module(args[1], run_name='__main__', alter_sys=True)\n"
+        "    else:\n"
+        "        sys.argv = args\n"
+        "        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))\n"
+        "        runpy.run_path(args[0], run_name='__main__')",
+        "python",
+    ),
 }
 
 # the forking process: one per program and test process, started at its first command, ended

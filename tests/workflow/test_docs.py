@@ -208,13 +208,14 @@ _RUNS: dict[tuple, subprocess.CompletedProcess[str]] = {}
 def run(
     command: list[str], cwd: Path, env: dict[str, str] | None = None, *, key: tuple = ()
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``command``; a command the docs repeat (same ``key``) runs once; snakemake's forked
-    (tests/forked.py)."""
+    """Run ``command``; a command the docs repeat (same ``key``) runs once; snakemake's and
+    python's forked (tests/forked.py)."""
     if key and key in _RUNS:
         return _RUNS[key]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    if command[0] == "snakemake":
-        done = forked.run("snakemake", command[1:], cwd=cwd, env=full_env)
+    if command[0] in ("snakemake", sys.executable) and command[1:3] != ["-m", "venv"]:
+        program = "python" if command[0] == sys.executable else "snakemake"
+        done = forked.run(program, command[1:], cwd=cwd, env=full_env)
     else:
         done = subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True)
     if key:
@@ -427,9 +428,7 @@ def check_analyse(command: Command, workdir: Path) -> None:
     games = next(w for w in words if w.endswith((".pgn", ".pgn.zst")) and "--pgn" not in w)
     (scratch / games).parent.mkdir(parents=True, exist_ok=True)
     (scratch / games).write_text(first_games_pgn(3))
-    engine = [sys.executable, "-m", "chesslm.engine.analyse", *words]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(engine, cwd=scratch, env=full_env, capture_output=True, text=True)
+    done = run([sys.executable, "-m", "chesslm.engine.analyse", *words], scratch)
     assert done.returncode == 0, f"{command}\n{done.stderr}"
     for flag in ("--csv", "--pgn"):
         if flag in words:
