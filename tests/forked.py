@@ -33,7 +33,9 @@ PROGRAMS = {
     ),
     "torchrun": ("import torch.distributed.run", "torch.distributed.run.main"),
     # ``python -m MODULE ...`` or ``python SCRIPT ...`` as the interpreter runs them (the
-    # script's folder first on sys.path), torch imported: the project's commands import it
+    # script's folder first on sys.path), torch imported: the project's commands import it.
+    # Not for a command that forks a pool of workers: benchmarks/play_rule_speed.py's
+    # fork-context pool (chesslm/scorer/prepare.py) hung so; it runs as a command
     "python": (
         "import runpy, torch\n"
         "def python(args):\n"

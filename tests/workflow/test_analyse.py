@@ -9,7 +9,6 @@ import io
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from chesslm.data import gamearrays, tokens
 from chesslm.data.cache import TokenCache
+from tests import forked
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, first_games_pgn, model_checkpoint, snakemake
 
@@ -40,7 +40,7 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp / "moves.csv"
     command = [sys.executable, "-m", "chesslm.engine.analyse", str(games), "--checkpoint",
                str(ckpt), "--csv", str(out), "--pgn", str(tmp / "annotated.pgn")]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
+    done = forked.run("python", command[1:], cwd=ROOT, env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr
     return {"dir": tmp, "ckpt": ckpt, "games": games, "stderr": done.stderr,
             "rows": list(csv.DictReader(open(out))),
@@ -122,7 +122,7 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
     command = [sys.executable, "-m", "chesslm.engine.analyse", str(tmp_path / "games.pgn"),
                "--checkpoint", str(ckpt), "--csv", str(tmp_path / "m.csv"), "--pgn",
                str(tmp_path / "a.pgn")]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
+    done = forked.run("python", command[1:], cwd=ROOT, env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(tmp_path / "m.csv")))
     assert list(rows[0]) == [*analyse.MOVE_FIELDS, *analyse.OUTCOME_FIELDS]
@@ -152,20 +152,10 @@ def test_the_heads_chances_before_each_move_are_a_plain_forwards(tmp_path: Path)
 
 
 def test_a_missing_file_and_a_bad_ratings_value_are_one_line(tmp_path: Path) -> None:
-    base = [
-        sys.executable,
-        "-m",
-        "chesslm.engine.analyse",
-        "--checkpoint",
-        "x.pt",
-        "--csv",
-        "o.csv",
-    ]
-    done = subprocess.run([*base, str(tmp_path / "none.pgn")], capture_output=True, text=True,
-                          env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
+    base = ["-m", "chesslm.engine.analyse", "--checkpoint", "x.pt", "--csv", "o.csv"]
+    done = forked.run("python", [*base, str(tmp_path / "none.pgn")], cwd=tmp_path, env=ENV)
     assert done.returncode == 1 and "none.pgn: no such file" in done.stderr
-    done = subprocess.run([*base, "g.pgn", "--ratings", "high"], capture_output=True, text=True,
-                          env=ENV, cwd=tmp_path, timeout=120)  # fmt: skip
+    done = forked.run("python", [*base, "g.pgn", "--ratings", "high"], cwd=tmp_path, env=ENV)
     assert done.returncode == 2 and "--ratings must be" in done.stderr
     assert not (tmp_path / "o.csv").exists()
 
