@@ -363,9 +363,10 @@ def run_segment(
     args: list[str], *, workers: int = 2, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
     """``torchrun --standalone --nproc-per-node=workers -m chesslm.train.segment args`` (gloo):
-    torchrun's own main in a process forked from one that imported it (tests/forked.py), its
-    ranks fresh interpreters as under the command; with a fault to inject (``CHESSLM_FAULT``),
-    the command itself (tests/fault_injection/ loads in every process it starts)."""
+    torchrun's own main in a process forked from one that imported it and the segment
+    (tests/forked.py), which forks each rank where torchrun would start an interpreter; with a
+    fault to inject (``CHESSLM_FAULT``), the command itself (tests/fault_injection/ loads in
+    every process it starts)."""
     from tests import forked
 
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}

@@ -1,24 +1,32 @@
 """Real command lines of snakemake and torchrun, each in a process forked from one that
 imported its program once. Imports are 2.3 of the 3.3 CPU seconds of a snakemake dry run here
 (the executor plugins' registry imports the slurm plugin, and it pandas), and the suite runs
-snakemake over a hundred times; torchrun's launcher imports torch (1.8 of the 6.5 CPU seconds
-of a tiny two-rank segment, whose ranks it still starts as the command does: fresh
-interpreters running ``-m chesslm.train.segment``); so do most of the project's commands
-(``python benchmarks/*.py --help``: 1.5 of its 1.6 s). The child is the program's own ``main``
-with the given arguments, working directory, environment and output files: what the command
-runs, minus the imports. ``start`` leaves a command running and gives its pid, for a test that
-signals it (tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
-tests/workflow/test_launch.py start their commands themselves."""
+snakemake over a hundred times; torchrun's launcher and each of its ranks import torch (1.8 s
+each of the 6.5 CPU seconds of a tiny two-rank segment): the launcher is forked from a process
+that imported torch and ``chesslm.train.segment``, and it forks each rank of
+``-m chesslm.train.segment`` in turn (``fork_ranks``) where torchrun would start a fresh
+interpreter; so do most of the project's commands (``python benchmarks/*.py --help``: 1.5 of
+its 1.6 s). The child is the program's own ``main`` with the given arguments, working
+directory, environment and output files: what the command runs, minus the imports. ``start``
+leaves a command running and gives its pid, for a test that signals it
+(tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
+tests/workflow/test_launch.py start their commands themselves, and runs with a fault to inject
+are the command itself (tests/conftest.py, ``run_segment``)."""
 
 from __future__ import annotations
 
+import inspect
+import io
 import json
+import logging
 import os
+import runpy
 import select
 import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +39,10 @@ PROGRAMS = {
         "snakemake.cli.get_argument_parser()",
         "snakemake.cli.main",
     ),
-    "torchrun": ("import torch.distributed.run", "torch.distributed.run.main"),
+    "torchrun": (
+        f"import runpy, torch.distributed.run\nrunpy.run_path({__file__!r})['fork_ranks']()",
+        "torch.distributed.run.main",
+    ),
     # ``python -m MODULE ...`` or ``python SCRIPT ...`` as the interpreter runs them (the
     # script's folder first on sys.path), torch imported: the project's commands import it.
     # Not for a command that forks a pool of workers: benchmarks/play_rule_speed.py's
@@ -161,3 +172,72 @@ def start(
     server.stdin.write(json.dumps({**request, **streams}) + "\n")
     server.stdin.flush()
     return _reply(server, 60)["pid"], lambda: _reply(server, 900)["rc"]
+
+
+# a rank's command as torchrun's agent starts it (``python -u -m MODULE ...``)
+RANK_MODULE = "chesslm.train.segment"
+
+
+def fork_ranks() -> None:
+    """In torchrun's launcher: each rank of ``-m chesslm.train.segment`` a fork of the launcher,
+    which imported the module once, instead of a fresh interpreter (any other command as
+    before). The agent's own handler (its ``Popen``: poll, wait, signals) keeps the rank as its
+    child; what exec would give a fresh interpreter the child sets itself."""
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler
+
+    import chesslm.train.segment  # noqa: F401  the ranks' imports, done once
+
+    class ForkedRank(subprocess.Popen):
+        def _execute_child(self, *args: object) -> None:
+            bound = inspect.signature(subprocess.Popen._execute_child).bind(self, *args)
+            call = bound.arguments
+            command = [str(word) for word in call["args"]]
+            if command[1:4] != ["-u", "-m", RANK_MODULE]:
+                return super()._execute_child(*args)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.pid = os.fork()
+            self._child_created = True
+            if self.pid == 0:
+                _rank(command[4:], call)
+
+    subprocess_handler.Popen = ForkedRank  # what the agent's handler starts its workers with
+
+
+def _rank(argv: list[str], call: dict) -> None:
+    """The forked rank: a session of its own, its output files, its environment and default
+    signal handling, no inherited descriptors, unbuffered streams (``-u``); then the module as
+    ``python -m`` runs it. Never returns into the launcher's code."""
+    code = 1
+    try:
+        if call["start_new_session"]:
+            os.setsid()
+        for fd, source in ((1, call["c2pwrite"]), (2, call["errwrite"])):
+            if source != -1:
+                os.dup2(source, fd)
+        os.closerange(3, 1 << 16)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(signum, signal.SIG_DFL)  # the agent's handlers raise in the agent
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.environ.clear()
+        os.environ.update(call["env"])
+        if call["cwd"]:
+            os.chdir(call["cwd"])
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = io.TextIOWrapper(open(fd, "wb", 0, closefd=False), write_through=True)
+            setattr(sys, name, stream)
+        logging.root.handlers.clear()  # as a fresh interpreter has them: basicConfig works
+        logging.root.setLevel(logging.WARNING)
+        sys.argv = [RANK_MODULE, *argv]
+        sys.modules.pop(RANK_MODULE)  # as under ``python -m``: its code runs as __main__ only
+        runpy.run_module(RANK_MODULE, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as done:
+        code = 0 if done.code is None else done.code
+        if not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
