@@ -9,7 +9,6 @@ import io
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,9 +363,9 @@ def run_segment(
 ) -> subprocess.CompletedProcess[str]:
     """``torchrun --standalone --nproc-per-node=workers -m chesslm.train.segment args`` (gloo):
     torchrun's own main in a process forked from one that imported it and the segment
-    (tests/forked.py), which forks each rank where torchrun would start an interpreter; with a
-    fault to inject (``CHESSLM_FAULT``), the command itself (tests/fault_injection/ loads in
-    every process it starts)."""
+    (tests/forked.py), which forks each rank where torchrun would start an interpreter (a
+    fault to inject, ``CHESSLM_FAULT`` with tests/fault_injection/ on PYTHONPATH, is loaded by
+    that process, as by every interpreter the command starts)."""
     from tests import forked
 
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
@@ -379,12 +378,7 @@ def run_segment(
         *args,
         f"--workers={workers}",
     ]
-    if "CHESSLM_FAULT" not in full_env:
-        return forked.run("torchrun", torchrun, cwd=ROOT, env=full_env, timeout=timeout)
-    command = [sys.executable, "-m", "torch.distributed.run", *torchrun]
-    return subprocess.run(
-        command, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT
-    )
+    return forked.run("torchrun", torchrun, cwd=ROOT, env=full_env, timeout=timeout)
 
 
 # a tiny two-rank run of 4 updates, validated every 2: the bitwise-resume tests' settings

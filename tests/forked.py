@@ -10,8 +10,9 @@ its 1.6 s). The child is the program's own ``main`` with the given arguments, wo
 directory, environment and output files: what the command runs, minus the imports. ``start``
 leaves a command running and gives its pid, for a test that signals it
 (tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
-tests/workflow/test_launch.py start their commands themselves, and runs with a fault to inject
-are the command itself (tests/conftest.py, ``run_segment``)."""
+tests/workflow/test_launch.py start their commands themselves. A fault to inject
+(tests/fault_injection/) is read by the forking process's sitecustomize, one process per
+fault."""
 
 from __future__ import annotations
 
@@ -104,12 +105,13 @@ for line in sys.stdin:
     channel.flush()
 """
 
-# by program and PYTHONPATH: sys.path is set at start
-_servers: dict[tuple[str, str | None], subprocess.Popen[str]] = {}
+# by program, PYTHONPATH and the fault to inject: sys.path is set at start, and a sitecustomize
+# on it (tests/fault_injection/) reads its fault then
+_servers: dict[tuple[str, str | None, str | None], subprocess.Popen[str]] = {}
 
 
 def _started(program: str, env: dict[str, str]) -> subprocess.Popen[str]:
-    key = (program, env.get("PYTHONPATH"))
+    key = (program, env.get("PYTHONPATH"), env.get("CHESSLM_FAULT"))
     server = _servers.get(key)
     if server is None or server.poll() is not None:
         imports, main = PROGRAMS[program]
