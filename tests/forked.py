@@ -65,7 +65,8 @@ PROGRAMS = {
 # the forking process: one per program and test process, started at its first command, ended
 # with it
 SERVER = r"""
-import atexit, json, logging, os, sys, traceback
+import atexit, json, logging, os, runpy, sys
+helpers = runpy.run_path({here!r})  # this file's functions
 {imports}
 channel = os.fdopen(os.dup(1), "w")
 for line in sys.stdin:
@@ -74,30 +75,21 @@ for line in sys.stdin:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        code = 1
-        try:
+        def child():
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
             for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
                 os.dup2(os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC), fd)
             sys.argv = [{program!r}, *request["args"]]
-            try:
-                {main}(request["args"])
-                code = 0
-            except SystemExit as done:  # as the interpreter ends: sys.exit("text") prints it
-                code = 0 if done.code is None else done.code
-                if not isinstance(code, int):
-                    print(code, file=sys.stderr)
-                    code = 1
-        except BaseException:
-            traceback.print_exc()
-        finally:  # what an interpreter's exit does: snakemake's log listener drains there
-            atexit._run_exitfuncs()
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+            {main}(request["args"])
+        code = helpers["exit_status"](child)
+        # what an interpreter's exit does: snakemake's log listener drains there
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     channel.write(json.dumps({{"pid": pid}}) + "\n")
     channel.flush()
     _, status = os.waitpid(pid, 0)
@@ -115,7 +107,7 @@ def _started(program: str, env: dict[str, str]) -> subprocess.Popen[str]:
     server = _servers.get(key)
     if server is None or server.poll() is not None:
         imports, main = PROGRAMS[program]
-        source = SERVER.format(imports=imports, main=main, program=program)
+        source = SERVER.format(imports=imports, main=main, program=program, here=__file__)
         server = _servers[key] = subprocess.Popen(
             [sys.executable, "-c", source, program],  # ps (and a rank) see which
             stdin=subprocess.PIPE,
@@ -210,8 +202,8 @@ def _rank(argv: list[str], call: dict) -> None:
     """The forked rank: a session of its own, its output files, its environment and default
     signal handling, no inherited descriptors, unbuffered streams (``-u``); then the module as
     ``python -m`` runs it. Never returns into the launcher's code."""
-    code = 1
-    try:
+
+    def rank() -> None:
         if call["start_new_session"]:
             os.setsid()
         for fd, source in ((1, call["c2pwrite"]), (2, call["errwrite"])):
@@ -233,13 +225,21 @@ def _rank(argv: list[str], call: dict) -> None:
         sys.argv = [RANK_MODULE, *argv]
         sys.modules.pop(RANK_MODULE)  # as under ``python -m``: its code runs as __main__ only
         runpy.run_module(RANK_MODULE, run_name="__main__", alter_sys=True)
-        code = 0
+
+    os._exit(exit_status(rank))
+
+
+def exit_status(run: Callable[[], object]) -> int:
+    """The status an interpreter would exit with after ``run()``: 0, a ``sys.exit`` code (its
+    text printed, status 1), or 1 after the traceback of an exception."""
+    try:
+        run()
     except SystemExit as done:
-        code = 0 if done.code is None else done.code
-        if not isinstance(code, int):
-            print(code, file=sys.stderr)
-            code = 1
+        if done.code is None or isinstance(done.code, int):
+            return done.code or 0
+        print(done.code, file=sys.stderr)
+        return 1
     except BaseException:
         traceback.print_exc()
-    finally:
-        os._exit(code)
+        return 1
+    return 0
