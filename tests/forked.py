@@ -41,7 +41,7 @@ PROGRAMS = {
         "snakemake.cli.main",
     ),
     "torchrun": (
-        f"import runpy, torch.distributed.run\nrunpy.run_path({__file__!r})['fork_ranks']()",
+        "import torch.distributed.run\nhelpers['fork_ranks']()",  # helpers: this file's
         "torch.distributed.run.main",
     ),
     # ``python -m MODULE ...`` or ``python SCRIPT ...`` as the interpreter runs them (the

@@ -253,6 +253,11 @@ def events_of(run_dir: Path, stage: str) -> list[dict]:
     return [e for e in map(json.loads, lines) if e.get("stage") == stage]
 
 
+def summary_text(run_dir: Path, **options) -> str:
+    """summary.md as ``summarise`` writes it, the figures left undrawn (they change no text)."""
+    return summary.summarise(run_dir, figures=False, **options)["summary"].read_text()
+
+
 def read_csv(paths: dict[str, Path], name: str) -> pd.DataFrame:
     return pd.read_csv(paths[name])
 
@@ -604,7 +609,7 @@ def test_receipt_hashes_and_training_code_are_explained(tmp_path):
         "chesslm/train/trainer.py": "b" * 64,
     }
     identity_path.write_text(json.dumps(identity))
-    text = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    text = summary_text(run_dir)
     assert "(sha256 of the receipt's own fields, written by verify), seal valid: True" in text
     assert (
         "(sha256 of the receipt file's bytes when the run trained): the receipt file is the "
@@ -619,7 +624,7 @@ def test_receipt_hashes_and_training_code_are_explained(tmp_path):
 def test_changed_config_or_dataset_opens_the_summary(tmp_path):
     run_dir = make_run(tmp_path)
     changes = ["runs.pilot.epochs: trained with 1, config now 2"]
-    text = summary.summarise(run_dir, changes=changes, figures=False)["summary"].read_text()
+    text = summary_text(run_dir, changes=changes)
     first = text.splitlines()[0]
     assert first.startswith("**Warning: run pilot no longer matches the config: runs.pilot.epochs")
     assert "use a new run name, or remove the run" in first
@@ -628,10 +633,10 @@ def test_changed_config_or_dataset_opens_the_summary(tmp_path):
     receipt = tmp_path / "other-receipt.json"
     body = {"format": "chesslm-integrity-receipt-v1", "dataset_fingerprint": "e" * 64}
     receipt.write_text(json.dumps({**body, "receipt_sha256": digest_json(body)}))
-    text = summary.summarise(run_dir, receipt=receipt, figures=False)["summary"].read_text()
+    text = summary_text(run_dir, receipt=receipt)
     assert text.splitlines()[0].startswith("**Warning: run pilot no longer matches the config: ")
     assert "its dataset fingerprint (ffffffffffff…) differs from the integrity receipt's" in text
-    plain = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    plain = summary_text(run_dir)
     assert plain.startswith("# Run `pilot`\n\n**Complete.**")
 
 
@@ -649,7 +654,7 @@ def test_play_section_only_when_the_run_has_played(tmp_path):
 
     run_dir = make_run(tmp_path)
     (run_dir / "play").mkdir()
-    text = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    text = summary_text(run_dir)
     assert markdown_section(run_dir / "play").strip().splitlines()[0] in text
 
 
@@ -664,7 +669,7 @@ def section(text: str, heading: str) -> list[str]:
 def test_files_lists_the_play_files(tmp_path):
     run_dir = make_run(tmp_path)
     report_files = [f"- `{name}`" for name in sorted(summary.OUTPUT_FILES.values())]
-    unplayed = section(summary.summarise(run_dir, figures=False)["summary"].read_text(), "Files")
+    unplayed = section(summary_text(run_dir), "Files")
     assert sorted(line for line in unplayed if line.startswith("- ")) == sorted(
         f for f in report_files if f != "- `summary.md`"
     )
@@ -674,7 +679,7 @@ def test_files_lists_the_play_files(tmp_path):
     for name in [*played, "state/legality.json", "notes.txt"]:
         (play / name).write_text("{}")
     seal.write(play / "elo.json", elo_record(None))  # a record is read: sealed, as play writes it
-    files = section(summary.summarise(run_dir, figures=False)["summary"].read_text(), "Files")
+    files = section(summary_text(run_dir), "Files")
     listed = [line for line in files if line.startswith("- `play/")]
     assert listed == [f"- `play/{n}`" for n in played]  # not state/, only records and figures
     assert set(unplayed) <= set(files)  # the report's files are still listed
@@ -682,29 +687,27 @@ def test_files_lists_the_play_files(tmp_path):
 
 def test_test_evaluated_is_explained(tmp_path):
     run_dir = make_run(tmp_path)
-    text = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    text = summary_text(run_dir)
     line = next(line for line in text.splitlines() if line.startswith("test_evaluated"))
     assert line.startswith("test_evaluated: false (the test split is written and hashed")
     assert "nothing that reads tokens reads it" in line
     results = json.loads((run_dir / "results.json").read_text())
     (run_dir / "results.json").write_text(json.dumps({**results, "test_evaluated": True}))
-    text = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    text = summary_text(run_dir)
     assert "test_evaluated: true (a record says the test split was evaluated" in text
 
 
 def test_segments_are_counted_against_max_segments(tmp_path):
-    done = summary.summarise(make_run(tmp_path / "done"), max_segments=7, figures=False)["summary"]
-    assert "3 segments of at most 7 (`runs.pilot.max_segments`), " in done.read_text()
+    done = summary_text(make_run(tmp_path / "done"), max_segments=7)
+    assert "3 segments of at most 7 (`runs.pilot.max_segments`), " in done
     unfinished = make_run(tmp_path / "unfinished", complete=False)  # no results.json
-    text = summary.summarise(unfinished, max_segments=7, figures=False)["summary"].read_text()
+    text = summary_text(unfinished, max_segments=7)
     assert "(from segment 2 of at most 7, numbered from 0; no results.json yet)" in text
     two = ((0, 120, "time_budget"), (120, 240, "time_budget"))
     partial = make_run(tmp_path / "partial", segments=two, complete=False)
-    text = summary.summarise(partial, max_segments=7, figures=False)["summary"].read_text()
+    text = summary_text(partial, max_segments=7)
     assert "Latest status `time_budget` (from segment 1 of at most 7, numbered from 0)" in text
-    assert (
-        "of at most" not in summary.summarise(partial, figures=False)["summary"].read_text()
-    )  # no bound
+    assert "of at most" not in summary_text(partial)  # no bound
     command = [sys.executable, "-m", "chesslm.report.summary", str(partial), "--max-segments=9"]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert "(from segment 1 of at most 9, numbered from 0)" in done.stdout
@@ -821,7 +824,7 @@ def glance(run_dir: Path, **play: dict | str) -> tuple[list[str], str]:
         (run_dir / "play").mkdir(exist_ok=True)
         text = record if isinstance(record, str) else json.dumps(seal.seal(record))
         (run_dir / "play" / FILES[name]).write_text(text)
-    text = summary.summarise(run_dir, figures=False)["summary"].read_text()
+    text = summary_text(run_dir)
     return section(text, "At a glance"), text
 
 
