@@ -32,6 +32,8 @@ FILES = {
     "human_time": gpt2.HUMAN_TIME_FILE,  # only with the time inputs or the think-time head
     "sums": seal.SUMS,
 }
+# the files only some models have: in the folder and in SHA256SUMS, never a rule's output
+OPTIONAL = ("outcome", "human_time")
 
 
 @dataclass
@@ -74,8 +76,8 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         think_time=net.config.think_time,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    optional = {"outcome": bool(head), "human_time": bool(timed)}
-    paths = {key: out_dir / name for key, name in FILES.items() if optional.get(key, True)}
+    present = dict(zip(OPTIONAL, (bool(head), bool(timed)), strict=True))
+    paths = {key: out_dir / name for key, name in FILES.items() if present.get(key, True)}
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
     layout = conditioning.of_identity(payload["identity"])
     files.write_json_atomic(paths["tokenizer"], vocabulary.record(layout))

@@ -131,3 +131,38 @@ def test_the_cards_code_gives_the_projects_think_time_and_moves_with_clocks(
         assert max(abs(a - b) for a, b in zip(think.values(), want, strict=True)) <= 1e-5, name
         expect = project_moves(net, case["moves"], rows)
         assert max(abs(moves[m] - expect[m]) for m in expect) <= 1e-5, name
+
+
+@pytest.mark.slow
+def test_rule_export_on_a_run_with_the_time_heads_writes_and_seals_every_file(
+    staged_run, tmp_path: Path
+) -> None:
+    """Rule export end to end (real snakemake) on the staged run whose best.pt is given the
+    time inputs and the think-time head (issue 64 item 1: the script once took the time file
+    for a rule output and failed, leaving it alone in the folder)."""
+    from chesslm import seal
+    from tests.conftest import STAGED_ARGS, copy_tree
+    from tests.helpers import snakemake
+
+    work = copy_tree(staged_run.workdir, tmp_path / "work")
+    best = work / "results/mini/train/best.pt"
+    payload = checkpoint.load(best)
+    model = payload["identity"]["model"]
+    torch.manual_seed(0)
+    net = gpt.build(model["preset"], time_inputs=True, think_time=True)
+    missing, _ = net.load_state_dict(payload["model"], strict=False)
+    assert missing and all(name.startswith(("time_", "think_")) for name in missing), missing
+    with torch.no_grad():
+        net.time_embedding.weight[human_time.NONE].zero_()  # as training keeps it
+    payload["model"] = net.state_dict()
+    payload["identity"]["model"] = {**model, "time_inputs": True, "think_time": True}
+    checkpoint.save(best, payload)
+    snakemake(work, "results/mini/export/model.safetensors", "--cores", "2",
+              *STAGED_ARGS, "--forcerun", "export")  # fmt: skip
+    folder = work / "results/mini/export"
+    names = {p.name for p in folder.iterdir()}
+    assert names == {"model.safetensors", "config.json", "chess-tokenizer.json", "README.md",
+                     gpt2.HUMAN_TIME_FILE, seal.SUMS}  # fmt: skip
+    listed = {line.split()[-1] for line in (folder / seal.SUMS).read_text().splitlines()}
+    assert listed == names - {seal.SUMS}
+    assert json.loads((folder / "config.json").read_text())

@@ -2,17 +2,18 @@
 for bit: two-rank gloo runs (padded, packed, and padded with the outcome head, whose loss path
 they share) give the weights, the optimizer state, the validation checks and the run identity
 (but its training-code hashes, which change with any edit) recorded from the commit before
-them (fa88031).
-
-To record again (only if the numerics are meant to change): ``git archive <commit> | tar -x
--C /tmp/before``, copy this file to /tmp/before/tests/ and run
-``cd /tmp/before && PYTHONPATH=/tmp/before python -m tests.workflow.test_human_time_off``.
+them (fa88031), trained in the same session on the same machine (the ``recorded`` fixture:
+``git archive fa88031`` into a temporary folder, this file copied to its ``tests/`` and run as
+``python -m tests.test_human_time_off``, which prints the digests).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,27 +30,35 @@ RUNS = {
     "outcome": ("outcome_cache", ["--packing=off", "--outcome=on", "--outcome-weight=0.5"]),
 }
 
-# digests() of each run at fa88031 (the module docstring says how they were recorded)
-RECORDED = {
-    "padded": {
-        "model": "6a190759439570c728bde476cb7b62e4e24776ab21f25fd21b69e99fea69d602",
-        "optimizer": "7aa4d20c46018be7abe24247e51b25d12e30bf3baf8add6645306fdd1f27af99",
-        "validation": "1aebf028c9a02fe685a91ade6972f1a468a224c5700735525c4bfda324a94886",
-        "identity": "e3ab9a4c636f3f8610a08b78bda3b84cfccec9ce2f057dd56765aee3a3c7627b",
-    },
-    "packed": {
-        "model": "00f6541f2fbad770a6efb94977f6218cdd3f8b3de178503823c36f3536e73a15",
-        "optimizer": "580aac3af3b5b507c77e9dd5ec5cbc0c81ad06502d2bf79215643c506b05055d",
-        "validation": "4ec8c0b963083789d1ab64491df682af04e64b5d977c755a3e8dfd6a03825d2f",
-        "identity": "8ac81d32e01b15467e4bad7a30ee5e46687c71b2350d3b97a197c712a864b160",
-    },
-    "outcome": {
-        "model": "46ae00e5bd54f666b32b9f9771982eb228b04da16162f12dd079831713cdfd0e",
-        "optimizer": "8476a06f4d8052efe10b9a74eb17a82bda9456b3091970f1db260b7a69509cd4",
-        "validation": "ccfca50d6a7adee50415940ab6201fd724d858ada915f874f1238a2b15745432",
-        "identity": "8b00899d7b649b777961ccedb926f02f41cc5f336f1d4d649ddcf81b35d02cb2",
-    },
-}
+# the commit before the time settings existed: its code trains the same runs in this session,
+# on this machine, as the reference (float results depend on the CPU: a digest recorded on one
+# machine is no test on another)
+BEFORE = "fa88031"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
+    """digests() of each run trained by the code of BEFORE (its checkout made with git archive,
+    this file run there as the module docstring says), on this machine."""
+    root = Path(__file__).resolve().parents[2]
+    known = subprocess.run(
+        ["git", "-C", str(root), "cat-file", "-e", f"{BEFORE}^{{commit}}"], capture_output=True
+    )
+    if known.returncode != 0:
+        pytest.skip(f"commit {BEFORE} is not in this checkout's history (a clone without it)")
+    before = tmp_path_factory.mktemp("before")
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", BEFORE], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
+    shutil.copy(__file__, before / "tests/test_human_time_off.py")  # its tests/ had no rooms
+    env = {**os.environ, "PYTHONPATH": str(before)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.test_human_time_off"],
+        cwd=before, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(done.stdout)
 
 
 def _tensors(value: object) -> list[torch.Tensor]:
@@ -98,14 +107,14 @@ def cache_of(fixture: str, directory: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(RUNS))
 def test_training_without_the_time_settings_is_the_commit_before_bit_for_bit(
-    name: str, tmp_path: Path, request: pytest.FixtureRequest
+    name: str, tmp_path: Path, request: pytest.FixtureRequest, recorded: dict
 ) -> None:
     fixture, flags = RUNS[name]
     train_ok(request.getfixturevalue(fixture), tmp_path, 0, *RESUME_HYPER, *flags)
-    assert digests(tmp_path) == RECORDED[name]
+    assert digests(tmp_path) == recorded[name]
 
 
-if __name__ == "__main__":  # record: run from a checkout of the commit before (see above)
+if __name__ == "__main__":  # in a checkout of the commit before: the ``recorded`` fixture
     out = {}
     for name, (fixture, flags) in RUNS.items():
         scratch = Path(tempfile.mkdtemp())

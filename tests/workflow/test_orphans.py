@@ -207,8 +207,35 @@ def _same_play(work: Path, unbroken: Path, _: Path) -> None:
     assert games(work) and games(work) == games(unbroken)
 
 
+# The rule's job and this process score the same positions with the same batches but not the
+# same torch threads (the job's threads: against the xdist worker's): a float32 matmul's sums
+# then run in another order, which moves a log-probability in its last bits (seen: 4.8e-7 at
+# 28 of 547 positions on one host, none on another). Integers and ranks stay exact.
+SCORE_TOLERANCE = 1e-5
+
+
+def _close(mine: object, theirs: object) -> bool:
+    """JSON values equal, floats within SCORE_TOLERANCE."""
+    if isinstance(mine, float) or isinstance(theirs, float):
+        return abs(float(mine) - float(theirs)) <= SCORE_TOLERANCE  # type: ignore[arg-type]
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        return mine.keys() == theirs.keys() and all(_close(mine[k], theirs[k]) for k in mine)
+    if isinstance(mine, list) and isinstance(theirs, list):
+        return len(mine) == len(theirs) and all(map(_close, mine, theirs))
+    return mine == theirs
+
+
+def _same_array(mine: np.ndarray, theirs: np.ndarray) -> bool:
+    if np.issubdtype(mine.dtype, np.floating):
+        return mine.shape == theirs.shape and np.allclose(
+            mine, theirs, rtol=0, atol=SCORE_TOLERANCE
+        )
+    return np.array_equal(mine, theirs)
+
+
 def _same_score(work: Path, _: Path, tmp_path: Path) -> None:
-    """The unbroken score: chesslm.compare.scores in this process, as rule score calls it."""
+    """The unbroken score: chesslm.compare.scores in this process, as rule score calls it
+    (floats within SCORE_TOLERANCE, why above)."""
     from chesslm.compare import scores
 
     out = tmp_path / "unbroken-scores"
@@ -218,8 +245,8 @@ def _same_score(work: Path, _: Path, tmp_path: Path) -> None:
         scores.score(run, "mini", "mini", cache, out, batch_tokens=8192, games=8)
         mine, theirs = np.load(run / "scores/mini/positions.npz"), np.load(out / "positions.npz")
         assert sorted(mine.files) == sorted(theirs.files)
-        assert all(np.array_equal(mine[k], theirs[k]) for k in mine.files)
-        assert _records(run / "scores/mini/scores.json") == _records(out / "scores.json")
+        assert all(_same_array(mine[k], theirs[k]) for k in mine.files)
+        assert _close(_records(run / "scores/mini/scores.json"), _records(out / "scores.json"))
 
 
 def _same_export(work: Path, unbroken: Path, _: Path) -> None:
