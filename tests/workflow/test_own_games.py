@@ -67,3 +67,30 @@ def test_the_own_games_page_runs_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     assert f"`{export}`" in summary
     assert (root / "results/mine/export/model.safetensors").is_file()
     assert (root / "mine-report.html").stat().st_size > 0
+
+
+def test_what_the_page_has_a_user_write_is_ignored_by_git(tmp_path: Path) -> None:
+    """The page's config files, the games they name and the files its commands write (a
+    ``--report`` page, a ``--csv``, the PGN analysed, results/, logs/) leave ``git status``
+    clean in a repository with the project's .gitignore (issue 59 item 3)."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    written = [Path(".snakemake/log/x.log"), Path("results/mine/results.json"), Path("logs/x")]
+    for name, text in config_files().items():
+        written.append(Path(name))
+        written += [Path(p) for d in yaml.safe_load(text)["datasets"].values() for p in d["pgn"]]
+    for command in (c for c in ALL_COMMANDS if c.where.startswith(PAGE)):
+        words = command.words
+        written += [
+            Path(words[i + 1]) for i, w in enumerate(words[:-1]) if w in ("--report", "--csv")
+        ]
+        written += [Path(w) for w in words if w.endswith((".pgn", ".pgn.zst"))]
+    assert len(written) > 6, written
+    for path in written:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x")
+    status = subprocess.run(
+        ["git", "-C", str(tmp_path), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert status.stdout.splitlines() == ["?? .gitignore"], status.stdout
