@@ -250,10 +250,18 @@ def resolve_likes(runs: dict[str, Any]) -> dict[str, Any]:
             resolved[name] = own
             return own
         base = own[LIKE]
+        if base == name:  # a second config file's run of the same name replaces the first
+            raise ConfigError(
+                f"config: runs.{name}.like names the run itself; a run of the same name in a"
+                f" second config file replaces the first's keys it gives (leave like: out to"
+                f" change {name!r}), or give yours another name to start from it"
+                f" (runs: {{my-{name}: {{like: {name}}}}})"
+            )
         if not isinstance(base, str) or base not in runs:
+            others = [run for run in runs if run != name]
             raise ConfigError(
                 f"config: runs.{name}.like is {base!r}, which is not a run (known:"
-                f" {_known(runs)}); one defined in another config file needs its --configfile"
+                f" {_known(others)}); one defined in another config file needs its --configfile"
             )
         if base in chain:
             cycle = " -> ".join([*chain, name, base][chain.index(base) :])

@@ -63,12 +63,15 @@ def test_a_chain_of_likes_resolves_through_each() -> None:
             "config: runs.b.like makes a cycle (a -> b -> a)",
         ),
         ("runs: {mine: {like: demo, epochs: 99}}", "epochs"),  # the schema checks the result
+        ("runs: {demo: {like: demo}}", "config: runs.demo.like names the run itself;"),
     ],
 )
 def test_a_bad_like_is_one_line_naming_the_key(extra: str, said: str) -> None:
     with pytest.raises(chesslm_config.ConfigError) as refused:
         loaded(extra)
     assert said in str(refused.value) and "\n" not in str(refused.value)
+    if "demoo" in extra:  # the known runs are the others, never the run itself
+        assert "mine" not in str(refused.value).split("known:")[1]
 
 
 @pytest.mark.slow
