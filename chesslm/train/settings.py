@@ -198,7 +198,24 @@ def schema_error(schema: dict[str, Any], value: Any, *, where: Sequence[str] = (
     if first is None:
         return None
     key = ".".join([*where, *(str(p) for p in first.absolute_path)]) or "(top level)"
-    return f"{key}: {first.message}"
+    return f"{key}: {first.message}{_yaml_number_hint(first)}"
+
+
+def _yaml_number_hint(error: Any) -> str:
+    """Why a number reads as a string: YAML 1.1 (PyYAML, snakemake's) takes ``1e-300`` for a
+    string, wanting a dot (``1.0e-300``)."""
+    value = error.instance
+    if error.validator != "type" or not isinstance(value, str):
+        return ""
+    mantissa, e, exponent = value.lower().partition("e")
+    try:
+        int(exponent), float(mantissa)
+    except ValueError:
+        return ""
+    if not e or "." in mantissa:
+        return ""
+    written = f"{float(mantissa):.1f}e{exponent}"
+    return f" (YAML reads {value} as a string, wanting a dot in the number: write {written})"
 
 
 def check(run: dict[str, Any], *, name: str = "run") -> None:

@@ -64,6 +64,11 @@ def test_a_chain_of_likes_resolves_through_each() -> None:
         ),
         ("runs: {mine: {like: demo, epochs: 99}}", "epochs"),  # the schema checks the result
         ("runs: {demo: {like: demo}}", "config: runs.demo.like names the run itself;"),
+        (  # YAML 1.1 reads 1e-300 as a string
+            "runs: {mine: {like: demo-time, think_time_weight: 1e-300}}",
+            "runs.mine.think_time_weight: '1e-300' is not of type 'number' (YAML reads 1e-300 as"
+            " a string, wanting a dot in the number: write 1.0e-300)",
+        ),
     ],
 )
 def test_a_bad_like_is_one_line_naming_the_key(extra: str, said: str) -> None:
