@@ -178,21 +178,6 @@ def copy_atomic(source: Path, destination: Path) -> None:
     write_atomic(destination, lambda fh: shutil.copyfileobj(open(source, "rb"), fh))
 
 
-def link_atomic(source: Path, destination: Path) -> None:
-    """``destination`` becomes ``source``'s file atomically: a hard link (no copy: a 1 GB
-    checkpoint in a millisecond), or a copy where the filesystem has no hard links. Safe
-    because every writer here replaces files by renaming, never rewrites one in place: a later
-    ``source`` is a new file, and ``destination`` keeps the old one."""
-    tmp = tmp_path(Path(destination))
-    try:
-        os.link(source, tmp)
-    except OSError:
-        copy_atomic(source, destination)
-        return
-    os.replace(tmp, destination)
-    fsync_dir(Path(destination).parent)
-
-
 def read_json(path: Path | str) -> dict[str, Any]:
     try:
         value = json.loads(Path(path).read_text())

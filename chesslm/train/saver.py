@@ -3,8 +3,9 @@
 The training thread only copies the payload's tensors to the host (``Snapshot``; on CUDA into
 pinned buffers kept from one save to the next, with non-blocking copies and one event sync; on
 the CPU a plain clone) and hands the copy to ONE writer thread, which runs ``checkpoint.save``
-(the same format and the same atomic writer as a synchronous save) and then links ``best.pt``
-to that ``last.pt`` on improvement (a hard link: no second gigabyte to write). So a kill at
+(the same format and the same atomic writer as a synchronous save) and then copies that
+``last.pt`` to ``best.pt`` on improvement (its own file, checked by its sha256: a link would
+share one damaged byte between the two, with no copy left to restore). So a kill at
 any moment still leaves a verified ``last.pt``: the one before, or the new one.
 
 One save is in flight and at most one is queued behind it, so a check that comes while a
@@ -220,8 +221,12 @@ class Saver:
 
 
 def write(path: Path, payload: dict[str, Any], best: Path | None) -> str:
-    """The writer thread's job: ``path``, then ``best`` from it; returns ``path``'s sha256."""
+    """The writer thread's job: ``path``, then ``best`` as a copy of it (its own file, never a
+    link: one damaged byte must leave an intact copy to restore), verified by its sha256;
+    returns ``path``'s sha256."""
     sha = checkpoint.save(path, payload)
     if best is not None:
-        files.link_atomic(path, best)
+        files.copy_atomic(path, best)
+        if (copied := files.sha256_file(best)) != sha:
+            raise OSError(f"{best}: sha256 {copied} after copying {path} ({sha})")
     return sha

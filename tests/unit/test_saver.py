@@ -289,15 +289,17 @@ def test_a_cuda_snapshot_equals_the_state_and_reuses_its_pinned_buffers(tmp_path
         assert torch.equal(loaded["model"][name], tensor), name
 
 
-def test_best_is_a_link_to_that_last_and_keeps_it_when_last_moves_on(tmp_path: Path) -> None:
-    """best.pt costs no second write, and a later last.pt (a new file by rename) leaves it
-    as it was; the saver reports no save in flight once the writer is done."""
+def test_best_is_a_copy_of_that_last_and_keeps_it_when_last_moves_on(tmp_path: Path) -> None:
+    """best.pt is its own file with last.pt's bytes (one damaged byte leaves the other copy
+    intact: issue 63 item 3), and a later last.pt leaves it as it was; the saver reports no
+    save in flight once the writer is done."""
     saver = Saver()
     first = small_payload()
     saver.submit(tmp_path / "last.pt", first, best=tmp_path / "best.pt")
     saver.wait()
     assert not saver.busy()
-    assert (tmp_path / "best.pt").stat().st_ino == (tmp_path / "last.pt").stat().st_ino
+    assert (tmp_path / "best.pt").stat().st_ino != (tmp_path / "last.pt").stat().st_ino
+    assert (tmp_path / "best.pt").read_bytes() == (tmp_path / "last.pt").read_bytes()
     later = small_payload()
     later["cursor"]["step"] = 9
     saver.submit(tmp_path / "last.pt", later)
