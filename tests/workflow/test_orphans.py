@@ -246,7 +246,10 @@ def _same_score(work: Path, _: Path, tmp_path: Path) -> None:
         mine, theirs = np.load(run / "scores/mini/positions.npz"), np.load(out / "positions.npz")
         assert sorted(mine.files) == sorted(theirs.files)
         assert all(_same_array(mine[k], theirs[k]) for k in mine.files)
-        assert _close(_records(run / "scores/mini/scores.json"), _records(out / "scores.json"))
+        records = [_records(p) for p in (run / "scores/mini/scores.json", out / "scores.json")]
+        for record in records:  # the table's own sha256: equal only with equal floats
+            assert isinstance(record, dict) and record.pop("positions_sha256")
+        assert _close(*records)
 
 
 def _same_export(work: Path, unbroken: Path, _: Path) -> None:
