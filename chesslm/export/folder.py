@@ -76,7 +76,7 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         think_time=net.config.think_time,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    present = dict(zip(OPTIONAL, (bool(head), bool(timed)), strict=True))
+    present = {"outcome": bool(head), "human_time": bool(timed)}  # OPTIONAL's keys
     paths = {key: out_dir / name for key, name in FILES.items() if present.get(key, True)}
     files.write_json_atomic(paths["config"], gpt2.hf_config(net.config))
     layout = conditioning.of_identity(payload["identity"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -201,21 +202,22 @@ def schema_error(schema: dict[str, Any], value: Any, *, where: Sequence[str] = (
     return f"{key}: {first.message}{_yaml_number_hint(first)}"
 
 
+# a number in exponent form as PyYAML (YAML 1.1) reads it only with a dot and a signed exponent
+_EXPONENT = re.compile(r"([+-]?\d+)(\.\d*)?[eE]([+-]?)(\d+)")
+
+
 def _yaml_number_hint(error: Any) -> str:
-    """Why a number reads as a string: YAML 1.1 (PyYAML, snakemake's) takes ``1e-300`` for a
-    string, wanting a dot (``1.0e-300``)."""
+    """Why a number reads as a string: YAML 1.1 (PyYAML, snakemake's) takes ``1e-300`` and
+    ``1.0e300`` for strings; ``1.0e-300`` and ``1.0e+300`` are numbers."""
     value = error.instance
-    if error.validator != "type" or not isinstance(value, str):
+    found = _EXPONENT.fullmatch(value) if isinstance(value, str) else None
+    if error.validator != "type" or found is None:
         return ""
-    mantissa, e, exponent = value.lower().partition("e")
-    try:
-        int(exponent), float(mantissa)
-    except ValueError:
-        return ""
-    if not e or "." in mantissa:
-        return ""
-    written = f"{float(mantissa):.1f}e{exponent}"
-    return f" (YAML reads {value} as a string, wanting a dot in the number: write {written})"
+    whole, fraction, sign, exponent = found.groups()
+    wanting = [a for a, given in (("a dot in the number", fraction), ("a signed exponent", sign))
+               if not given]  # fmt: skip
+    written = f"{whole}{fraction or '.0'}e{sign or '+'}{exponent}"
+    return f" (YAML reads {value} as a string, wanting {' and '.join(wanting)}: write {written})"
 
 
 def check(run: dict[str, Any], *, name: str = "run") -> None:

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from tests.conftest import RESUME_HYPER, make_cache, train_ok
+from tests.helpers import ROOT
 
 # name -> (cache fixture, flags)
 RUNS = {
@@ -40,15 +41,14 @@ BEFORE = "fa88031"
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     """digests() of each run trained by the code of BEFORE (its checkout made with git archive,
     this file run there as the module docstring says), on this machine."""
-    root = Path(__file__).resolve().parents[2]
     known = subprocess.run(
-        ["git", "-C", str(root), "cat-file", "-e", f"{BEFORE}^{{commit}}"], capture_output=True
+        ["git", "-C", str(ROOT), "cat-file", "-e", f"{BEFORE}^{{commit}}"], capture_output=True
     )
     if known.returncode != 0:
         pytest.skip(f"commit {BEFORE} is not in this checkout's history (a clone without it)")
     before = tmp_path_factory.mktemp("before")
     archive = subprocess.run(
-        ["git", "-C", str(root), "archive", BEFORE], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", BEFORE], capture_output=True, check=True
     )
     subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
     shutil.copy(__file__, before / "tests/test_human_time_off.py")  # its tests/ had no rooms
