@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chesslm import layout
+from chesslm import files, layout
 from chesslm.compare.outputs import FIGURES as COMPARE_FIGURES
 from chesslm.compare.settings import Comparison
 from chesslm.data import settings as data_settings
@@ -395,16 +394,20 @@ def _check_legality_request(run: str, settings: RunSettings, dataset: Dataset) -
             " the token cache gives legality tables"
         )
     path = Path(dataset.dir.cache_meta)
-    if not path.exists():
-        return  # the segment checks it when it starts
-    info = json.loads(path.read_text())
-    held = info.get("legality_games", {})
+    try:
+        info = files.read_json(path)
+        held = info.get("legality_games", {})
+        available, validation = held["games"], info["splits"]["validation"]["games"]
+    except (files.UnreadableFileError, KeyError, TypeError, AttributeError):
+        # missing (the segment checks it when it starts) or damaged: every reader of the
+        # cache refuses it with its rebuild command, which must plan, as must other targets
+        return
     if held.get("bound") != bound:
         return  # built for another legality_games: it may be rebuilt before the run
     error = legality_request_error(
         asked,
-        available=held["games"],
-        validation_games=info["splits"]["validation"]["games"],
+        available=available,
+        validation_games=validation,
         key=f"runs.{run}.legality_eval_games",
         cache=path.parent,
     )

@@ -311,6 +311,11 @@ def _read_raw(path: Path, dtype: Any, block: int = 1 << 22) -> Iterable[np.ndarr
             yield np.frombuffer(data, dtype=dtype)
 
 
+def _rebuild(directory: Path) -> str:
+    # the rule's output exists, so snakemake alone would say "Nothing to be done"
+    return seal.rebuild(directory / "cache.json", "token_cache")
+
+
 class TokenCache:
     """A token cache opened for reading (memory-mapped).
 
@@ -323,8 +328,16 @@ class TokenCache:
         meta_path = self.directory / "cache.json"
         try:
             self.meta = json.loads(meta_path.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise ValueError(f"{meta_path}: not a readable token cache ({error})") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            damaged = meta_path.exists()  # missing: not built (yet), no rebuild to force
+            rebuild = f"; rebuild it with: {_rebuild(self.directory)}" if damaged else ""
+            raise ValueError(
+                f"{meta_path}: not a readable token cache ({error}){rebuild}"
+            ) from None
+        if not isinstance(self.meta, dict):
+            raise ValueError(
+                f"{meta_path}: not a JSON object; rebuild it with: {_rebuild(self.directory)}"
+            )
         if self.meta.get("format") != FORMAT:
             raise ValueError(f"{meta_path}: format {self.meta.get('format')!r}, want {FORMAT!r}")
         if verify:
@@ -336,8 +349,7 @@ class TokenCache:
     def verify(self) -> None:
         """Re-hash every array against cache.json; raises ValueError naming a mismatch."""
         # the rule's output exists, so snakemake alone would say "Nothing to be done"
-        command = seal.rebuild(self.directory / "cache.json", "token_cache")
-        rebuild = f"the token cache is damaged; rebuild it with: {command}"
+        rebuild = f"the token cache is damaged; rebuild it with: {_rebuild(self.directory)}"
         for name, digest in self.meta["sha256"].items():
             try:
                 actual = sha256_file(self.directory / name)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chesslm import files
+from chesslm import commands, files
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
 from chesslm.train import runlock
 from chesslm.train.settings import RunSettings
@@ -123,6 +123,42 @@ def kept_copy(status: Path) -> Path:
     'results/demo/segments/.1.json.kept'
     """
     return status.with_name(f".{status.name}.kept")
+
+
+def planned(path: Path) -> dict[str, Any]:
+    """A segment's status as the plan reads it (workflow/rules/common.smk): one that is not
+    readable JSON, or differs from the trainer's copy (``kept_copy``), is refused in one line
+    with the way out, before any job runs (a results job would remove the good results.json
+    first).
+
+    :raises files.UnreadableFileError: naming ``path``, what is wrong and what to remove."""
+    kept = kept_copy(path)
+    try:
+        copy = read_json(kept)
+    except files.UnreadableFileError:
+        copy = None  # a run from before the copies, or the copy damaged too
+    try:
+        record = read_json(path)
+    except files.UnreadableFileError as error:
+        raise files.UnreadableFileError(f"{error}; {_way_out(path, copy)}") from None
+    if copy is not None and record != copy:
+        raise files.UnreadableFileError(
+            f"{path}: differs from the trainer's copy {kept.name} (edited?); {_way_out(path, copy)}"
+        )
+    return record
+
+
+def _way_out(path: Path, copy: dict[str, Any] | None) -> str:
+    # the status itself is the target: with results.json present, a removed status alone
+    # leaves snakemake "Nothing to be done"
+    remove = [path] if copy is not None else [p for p in (path, kept_copy(path)) if p.exists()]
+    steps = f"rm {' '.join(map(str, remove))} && {commands.snakemake(path)}, then the same command"
+    if copy is not None:
+        return (
+            f"its copy {kept_copy(path)} is intact: {steps} again (the segment's job restores"
+            " the status from the copy, training nothing)"
+        )
+    return f"{steps} again (the segment goes on from train/last.pt)"
 
 
 def finish_terminal(

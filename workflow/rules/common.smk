@@ -25,7 +25,9 @@ from chesslm.config import (
 )
 from chesslm.layout import DatasetDir, RunDir, compare_file, ladder_file
 from chesslm.report import staleness
+from chesslm.files import UnreadableFileError
 from chesslm.train import launch
+from chesslm.train import status as segment_status
 
 try:
     # a SystemExit passes snakemake's handlers, which print any Exception (WorkflowError
@@ -164,9 +166,11 @@ def get_segment_statuses(wildcards):
     for n in range(cap):
         path = checkpoints.train_segment.get(run=run, n=n).output.status
         paths.append(path)
-        with open(path) as fh:
-            if json.load(fh).get("terminal"):
+        try:
+            if segment_status.planned(Path(path)).get("terminal"):
                 return paths
+        except UnreadableFileError as error:
+            sys.exit(str(error))  # one line, as the config's refusals
     raise ValueError(
         f"run {run}: no terminal status after runs.{run}.max_segments={cap} segments"
         f" (see {RunDir.of(run).segments}/); raise max_segments to continue"
