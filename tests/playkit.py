@@ -5,6 +5,7 @@ caches and evaluators; their fixtures (net, noisy, play_cache, tiny_ladder) are 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import chess
@@ -15,6 +16,7 @@ import torch
 import zstandard
 
 from chesslm.data import metadata, tokens
+from chesslm.files import sha256_file, write_json_atomic
 from chesslm.ladder import round_robin as ladder
 from chesslm.ladder.players import AnchorSpec
 from chesslm.match import matching, protocols
@@ -63,9 +65,14 @@ def write_metadata(cache_dir, pgn_games: list[chess.pgn.Game], max_plies: int) -
         cols["bot"].append(0)
         nodes = list(game.mainline())[:max_plies]
         cols["clock"].extend(-1.0 if n.clock() is None else n.clock() for n in nodes)
+    digests = {}
     for name, column in metadata.COLUMNS.items():
-        array = np.array(cols[name], dtype=column.dtype)
-        np.save(metadata.column_path(cache_dir / "validation", name), array)
+        path = metadata.column_path(cache_dir / "validation", name)
+        np.save(path, np.array(cols[name], dtype=column.dtype))
+        digests[path.name] = sha256_file(path)
+    info = json.loads((cache_dir / "cache.json").read_text())  # listed as the cache's own
+    info["sha256"] |= digests
+    write_json_atomic(cache_dir / "cache.json", info)
 
 
 # ----------------------------------------------------------------------- scoring vs oracle

@@ -311,6 +311,17 @@ def _read_raw(path: Path, dtype: Any, block: int = 1 << 22) -> Iterable[np.ndarr
             yield np.frombuffer(data, dtype=dtype)
 
 
+# the files this process hashed and found as cache.json lists them, as they were then: a job
+# opens its cache more than once (matching, think time, outcome) and hashes each file once;
+# any write since changes the file's ctime, and a replaced file its inode
+_HASHED: set[tuple[str, str, int, int, int, int]] = set()
+
+
+def _as_hashed(path: Path, digest: str) -> tuple[str, str, int, int, int, int]:
+    st = path.stat()
+    return (str(path.resolve()), digest, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _rebuild(directory: Path) -> str:
     # the rule's output exists, so snakemake alone would say "Nothing to be done"
     return seal.rebuild(directory / "cache.json", "token_cache")
@@ -347,19 +358,23 @@ class TokenCache:
         self.validation = gamearrays.Games(self.directory / "validation", index_mmap=False)
 
     def verify(self) -> None:
-        """Re-hash every array against cache.json; raises ValueError naming a mismatch."""
-        # the rule's output exists, so snakemake alone would say "Nothing to be done"
+        """Re-hash every array against cache.json, each file once per process (``_HASHED``);
+        raises ValueError naming a mismatch."""
         rebuild = f"the token cache is damaged; rebuild it with: {_rebuild(self.directory)}"
         for name, digest in self.meta["sha256"].items():
+            path = self.directory / name
             try:
-                actual = sha256_file(self.directory / name)
+                seen = _as_hashed(path, digest)
+                if seen in _HASHED:
+                    continue
+                actual = sha256_file(path)
             except OSError as error:
-                raise ValueError(f"{self.directory / name}: {error.strerror}; {rebuild}") from None
+                raise ValueError(f"{path}: {error.strerror}; {rebuild}") from None
             if actual != digest:
                 raise ValueError(
-                    f"{self.directory / name}: sha256 {actual} does not match cache.json"
-                    f" ({digest}); {rebuild}"
+                    f"{path}: sha256 {actual} does not match cache.json ({digest}); {rebuild}"
                 )
+            _HASHED.add(seen)
 
     def metadata(self, split: str) -> metadata.Metadata:
         """The per-game metadata columns of ``train`` or ``validation`` (memory-mapped)."""

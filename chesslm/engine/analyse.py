@@ -393,7 +393,8 @@ def analyse_validation(
     """``analyse`` of a token cache's validation split (``validation_games``): rule analyse."""
     lead = len(ratings.prefix(net, -1, -1))
     skipped: list[str] = []
-    games = validation_games(TokenCache(cache_dir), net.config.block_size, lead, skipped)
+    cache = TokenCache(cache_dir, verify=True)
+    games = validation_games(cache, net.config.block_size, lead, skipped)
     return write(games, skipped, out_csv, out_pgn, net=net, batch_tokens=batch_tokens, say=say,
                  source=cache_dir)  # fmt: skip
 

@@ -142,7 +142,7 @@ class Evaluator:
         ``window``: chunks ordered by length together (``chunked``; benchmarks set others)."""
         self.net, self.device, self.attention = net, device, attention
         self.threads = threads
-        self.cache = TokenCache(cache_dir)
+        self.cache = TokenCache(cache_dir, verify=True)
         self.games = self.cache.validation
         self.codes, self.code_offsets = self.cache.legal_moves()
         lengths = np.asarray(self.games.lengths, dtype=np.int64)

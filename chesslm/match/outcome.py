@@ -284,7 +284,7 @@ def calibration(
 
 def train_split(cache_dir: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """The train split's games' token lengths and results; None without a result column."""
-    lengths = np.diff(np.asarray(TokenCache(cache_dir).train.offsets, dtype=np.int64))
+    lengths = np.diff(np.asarray(TokenCache(cache_dir, verify=True).train.offsets, dtype=np.int64))
     try:
         results = np.load(metadata.column_path(Path(cache_dir) / "train", "result"), mmap_mode="r")
     except (OSError, ValueError):

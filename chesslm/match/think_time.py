@@ -274,7 +274,7 @@ def section(
     protocol (``keeps``' masks): overall, by ``band`` (the mover's band of each position, the
     bands in order), by ``speed`` class and by ply bucket. ``boot``: replicates, seed,
     min_games."""
-    cache = TokenCache(cache_dir)
+    cache = TokenCache(cache_dir, verify=True)
     fit = TrainFit(Path(cache_dir) / "train", np.asarray(cache.train.offsets))
     times = positions_taken(pos, meta)
     taken = times["taken"]

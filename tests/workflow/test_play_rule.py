@@ -275,8 +275,11 @@ def test_a_budget_stop_writes_partial_results_and_the_next_run_resumes_its_chunk
 def test_missing_metadata_puts_positions_in_unknown_bins(tmp_path, net, play_cache):
     bare = tmp_path / "cache"
     shutil.copytree(play_cache, bare)
-    for path in bare.glob("validation.meta.*.npy"):
+    info = json.loads((bare / "cache.json").read_text())
+    for path in bare.glob("validation.meta.*.npy"):  # a cache built without them
         path.unlink()
+        del info["sha256"][path.name]
+    (bare / "cache.json").write_text(json.dumps(info))
     run_dir = run_dir_for(tmp_path, net)
     settings = {**SETTINGS, "elo": {**SETTINGS["elo"], "games_per_anchor": 0}}
     out = evaluate.run(run_dir, typed(settings), {"sample": bare}, device="cpu")
