@@ -19,8 +19,21 @@ class IntegrityError(UnreadableFileError):
     """A file does not match the hash recorded for it."""
 
 
+# what the dataset is, not what it was read from: the same games from PGN or Parquet, or
+# from files of other names, are one dataset (the manifest's "inputs" and "skipped" say where
+# they came from and what was dropped on the way)
+CONTENT = ("format", "converter_version", "tokenizer_version", "settings", "shards", "files",
+           "games", "tokens")  # fmt: skip
+
+
 def fingerprint(manifest: dict[str, Any]) -> str:
-    """The dataset's identity: everything in the manifest but the fingerprint itself."""
+    """The dataset's identity: its content (``CONTENT``: the settings and every file's hash)."""
+    return digest_json({k: manifest.get(k) for k in CONTENT})
+
+
+def _earlier_fingerprint(manifest: dict[str, Any]) -> str:
+    """Before 2026-12-07 (CHANGELOG): the whole manifest, inputs' names included; a dataset
+    converted then keeps it, so that its runs resume."""
     return digest_json({k: v for k, v in manifest.items() if k != "fingerprint"})
 
 
@@ -28,7 +41,7 @@ def verify_dataset(dataset_dir: Path) -> dict[str, Any]:
     """Check every file of the dataset against its manifest; returns the receipt."""
     manifest_path = dataset_dir / "manifest.json"
     manifest = read_json(manifest_path)
-    if manifest.get("fingerprint") != fingerprint(manifest):
+    if manifest.get("fingerprint") not in (fingerprint(manifest), _earlier_fingerprint(manifest)):
         raise IntegrityError(f"{manifest_path}: fingerprint does not match its contents")
     files = manifest.get("files", {})
     for name, expected in sorted(files.items()):

@@ -79,6 +79,7 @@ def test_the_sample_as_parquet_gives_the_pgns_shards_byte_for_byte(
     from_pgn = convert.convert([SAMPLE], tmp_path / "pgn", settings, workers=workers)
     from_parquet = convert.convert([sample_parquet], tmp_path / "pq", settings, workers=workers)
     _same_dataset(from_pgn, from_parquet)
+    assert from_pgn["fingerprint"] == from_parquet["fingerprint"]  # one dataset (issue 59)
     assert sum(from_parquet["games"].values()) > 1000
     assert from_parquet["inputs"][0]["sha256"] == convert.sha256_file(sample_parquet)
 

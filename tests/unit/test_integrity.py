@@ -65,6 +65,22 @@ def test_verify_refuses_a_tampered_manifest(verified):
     assert str(manifest) in str(error.value)
 
 
+def test_the_fingerprint_is_the_content_not_the_input_files_name(verified, tmp_path):
+    """The same games from a file of another name are the same dataset; a manifest of the
+    earlier fingerprint (the whole manifest, inputs' names included) still verifies."""
+    ds, _ = verified
+    again = tmp_path / "again.pgn"
+    again.write_text(first_games_pgn(200))
+    other = convert.convert([again], tmp_path / "other", convert.Settings(validation=0.1, test=0.1))
+    first = files.read_json(ds / "manifest.json")
+    assert other["inputs"] != first["inputs"] and other["fingerprint"] == first["fingerprint"]
+    earlier = {k: v for k, v in first.items() if k != "fingerprint"}
+    files.write_json_atomic(
+        ds / "manifest.json", {**earlier, "fingerprint": files.digest_json(earlier)}
+    )
+    assert integrity.verify_dataset(ds)["dataset_fingerprint"] == files.digest_json(earlier)
+
+
 def test_token_cache_refuses_a_shard_changed_after_verify(verified, tmp_path):
     ds, receipt = verified
     shard = ds / "validation/00000.tokens.npy"
