@@ -13,6 +13,7 @@ re-exported here, so a rule file needs this module alone.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import os
@@ -79,6 +80,7 @@ class Config:
     runs: dict[str, RunSettings]
     ladders: dict[str, Ladder]
     comparisons: dict[str, Comparison]
+    warnings: tuple[str, ...] = ()  # one line each, printed when the workflow is parsed
 
     def play_datasets(self, run: str) -> list[str]:
         """The datasets whose validation split run ``run``'s play reads (default: its own)."""
@@ -176,7 +178,9 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
     import yaml
 
     schema = yaml.safe_load(Path(schema_path).read_text())
+    own: dict[str, Any] = {}
     if isinstance(config.get("runs"), dict):
+        own = {run: dict(e) for run, e in config["runs"].items() if isinstance(e, dict)}
         config["runs"] = resolve_likes(config["runs"])
     error = _not_finite(config) or schema_error(schema, config)
     if error:
@@ -199,7 +203,23 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
         name: _comparison(name, raw, runs, datasets)
         for name, raw in config.get("comparisons", {}).items()
     }
-    return Config(datasets=datasets, runs=runs, ladders=ladders, comparisons=comparisons)
+    warnings = tuple(
+        line for run, settings in runs.items() for line in _unused(run, own[run], settings)
+    )
+    return Config(datasets=datasets, runs=runs, ladders=ladders, comparisons=comparisons,
+                  warnings=warnings)  # fmt: skip
+
+
+def _unused(run: str, own: dict[str, Any], settings: RunSettings) -> list[str]:
+    """The keys a run sets itself that its settings make no use of: a key that counts only
+    while another is true (``identity_when``) while that one is false."""
+    lines = []
+    for f in dataclasses.fields(RunSettings):
+        switch = f.metadata.get("when")
+        if switch not in (None, f.name) and f.name in own and not getattr(settings, switch):
+            lines.append(f"config: runs.{run}.{f.name} is set but runs.{run}.{switch} is false:"
+                         f" it is ignored (set {switch}: true to use it)")  # fmt: skip
+    return lines
 
 
 def _not_finite(value: Any, key: str = "") -> str | None:

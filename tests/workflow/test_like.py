@@ -92,3 +92,18 @@ def test_like_reaches_across_config_files_in_real_snakemake(tmp_path) -> None:
     console = done.stdout + done.stderr
     assert done.returncode == 1 and "Traceback" not in console, console[-2000:]
     assert "config: runs.mine.like is 'nothing', which is not a run" in console
+
+
+def test_a_key_its_switch_leaves_unused_is_one_warning_on_the_console(tmp_path) -> None:
+    """``think_time_weight`` with ``think_time: false`` is ignored: said so, once per run, by
+    every invocation (a plan included); a config without such keys says nothing."""
+    said = (
+        "config: runs.mine.think_time_weight is set but runs.mine.think_time is false: it is"
+        " ignored (set think_time: true to use it)"
+    )
+    assert loaded("runs: {mine: {like: demo, think_time_weight: 0.5}}").warnings == (said,)
+    assert loaded("runs: {mine: {like: demo}}").warnings == ()
+    work = workdir(tmp_path)
+    (work / "mine.yaml").write_text("runs:\n  mine: {like: demo, think_time_weight: 0.5}\n")
+    plan = snakemake(work, "results/mine/results.json", "--configfile", "mine.yaml", "-n")
+    assert (plan.stdout + plan.stderr).count(f"WARNING: {said}") == 1, plan.stderr[-2000:]

@@ -36,6 +36,10 @@ try:
 except chesslm_config.ConfigError as error:
     sys.exit(str(error))
 
+# keys set to no effect: said on every invocation, -n too
+for line in SETTINGS.warnings:
+    print(f"WARNING: {line}", file=sys.stderr)
+
 # the commands jobs print (a seal's "rebuild with:") name this invocation's config files
 commands.export_configfiles(workflow.overwrite_configfiles)
 
