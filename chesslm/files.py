@@ -8,7 +8,10 @@ either the old file or the new one, never a torn one. A write that runs out of s
 
 A temporary's name is its writer's own (``.NAME.PID.RANDOM.tmp``): two writers of one file at
 once (two ``--nolock`` snakemakes) never write, rename or remove each other's temporary, and
-``stale_temporaries`` tells a dead writer's leftovers from a live writer's file.
+``stale_temporaries`` tells a dead writer's leftovers from a live writer's file. A command
+that writes calls ``unwind_on_sigterm`` first, so that a SIGTERM (a user's ``kill``, a
+scheduler's, snakemake's own stop) removes its temporaries as Ctrl-C's KeyboardInterrupt does;
+a SIGKILL leaves them to the next run's sweep (``remove_stale_temporaries``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import re
 import resource
 import secrets
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -100,6 +104,18 @@ def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[P
         else:
             path.unlink(missing_ok=True)
     return stale
+
+
+def unwind_on_sigterm() -> None:
+    """SIGTERM raises ``SystemExit`` (status 143, as the signal's own) in the main thread: the
+    process unwinds, each ``open_atomic`` removing its temporary, instead of dying where it
+    stands."""
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    raise SystemExit(128 + signum)
 
 
 def fsync_dir(directory: Path) -> None:

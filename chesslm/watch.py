@@ -30,6 +30,8 @@ import select
 import signal
 import sys
 
+from chesslm import files
+
 ENV = "CHESSLM_WATCH_PID"
 POLL_S = 0.25  # the fallback's interval where pidfds are missing (Linux < 5.3)
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -51,6 +53,7 @@ def guard(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:
     if watched not in ancestors(job):
         _say(f"snakemake (pid {watched}) that started this job is gone: job {job} stops")
         os._exit(1)
+    files.unwind_on_sigterm()  # snakemake's stop or a user's kill: no temporary left behind
     fds = [_pidfd(watched), _pidfd(job)]
     _subreaper()
     if os.fork() == 0:

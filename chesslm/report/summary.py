@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from chesslm import files
 from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
@@ -397,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the run's runs.{run}.max_segments, so the summary says segment N of at most M",
     )
     args = parser.parse_args(argv)
+    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.run_dir.is_dir():
         parser.error(f"not a directory: {str(args.run_dir)!r}")

@@ -11,6 +11,10 @@ import csv
 import gzip
 import io
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,7 @@ import zstandard
 
 from chesslm.engine import analyse
 from chesslm.export.load import model_at
-from tests.helpers import first_games_pgn, model_checkpoint
+from tests.helpers import SAMPLE, first_games_pgn, model_checkpoint
 
 BROKEN = '[Event "broken"]\n[Site "https://lichess.org/broken01"]\n\n1. e4 ( e5 ( ) ) ) e5 *\n'
 
@@ -141,3 +145,40 @@ def test_progress_lines_say_the_counts(ckpt: Path, tmp_path: Path) -> None:
     assert len(lines) == 2 and all(": progress: " in line for line in lines), lines
     assert f"{analyse.BATCH_GAMES} games," in lines[0]
     assert f"{counts['games']} games, {counts['moves']:,} moves analysed" in lines[1]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_killed_analyse_leaves_nothing_behind(ckpt: Path, tmp_path: Path, sig) -> None:
+    """SIGTERM (a scheduler's, a user's ``kill``) and Ctrl-C mid-run: the process unwinds and
+    removes its temporaries; no partial output is left."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "chesslm.engine.analyse", "--checkpoint", str(ckpt),
+           str(SAMPLE), "--csv", str(out / "a.csv"), "--pgn", str(out / "a.pgn")]  # fmt: skip
+    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        while not list(out.glob(".a.csv.*.tmp")) and child.poll() is None:
+            time.sleep(0.05)  # until it writes (the whole sample takes minutes here)
+        assert child.poll() is None, child.stderr.read()
+        child.send_signal(sig)
+        child.wait(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode != 0
+    if sig == signal.SIGTERM:
+        assert child.returncode == 128 + signal.SIGTERM, child.stderr.read()
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_a_sigkilled_analyses_temporaries_are_swept_by_the_next(ckpt: Path, tmp_path: Path) -> None:
+    """A SIGKILL cannot be caught: the next run removes what it left (a dead writer's)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is no live writer's
+    out = tmp_path / "out"
+    out.mkdir()
+    left = out / f".a.csv.{dead.pid}.0badf00d.tmp"
+    left.write_text("torn")
+    source = tmp_path / "g.pgn"
+    source.write_text(first_games_pgn(2))
+    status, _ = run(ckpt, source, out / "a.csv")
+    assert status == 0
+    assert not left.exists() and (out / "a.csv").is_file()
