@@ -1,6 +1,6 @@
 """The UCI engine's move latency: ``chesslm-uci`` (``python -m chesslm.engine.uci``) driven through
 python-chess as a GUI drives it, playing Stockfish at one node per move, against the same
-positions scored in this process with no UCI pipe (``uci.legal_scores``: the engine's own
+positions scored in this process with no UCI pipe (``session.legal_scores``: the engine's own
 forward pass), same weights, same run. Prints one JSON line: milliseconds per move (median and
 90th percentile) for each, and their ratio (what the protocol, the process boundary and the
 engine's bookkeeping add to one forward pass).
@@ -28,7 +28,7 @@ import chess
 import chess.engine
 import torch
 
-from chesslm.engine import uci
+from chesslm.engine import session
 from chesslm.ladder.players import find_engine
 from chesslm.model import weights
 
@@ -84,7 +84,7 @@ def in_process(checkpoint: Path, device: str, games: list[chess.Board]) -> list[
                 if where.type == "cuda":
                     torch.cuda.synchronize()
                 start = time.perf_counter()
-                uci.legal_scores(net, board, where)
+                session.legal_scores(net, board, where)
                 seconds.append(time.perf_counter() - start)
             board.push(move)
     return seconds

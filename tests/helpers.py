@@ -6,7 +6,9 @@ from __future__ import annotations
 import functools
 import io
 import os
+import selectors
 import subprocess
+import sys
 from pathlib import Path
 
 import chess.pgn
@@ -111,6 +113,64 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+class EngineTalk:
+    """``chesslm-uci`` (``python -m chesslm.engine.uci``) as a real process talked to line by
+    line: ``send`` a command, read ``until`` a line comes. ``python_flags`` go before ``-m``
+    (e.g. ``-X importtime``, whose lines then come, in order, among the engine's: its stderr is
+    its stdout). A read waits at most ``HANG_S``: a guard against a hung engine, not a speed.
+    As a context manager it kills the engine at the end if it still runs."""
+
+    HANG_S = 30.0
+
+    def __init__(self, ckpt: Path, env: dict[str, str], python_flags: tuple[str, ...] = ()):
+        command = [sys.executable, *python_flags, "-m", "chesslm.engine.uci", "--checkpoint"]
+        self.proc = subprocess.Popen([*command, str(ckpt)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=env)  # fmt: skip
+        self.pending, self.ready = b"", []  # a line's start; lines read, not yet taken
+
+    def __enter__(self) -> EngineTalk:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.proc.poll() is None:  # a failed test's engine
+            self.proc.kill()
+        self.proc.communicate()
+
+    def send(self, text: str) -> None:
+        self.proc.stdin.write(text.encode())  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def until(self, first_word: str) -> list[str]:
+        """The lines up to and with the next whose first word is ``first_word``."""
+        taken = []
+        while True:
+            while self.ready:
+                taken.append(self.ready.pop(0))
+                if taken[-1].split()[:1] == [first_word]:
+                    return taken
+            if not self._read():
+                raise AssertionError(f"no {first_word!r} line, after: {taken[-20:]}")
+
+    def _read(self) -> bool:
+        """More of the output; False at its end or when none came within ``HANG_S``."""
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            if not selector.select(self.HANG_S):
+                return False
+        chunk = os.read(fd, 1 << 16)
+        *whole, self.pending = (self.pending + chunk).split(b"\n")
+        self.ready.extend(line.decode(errors="replace") for line in whole)
+        return bool(chunk)
+
+    def end(self) -> tuple[int, list[str]]:
+        """The exit status, once the process ends (within ``HANG_S``), and the lines it wrote
+        that were not taken."""
+        rest, _ = self.proc.communicate(timeout=self.HANG_S)
+        return self.proc.returncode, self.ready + (self.pending + rest).decode().splitlines()
 
 
 def model_checkpoint(

@@ -1,8 +1,9 @@
-"""The hand-over: ``uci`` the UCI engine (``chesslm-uci``, lichess-bot and GUIs), ``wdl`` its
-score from an outcome checkpoint's head, ``think`` its clocks from ``go`` and how long
-``HumanTime`` waits, ``lines`` its input read as bytes, line by line, ``analyse`` a PGN scored
-move by move (``chesslm-analyse``; rule analyse), ``pgnfile`` the PGN file it reads, one game's
-text at a time, refusing what is not PGN in one line.
+"""The hand-over: ``uci`` the UCI engine (``chesslm-uci``, lichess-bot and GUIs: the protocol,
+answering ``uci`` before torch is imported), ``options`` what it declares, ``session`` its model
+side (loaded in a thread), ``wdl`` its score from an outcome checkpoint's head, ``think`` its
+clocks from ``go`` and how long ``HumanTime`` waits, ``lines`` its input read as bytes, line by
+line, ``analyse`` a PGN scored move by move (``chesslm-analyse``; rule analyse), ``pgnfile`` the
+PGN file it reads, one game's text at a time, refusing what is not PGN in one line.
 
 Above ``chesslm.export`` (it loads export folders as well as checkpoints), ``match`` and
 ``scorer``; nothing in the package imports it.

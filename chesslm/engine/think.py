@@ -16,8 +16,8 @@ the mover's clock, the engine reads the head's distribution at the position (the
 pass as its move), takes its median or, with ``HumanTimePick`` ``sample``, a draw from it
 (seeded as the moves are), and answers ``bestmove`` when that long has passed since ``go``: it
 waits the rest after its own compute, never beyond its clock less ``Move Overhead``, and a
-``stop`` ends the wait at once. ``go movetime``, ``nodes``, ``depth``, ``infinite`` and a go
-without the mover's clock answer as before, at once.
+``stop`` or ``quit`` ends the wait at once. ``go movetime``, ``nodes``, ``depth``,
+``infinite`` and a go without the mover's clock answer as before, at once.
 
 >>> clocks = Clocks()
 >>> clocks.record(0, wtime=180000, btime=180000)
@@ -34,9 +34,6 @@ import numpy as np
 
 from chesslm.model import human_time
 from chesslm.scorer import times
-
-PICKS = ("median", "sample")
-PICK_VARS = " ".join(f"var {p}" for p in PICKS)  # the UCI combo option's values
 
 
 class Clocks:
@@ -80,7 +77,8 @@ def wait_seconds(predicted: float, *, left_ms: int, overhead_ms: int, spent: flo
 
 
 def chosen_seconds(probabilities: np.ndarray, pick: str, rng: np.random.Generator) -> float:
-    """The think time taken from the head's distribution: its median, or a draw."""
+    """The think time taken from the head's distribution: its median, or a draw (``pick``:
+    one of ``chesslm.engine.options.PICKS``)."""
     if pick == "sample":
         return human_time.sample_seconds(probabilities, rng)
     return float(human_time.median_seconds(probabilities))

@@ -326,7 +326,7 @@ def check_uci(command: Command, workdir: Path) -> None:
         model_checkpoint(path)
     engine = [sys.executable, "-m", "chesslm.engine.uci", *words]
     full_env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    talk = "uci\nposition startpos moves e2e4\ngo movetime 100\nquit\n"
+    talk = "uci\nposition startpos moves e2e4\ngo movetime 100\n"  # answered at its end
     done = subprocess.run(
         engine, cwd=scratch, env=full_env, capture_output=True, text=True, input=talk
     )
@@ -534,14 +534,14 @@ def check_lichess_bot(engine: dict, where: str) -> None:
     command-line flags (``engine_options``: ``--KEY=VALUE``) and UCI options."""
     import tomllib
 
-    from chesslm.engine import uci
+    from chesslm.engine import options
 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert engine["name"] in scripts and engine["protocol"] == "uci", where
     done = run([sys.executable, "-m", "chesslm.engine.uci", "--help"], ROOT)
     for key in engine.get("engine_options") or {}:
         assert f"--{key}" in done.stdout, f"{where}: the engine has no --{key}"
-    declared = {re.match(r"option name (.+?) type ", line).group(1) for line in uci.OPTIONS}
+    declared = {re.match(r"option name (.+?) type ", line).group(1) for line in options.OPTIONS}
     assert set(engine.get("uci_options") or {}) <= declared, where
 
 

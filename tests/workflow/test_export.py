@@ -207,13 +207,13 @@ def card_block(folder: Path) -> str:
 def project_probabilities(net: gpt.GPT, moves: list[str], prefix: list[int]) -> dict:
     import math
 
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.scorer import scoring
 
     board = chess.Board()
     for text in moves:
         board.push_uci(text)
-    codes, logp = uci.legal_scores(net, board, "cpu", prefix)
+    codes, logp = session.legal_scores(net, board, "cpu", prefix)
     return {
         scoring.decode_code(c).uci(): math.exp(v) for c, v in zip(codes, logp.tolist(), strict=True)
     }
@@ -273,7 +273,7 @@ def test_an_export_folder_alone_plays_the_checkpoints_moves(exported: Path, tmp_
                 board.push(move)
     assert best[folder] == best[exported / "results/mini/train/best.pt"]
     (folder / "config.json").unlink()
-    done = subprocess.run([*engine, str(folder)], input="uci\nquit\n", env=env,
+    done = subprocess.run([*engine, str(folder)], input="uci\nisready\n", env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert "not an export folder (no config.json)" in done.stderr

@@ -21,20 +21,21 @@ import torch
 from chesslm.engine import think
 from chesslm.model import checkpoint, gpt, human_time
 from chesslm.scorer import times
-from tests.helpers import small_payload
+from tests.helpers import EngineTalk, small_payload
 
 ONE_TO_TWO = 1  # the bin [1, 2) s: the head below gives it (almost) all the probability
 
 
-def timed_checkpoint(path: Path, *, head: bool = True) -> Path:
-    """A tiny checkpoint with the time inputs (and the think-time head, saying 1-2 s)."""
+def timed_checkpoint(path: Path, *, head: bool = True, says: int = ONE_TO_TWO) -> Path:
+    """A tiny checkpoint with the time inputs (and the think-time head, saying bin ``says``:
+    1-2 s unless told)."""
     torch.manual_seed(0)
     net = gpt.build("tiny", time_inputs=True, think_time=head)
     if head:
         with torch.no_grad():
             net.think_head.weight.zero_()
             net.think_head.bias.fill_(-30.0)
-            net.think_head.bias[ONE_TO_TWO] = 0.0
+            net.think_head.bias[says] = 0.0
     payload = small_payload()
     payload["model"] = net.state_dict()
     payload["identity"] = {"model": {"preset": "tiny", **net.config.to_dict()}}
@@ -98,6 +99,25 @@ def test_a_checkpoint_without_the_head_answers_at_once(tmp_path: Path) -> None:
             uci, chess.Board(), chess.engine.Limit(white_clock=60, black_clock=60)
         )
         assert result.move in chess.Board().legal_moves and seconds < 1.5
+
+
+def test_quit_ends_a_human_time_wait(tmp_path: Path) -> None:
+    """A head saying 100-125 s and a 10-minute clock: the engine waits past the hang guard
+    (30 s) unless the ``quit`` sent during the wait ends it; no ``bestmove`` is wanted after
+    ``quit``, but the wait's own is allowed (the stop ends the wait, then quit the engine)."""
+    ckpt = timed_checkpoint(tmp_path / "t.pt", says=human_time.EDGES.index(100))
+    with EngineTalk(ckpt, {**os.environ, "OMP_NUM_THREADS": "1"}) as uci:
+        uci.send("uci\nsetoption name HumanTime value true\nisready\nposition startpos\n")
+        uci.until("readyok")
+        uci.send("go wtime 600000 btime 600000\n")
+        said = uci.until("info")  # the move's line, then the wait's
+        while "human time" not in said[-1]:
+            said = uci.until("info")
+        chosen = float(said[-1].split("human time ")[1].split(" s")[0])
+        assert chosen >= 100 > EngineTalk.HANG_S, said[-1]
+        uci.send("quit\n")
+        status, rest = uci.end()
+    assert status == 0 and [line for line in rest if not line.startswith("bestmove")] == []
 
 
 def test_the_go_clocks_are_the_readings_the_model_trained_on() -> None:

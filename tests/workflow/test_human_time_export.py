@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from chesslm.data import tokens
-from chesslm.engine import uci
+from chesslm.engine import session
 from chesslm.export import gpt2
 from chesslm.model import checkpoint, gpt, human_time
 from chesslm.scorer import scoring, times
@@ -86,7 +86,7 @@ def project_moves(net: gpt.GPT, moves: list[str], rows: np.ndarray) -> dict[str,
     board = chess.Board()
     for text in moves:
         board.push_uci(text)
-    codes, logp, *_ = uci.position_scores(net, board, "cpu", [], rows)
+    codes, logp, *_ = session.position_scores(net, board, "cpu", [], rows)
     return {scoring.decode_code(c).uci(): math.exp(v) for c, v in zip(codes, logp.tolist(),
                                                                        strict=True)}  # fmt: skip
 

@@ -279,14 +279,14 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
     """With MultiPV 1, a go runs one forward pass: the move's scores and the head's W/D/L are
     read off the same pass (the score equal to a plain forward's); MultiPV 3 adds one pass
     over its lines' children."""
-    from chesslm.engine import uci, wdl
+    from chesslm.engine import session, wdl
     from tests.helpers import model_checkpoint
 
     net = weights.load_model(model_checkpoint(tmp_path / "o.pt", spread=0.3, outcome=True), "cpu")
     passes = []
     hook = net.transformer.wte.register_forward_hook(lambda *_: passes.append(1))
     sent: list[str] = []
-    engine = uci.Engine(net, sent.append)
+    engine = session.Engine(net, sent.append)
     engine.handle("position startpos moves e2e4 c7c5")
     engine.handle("setoption name UCI_ShowWDL value true")
     engine.handle("go nodes 1")

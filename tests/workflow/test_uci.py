@@ -15,7 +15,8 @@ import chess
 import chess.engine
 import pytest
 
-from tests.helpers import ROOT, model_checkpoint
+from chesslm.engine import options, uci
+from tests.helpers import ROOT, EngineTalk, model_checkpoint
 
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
 ENGINE = [sys.executable, "-m", "chesslm.engine.uci"]
@@ -34,6 +35,8 @@ def popen(ckpt: Path) -> chess.engine.SimpleEngine:
 
 
 def raw(ckpt: Path, text: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The engine given ``text`` and the input's end, which ends it once all is answered (a
+    ``quit`` read while the model loads would end it first, unanswered)."""
     command = [*ENGINE, "--checkpoint", str(ckpt)]
     return subprocess.run(
         command, input=text, capture_output=True, text=True, env=ENV, timeout=timeout
@@ -121,7 +124,7 @@ def test_a_fen_it_cannot_encode_gets_a_reason_and_a_legal_move(ckpt: Path) -> No
 @pytest.mark.slow
 def test_the_start_position_as_a_fen_is_read_by_the_model(ckpt: Path) -> None:
     start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
-    done = raw(ckpt, f"position fen {start} moves e2e4\ngo nodes 1\nquit\n")
+    done = raw(ckpt, f"position fen {start} moves e2e4\ngo nodes 1\n")
     assert done.returncode == 0, done.stderr
     assert "info string argmax of 20 legal moves" in done.stdout, done.stdout
 
@@ -145,7 +148,6 @@ def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
             "",
             "   ",
             "isready",
-            "quit",
         ]
     )
     done = raw(ckpt, text + "\n")
@@ -168,7 +170,7 @@ def test_malformed_input_is_answered_and_never_stops_it(ckpt: Path) -> None:
 
 @pytest.mark.slow
 def test_go_ponder_answers_at_ponderhit_and_a_null_move_is_illegal(ckpt: Path) -> None:
-    talk = "position startpos moves e2e4 0000 e7e5\ngo ponder\nisready\nponderhit\nquit\n"
+    talk = "position startpos moves e2e4 0000 e7e5\ngo ponder\nisready\nponderhit\n"
     done = raw(ckpt, talk)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
@@ -194,9 +196,9 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line_and_exit_1(
     path = tmp_path / "best.pt"
     if content is not None:
         path.write_bytes(content)
-    done = raw(path, "uci\nquit\n")
+    done = raw(path, "uci\nisready\n")
     assert done.returncode == 1
-    assert done.stdout == ""
+    assert done.stdout.splitlines() == options.handshake()  # uci answered, no readyok
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0], done.stderr
 
@@ -233,7 +235,7 @@ def test_the_reports_play_command_runs_and_names_the_export(
     assert "written by `snakemake --cores 2 results/demo/export/model.safetensors`" in lines
     command = re.search(r"`(chesslm-uci [^`]*)`", lines).group(1).split()
     done = subprocess.run(
-        [*ENGINE, *command[1:]], input="uci\ngo nodes 1\nquit\n", capture_output=True,
+        [*ENGINE, *command[1:]], input="uci\ngo nodes 1\n", capture_output=True,
         text=True, env=ENV, cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0 and "bestmove " in done.stdout, done.stderr
@@ -249,11 +251,11 @@ def test_the_reports_play_command_runs_and_names_the_export(
 
 def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> None:
     """Some GUIs send e1h1 (Chess960 notation): the model's tokens are e1g1's, as in training."""
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.model import weights
 
     said: list[str] = []
-    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle("position startpos moves e2e4 e7e5 g1f3 b8c6 f1c4 g8f6 e1h1")
     assert engine.board.move_stack[-1] == chess.Move.from_uci("e1g1") and not said
     engine.handle("go nodes 1")
@@ -264,11 +266,11 @@ def test_castling_as_king_takes_rook_is_read_as_the_kings_move(ckpt: Path) -> No
 def test_a_temperature_that_is_not_a_finite_non_negative_number_is_refused(
     ckpt: Path, value: str
 ) -> None:
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.model import weights
 
     said: list[str] = []
-    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle(f"setoption name Temperature value {value}")
     assert engine.temperature == 0 and said[0].startswith("info string option Temperature")
 
@@ -317,11 +319,11 @@ def test_the_rating_options_change_a_conditioned_models_distribution(elo_ckpt: P
 def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_options(
     ckpt: Path,
 ) -> None:
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.model import weights
 
     said: list[str] = []
-    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle("position startpos moves e2e4")
     engine.handle("go nodes 1")
     before = said[-1]
@@ -366,11 +368,11 @@ def test_lichess_bots_default_options_ponder_and_clocks_play_whole_games(ckpt: P
 
 
 def test_every_option_lichess_bot_sends_is_declared_and_said_ignored(ckpt: Path) -> None:
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.model import weights
 
     said: list[str] = []
-    engine = uci.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
     engine.handle("uci")
     declared = {line.split(" type ")[0].removeprefix("option name ") for line in said}
     assert set(LICHESS_BOT_OPTIONS) | {"Ponder", "MultiPV", "UCI_Elo", "UCI_Opponent",
@@ -395,13 +397,13 @@ def test_uci_opponent_sets_a_conditioned_models_opponent_rating(elo_ckpt: Path) 
 
 
 def test_multipv_gives_the_most_probable_legal_moves_best_first(ckpt: Path) -> None:
-    from chesslm.engine import uci
+    from chesslm.engine import session
     from chesslm.model import weights
 
     board = chess.Board()
     for text in ("d2d4", "g8f6"):
         board.push_uci(text)
-    codes, logp = uci.legal_scores(weights.load_model(str(ckpt), "cpu"), board, "cpu")
+    codes, logp = session.legal_scores(weights.load_model(str(ckpt), "cpu"), board, "cpu")
     with popen(ckpt) as engine:
         infos = engine.analyse(board, chess.engine.Limit(nodes=1), multipv=3)
     assert [info["multipv"] for info in infos] == [1, 2, 3]
@@ -442,14 +444,129 @@ def test_a_checkpoint_it_cannot_trust_is_refused_in_one_line(
 
     path = tmp_path / "best.pt"
     checkpoint.save(path, _payload_of(ckpt, change))
-    done = raw(path, "uci\nquit\n")
+    done = raw(path, "uci\nisready\n")
     lines = done.stderr.strip().splitlines()
-    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.returncode == 1 and "readyok" not in done.stdout, done.stderr
     assert len(lines) == 1 and str(path) in lines[0], done.stderr
     reason = {"model is a string": "not a table", "NaN weights": "NaN", "another preset": "missing"}
     assert reason[change] in lines[0] and "Error(s)" not in lines[0], lines[0]
 
 
 def test_a_device_file_is_refused_at_once() -> None:
-    done = raw(Path("/dev/zero"), "uci\nquit\n", timeout=60)
+    done = raw(Path("/dev/zero"), "uci\nisready\n", timeout=60)
     assert done.returncode == 1 and "/dev/zero: not a checkpoint file" in done.stderr
+
+
+# issue 64: uci answered before torch, the model loaded meanwhile, quit at once whatever it does
+TORCH_IMPORTED = re.compile(r"^import time:.*\|\s*torch(\.|$)")  # -X importtime's line
+
+
+def held(hold: Path) -> dict[str, str]:
+    """The engine's environment with its load held until ``hold`` exists."""
+    return {**ENV, uci.HOLD: str(hold)}
+
+
+def test_the_engine_module_imports_neither_torch_nor_numpy() -> None:
+    """What parses the command line and answers uci, imported alone in a fresh interpreter."""
+    code = (
+        "import sys, chesslm.engine.uci\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'numpy', 'safetensors'}),"
+        " 'chesslm.engine.session' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert done.stdout == "[] False\n", done.stdout + done.stderr
+
+
+def test_uci_is_answered_before_torch_is_imported_and_readyok_after_the_load(
+    ckpt: Path, tmp_path: Path
+) -> None:
+    """The load held until a file exists: ``uciok`` comes with no torch module imported yet
+    (``-X importtime``'s lines, in order among the engine's own); ``isready``, ``position``
+    and ``go`` sent meanwhile are answered after torch's import and the load, in order."""
+    hold = tmp_path / "load"
+    with EngineTalk(ckpt, held(hold), ("-X", "importtime")) as engine:
+        engine.send("uci\nisready\nposition startpos moves e2e4\ngo nodes 1\n")
+        before = engine.until("uciok")
+        assert not any(map(TORCH_IMPORTED.match, before)), [*filter(TORCH_IMPORTED.match, before)]
+        assert [line for line in before if not line.startswith("import time:")] == (
+            options.handshake()
+        )
+        hold.touch()
+        loading = engine.until("readyok")
+        assert any(map(TORCH_IMPORTED.match, loading))
+        best = chess.Move.from_uci(engine.until("bestmove")[-1].split()[1])
+        board = chess.Board()
+        board.push_uci("e2e4")
+        assert best in board.legal_moves
+        engine.send("quit\n")
+        assert engine.end()[0] == 0
+
+
+@pytest.mark.parametrize("loading", ["held", "importing torch"])
+def test_quit_during_the_load_ends_it(ckpt: Path, tmp_path: Path, loading: str) -> None:
+    """``quit`` while the model loads (held: it never would; else at once, in torch's import
+    or the load): status 0, the uci answer and no other, the commands before it said
+    unanswered."""
+    env = held(tmp_path / "never") if loading == "held" else ENV
+    with EngineTalk(ckpt, env) as engine:
+        engine.send("uci\n")
+        assert engine.until("uciok") == options.handshake()
+        engine.send("isready\nposition startpos\nquit\n")
+        status, rest = engine.end()
+    assert status == 0, rest
+    if loading == "held":  # else the load may end first: readyok, then quit
+        assert rest == ["info string quit while the model loads: 2 command(s) read before it"
+                        " left unanswered"]  # fmt: skip
+    assert not [line for line in rest if not line.startswith(("info string", "readyok"))], rest
+
+
+def test_quit_during_go_infinite_ends_it(ckpt: Path) -> None:
+    with EngineTalk(ckpt, ENV) as engine:
+        engine.send("uci\nisready\nposition startpos moves d2d4\ngo infinite\n")
+        assert "pv" in engine.until("info")[-1].split()
+        engine.send("quit\n")
+        status, rest = engine.end()
+    assert status == 0 and not any(line.startswith("bestmove") for line in rest), rest
+
+
+def test_python_chess_plays_an_engine_whose_model_loads_after_its_handshake(
+    ckpt: Path, tmp_path: Path
+) -> None:
+    """python-chess's popen_uci, as a match runner starts an engine: its handshake (id,
+    options) done while the load is held, options set, then a move once the model is in."""
+    hold = tmp_path / "load"
+    command = [*ENGINE, "--checkpoint", str(ckpt)]
+    with chess.engine.SimpleEngine.popen_uci(command, env=held(hold), timeout=120) as engine:
+        assert engine.id["name"] == options.handshake()[0].removeprefix("id name ")
+        assert set(LICHESS_BOT_OPTIONS) <= set(engine.options)
+        engine.configure({"Temperature": "0", "Threads": 1})
+        hold.touch()
+        board = chess.Board()
+        assert engine.play(board, chess.engine.Limit(nodes=1)).move in board.legal_moves
+
+
+def test_a_checkpoint_without_a_head_says_so_once(ckpt: Path) -> None:
+    """No outcome head, no think-time head, no conditioning: each option it cannot serve is
+    said ignored once per process, however often it is set or a move would use it."""
+    from chesslm.engine import session
+    from chesslm.model import weights
+
+    said: list[str] = []
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    for _ in range(3):
+        for name, value in (("UCI_ShowWDL", "true"), ("HumanTime", "true"), ("Elo", "1800")):
+            engine.handle(f"setoption name {name} value {value}")
+        engine.handle("position startpos")
+        engine.handle("go wtime 60000 btime 60000")
+    notes = [line for line in said if line.startswith("info string") and "p=" not in line]
+    lacks = [line for line in notes if "no outcome head" in line or "think-time head" in line
+             or "not rating-conditioned" in line]  # fmt: skip
+    assert len(lacks) == len(set(lacks)) == 3, notes
+    assert sum(line.startswith("bestmove") for line in said) == 3
+
+
+def test_the_declared_rating_default_is_the_scorers() -> None:
+    """``options`` declares the ratings' default without importing the scorer (numpy)."""
+    from chesslm.scorer import ratings
+
+    assert options.DEFAULT_ELO == ratings.DEFAULT

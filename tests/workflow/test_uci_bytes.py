@@ -33,7 +33,7 @@ def raw(ckpt: Path, data: bytes) -> subprocess.CompletedProcess[bytes]:
 def test_a_byte_that_is_not_utf8_gets_one_info_line_and_the_engine_goes_on(ckpt: Path) -> None:
     """The issue's input: the bad line is ignored (the position stays the start), ``go``
     still answers, and nothing reaches stderr."""
-    done = raw(ckpt, b"uci\nisready\nposition startpos moves e2e4 \xff\ngo\nquit\n")
+    done = raw(ckpt, b"uci\nisready\nposition startpos moves e2e4 \xff\ngo\n")
     assert done.returncode == 0 and done.stderr == b"", done.stderr.decode(errors="replace")
     out = done.stdout.decode().splitlines()
     said = [line for line in out if "not UTF-8" in line]
@@ -47,7 +47,7 @@ def test_every_byte_value_is_survived(ckpt: Path) -> None:
     position and ``go``: one ``bestmove``, one info line per line that is not UTF-8."""
     lines = [bytes([value]) for value in range(256) if value not in b"\n"]
     lines.append(bytes(range(256)).replace(b"\n", b""))
-    data = b"uci\n" + b"\n".join(lines) + b"\nposition startpos moves d2d4\ngo\nquit\n"
+    data = b"uci\n" + b"\n".join(lines) + b"\nposition startpos moves d2d4\ngo\n"
     done = raw(ckpt, data)
     assert done.returncode == 0 and done.stderr == b"", done.stderr.decode(errors="replace")
     out = done.stdout.decode().splitlines()
