@@ -52,3 +52,21 @@ def snakemake(*targets: Path | str, forcerun: str | None = None) -> str:
     if forcerun:
         words += ["--forcerun", forcerun]
     return shlex.join(words)
+
+
+def swallowed(forcerun: Iterable[str], configfiles: Iterable[Path | str]) -> str | None:
+    """One line when a target was read as a value of ``--forcerun`` or ``--configfile`` (both
+    take every word after them): a rule's name is an identifier, a config file's name ends in
+    .yaml, .yml or .json and lies outside results/; None when neither holds a target."""
+    rules = [w for w in forcerun if not str(w).isidentifier()]
+    configs = [str(p) for p in configfiles
+               if Path(p).suffix not in (".yaml", ".yml", ".json")
+               or Path(p).parts[:1] == ("results",)]  # fmt: skip
+    for option, words in (("--forcerun", rules), ("--configfile", configs)):
+        if words:
+            return (
+                f"snakemake: {', '.join(sorted(words))} read as {option}'s value: that option"
+                " takes every word after it; put the targets first (snakemake --cores 2"
+                f" TARGET... {option} ...) or end its values with --"
+            )
+    return None

@@ -84,6 +84,27 @@ def test_a_target_of_a_run_the_config_lacks_is_one_line_naming_the_known_runs(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("option", ["--forcerun", "--configfile"])
+def test_a_target_after_an_option_of_several_values_is_one_line(tmp_path: Path, option) -> None:
+    """``--forcerun probe TARGET`` and ``--configfile mine.yaml TARGET``: the target is read as
+    the option's value (a rule's name, a config file that loads: {}), so snakemake would plan
+    something else without a word; it is refused in one line naming it and the fix."""
+    work = workdir(tmp_path)
+    target = "results/demo/results.json"
+    (work / target).parent.mkdir(parents=True)
+    (work / target).write_text("{}")  # a config file snakemake loads before the workflow
+    value = {"--forcerun": "probe", "--configfile": "mine.yaml"}[option]
+    done = snakemake(work, "--cores", "2", option, value, target, "-n", check=False)
+    console = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in console, console[-3000:]
+    line = [x for x in console.splitlines() if x.startswith("snakemake: ")][-1]
+    assert line.startswith(f"snakemake: {target} read as {option}'s value"), line
+    assert "put the targets first" in line
+    plan = snakemake(work, target, "--cores", "2", option, value, "-n")  # targets first: plans
+    assert "probe" in plan.stdout, plan.stdout[-3000:]
+
+
+@pytest.mark.slow
 def test_the_same_target_with_its_config_file_plans(tmp_path: Path) -> None:
     plan = snakemake(workdir(tmp_path), TARGET, "--configfile", "mine.yaml", "-n")
     assert re.search(r"^(local)?rule export:", plan.stdout, re.M), plan.stdout[-3000:]

@@ -23,11 +23,30 @@ from chesslm.config import (
     PLAY_OUTPUTS,
     REPORT_ITEMS,
 )
+from chesslm.files import UnreadableFileError
 from chesslm.layout import DatasetDir, RunDir, compare_file, ladder_file
 from chesslm.report import staleness
-from chesslm.files import UnreadableFileError
 from chesslm.train import launch
 from chesslm.train import status as segment_status
+
+
+def command_line():
+    """The arguments of the snakemake command that parses this, as snakemake's parser reads
+    them (it hands the targets to the workflow only after parsing); None when they do not.
+    """
+    from snakemake.cli import get_argument_parser
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return get_argument_parser().parse_args(sys.argv[1:])
+    except (SystemExit, Exception):
+        return None
+
+
+ARGS = command_line()
+# a target swallowed by an option of several values: one line, not a silent other plan
+if ARGS and (error := commands.swallowed(ARGS.forcerun or (), ARGS.configfile or ())):
+    sys.exit(error)
 
 try:
     # a SystemExit passes snakemake's handlers, which print any Exception (WorkflowError
@@ -44,21 +63,9 @@ for line in SETTINGS.warnings:
 commands.export_configfiles(workflow.overwrite_configfiles)
 
 
-def command_line_targets():
-    """The targets of the snakemake command that parses this: snakemake hands them to the
-    workflow (dag_settings) only after parsing. None when its arguments do not parse."""
-    from snakemake.cli import get_argument_parser
-
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            return list(get_argument_parser().parse_args(sys.argv[1:]).targets or [])
-    except (SystemExit, Exception):
-        return []
-
-
 # a target of a run (dataset, comparison) that the config lacks: one line, not a rule's
 # MissingRuleException nor an input function's KeyError
-for target in command_line_targets():
+for target in (ARGS.targets if ARGS else None) or ():
     if error := SETTINGS.target_error(target):
         sys.exit(error)
 
