@@ -48,6 +48,8 @@ SKIP_REASONS = (
     "duplicate_id",
     "train_cap",
 )
+# what a Lichess export never holds: a file that yields them is damaged or not Lichess's
+DAMAGE = ("illegal_move", "unparsable")
 
 
 def convert(
@@ -93,6 +95,13 @@ def convert(
         {k: v for k, v in manifest["skipped"].items() if v},
         {k: round(v, 2) for k, v in (stats or {}).items()},
     )
+    if damage := {k: manifest["skipped"][k] for k in DAMAGE if manifest["skipped"].get(k)}:
+        LOGGER.warning(
+            "%s: skipped %s; Lichess's own exports have none, so a file may be damaged (fetch"
+            " it again, then --forcerun convert)",
+            ", ".join(str(p) for p in inputs),
+            ", ".join(f"{n} games as {k}" for k, n in damage.items()),
+        )
     return manifest
 
 

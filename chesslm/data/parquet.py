@@ -128,7 +128,17 @@ def parse_task(task: Task, settings: Settings) -> Iterator[ChunkResult]:
         batch_size=PIECE_GAMES, row_groups=list(task.row_groups), columns=names, use_threads=False
     )
     done = 0
-    for piece in _pieces(batches, PIECE_GAMES):
+    pieces = _pieces(batches, PIECE_GAMES)
+    while True:
+        try:
+            piece = next(pieces, None)
+        except (pa.ArrowException, OSError) as error:  # a damaged page: zstd, thrift, ...
+            raise ParquetFileError(
+                f"{task.path}: row groups {task.row_groups[0]}..{task.row_groups[-1]} cannot be"
+                f" read ({error}): the file is damaged; fetch it again"
+            ) from None
+        if piece is None:
+            break
         done += 1
         if done > task.pieces:
             break

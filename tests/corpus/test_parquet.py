@@ -5,6 +5,7 @@ the cache; memory stays flat in the number of games; a bad file is one line nami
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -161,6 +162,40 @@ def test_a_file_that_is_not_a_lichess_parquet_file_is_one_line_naming_it(
     assert says in message
     assert not (tmp_path / "ds" / "manifest.json").exists()
     assert not any((tmp_path / "ds" / s).exists() for s in split.SPLITS)
+
+
+def flip_in_movetext(path: Path, row_group: int, at: float) -> None:
+    """One bit flipped ``at`` (a share) into the compressed movetext of ``row_group``."""
+    chunk = (
+        pq.ParquetFile(path)
+        .metadata.row_group(row_group)
+        .column(lichess_parquet.SCHEMA.get_field_index(parquet.MOVETEXT))
+    )
+    offset = chunk.data_page_offset + int(chunk.total_compressed_size * at)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("at", [0.5, 0.6, 0.8])  # 0.7 changes a move silently
+def test_a_damaged_page_is_one_line_naming_the_file_and_its_row_groups_or_a_warning(
+    games, tmp_path, caplog, at
+):
+    """A flipped byte in a row group's compressed moves: the read error names the file and
+    the row groups (was: zstd's words alone); a flip that still decompresses drops games as
+    illegal or unparsable, which the console is told."""
+    path = lichess_parquet.write(games[:1200], tmp_path / "month.parquet", row_group_games=400)
+    flip_in_movetext(path, 1, at)
+    try:
+        with caplog.at_level(logging.WARNING, logger="chesslm.data.convert"):
+            convert.convert([path], tmp_path / "ds", Settings(), workers=2)
+    except parquet.ParquetFileError as error:
+        assert str(error).startswith(f"{path}: row groups "), error
+        assert "cannot be read" in str(error) and "damaged" in str(error) and "\n" not in str(error)
+        return
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(said) == 1 and said[0].startswith(f"{path}: skipped "), said
+    assert "may be damaged" in said[0]
 
 
 _PEAK = """
