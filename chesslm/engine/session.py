@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from chesslm.data import tokens
-from chesslm.engine import options, think, wdl
+from chesslm.engine import options, think, timeman, wdl
 from chesslm.export.load import model_at
 from chesslm.model import gpt
 from chesslm.model.checkpoint import CheckpointError
@@ -125,7 +125,8 @@ class Engine:
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.clocks = think.Clocks()  # what the go commands told of the game's clocks
         self.human_time, self.pick, self.overhead_ms = False, options.PICKS[0], 100
-        self.time_rng = np.random.default_rng(self.seed)
+        self.game = 0  # games begun (ucinewgame) since the Seed was set
+        self.time_rng = np.random.default_rng((self.seed, self.game))
         self.think: np.ndarray | None = None  # the head's distribution, from the go's pass
         self.increment: int | None = None  # the mover's, from the last go (milliseconds)
         self.interrupt = interrupt or threading.Event()
@@ -177,7 +178,8 @@ class Engine:
     def new_game(self, _: list[str]) -> None:
         self.board, self.unencodable = chess.Board(), None
         self.rng.manual_seed(self.seed)
-        self.time_rng = np.random.default_rng(self.seed)
+        self.game += 1  # think times differ game to game; Seed still replays a whole match
+        self.time_rng = np.random.default_rng((self.seed, self.game))
         self.clocks.new_game()
 
     def setoption(self, args: list[str]) -> None:
@@ -270,9 +272,9 @@ class Engine:
         seed = int(value)
         if not 0 <= seed <= options.MAX_SEED:
             raise ValueError(f"0..{options.MAX_SEED} is needed")
-        self.seed = seed
+        self.seed, self.game = seed, 0
         self.rng.manual_seed(seed)
-        self.time_rng = np.random.default_rng(seed)
+        self.time_rng = np.random.default_rng((seed, self.game))
 
     def position(self, args: list[str]) -> None:
         board, complaints = parse_position(args)
@@ -320,16 +322,17 @@ class Engine:
             and left is not None
             and not (flags or {"movetime", "nodes", "depth"} & set(numbers))
         ):
-            self.wait_human(left, time.perf_counter() - started)
+            self.wait_human(left, numbers.get("movestogo"), time.perf_counter() - started)
         line = f"bestmove {move.uci() if move is not None else '(none)'}"
         if flags & {"infinite", "ponder"}:
             self.held = line
         else:
             self.send(line)
 
-    def wait_human(self, left_ms: int, spent: float) -> None:
+    def wait_human(self, left_ms: int, movestogo: int | None, spent: float) -> None:
         """``HumanTime``: wait the think time chosen from the head (``chesslm.engine.think``)
-        less ``spent``, never past the clock less ``Move Overhead``; a stop ends it."""
+        less ``spent``, never past the time manager's bound (``chesslm.engine.timeman``); a
+        stop ends it."""
         if not self.net.config.think_time:
             self.once(NO_THINK_HEAD)
             return
@@ -338,11 +341,14 @@ class Engine:
                       " answering at once")  # fmt: skip
             return
         chosen = think.chosen_seconds(self.think, self.pick, self.time_rng)
-        wait = think.wait_seconds(chosen, left_ms=left_ms, overhead_ms=self.overhead_ms,
-                                  spent=spent)  # fmt: skip
+        bound = timeman.bound_seconds(
+            left_ms, self.increment, overhead_ms=self.overhead_ms,
+            moves_played=len(self.board.move_stack) // 2, movestogo=movestogo, latency_s=spent,
+        )  # fmt: skip
+        wait = think.wait_seconds(chosen, limit_s=bound, spent=spent)
         self.info(f"human time {chosen:.2f} s ({self.pick} of the think-time head), waiting"
-                  f" {wait:.2f} s more after {spent:.2f} s of compute; clock {left_ms} ms,"
-                  f" overhead {self.overhead_ms} ms")  # fmt: skip
+                  f" {wait:.2f} s more after {spent:.2f} s of compute; bound {bound:.2f} s"
+                  f" (clock {left_ms} ms, overhead {self.overhead_ms} ms)")  # fmt: skip
         self.interrupt.wait(wait)
 
     def release(self, _: list[str]) -> None:

@@ -15,8 +15,9 @@ cost nothing), else unknown; the increment is the mover's ``winc``/``binc``.
 the mover's clock, the engine reads the head's distribution at the position (the same scoring
 pass as its move), takes its median or, with ``HumanTimePick`` ``sample``, a draw from it
 (seeded as the moves are), and answers ``bestmove`` when that long has passed since ``go``: it
-waits the rest after its own compute, never beyond its clock less ``Move Overhead``, and a
-``stop`` or ``quit`` ends the wait at once. ``go movetime``, ``nodes``, ``depth``,
+waits the rest after its own compute, never beyond the time manager's bound
+(``chesslm.engine.timeman``: a share of the clock that keeps it alive to the game's end), and
+a ``stop`` or ``quit`` ends the wait at once. ``go movetime``, ``nodes``, ``depth``,
 ``infinite`` and a go without the mover's clock answer as before, at once.
 
 >>> clocks = Clocks()
@@ -24,7 +25,7 @@ waits the rest after its own compute, never beyond its clock less ``Move Overhea
 >>> clocks.record(2, wtime=176000, btime=179000)
 >>> clocks.readings(2).tolist(), clocks.base
 ([176.0, 179.0], 180)
->>> wait_seconds(12.0, left_ms=5000, overhead_ms=100, spent=0.5)
+>>> wait_seconds(12.0, limit_s=4.9, spent=0.5)
 4.4
 """
 
@@ -69,11 +70,11 @@ class Clocks:
         return times.of_game(self.readings(plies), base, inc)
 
 
-def wait_seconds(predicted: float, *, left_ms: int, overhead_ms: int, spent: float) -> float:
+def wait_seconds(predicted: float, *, limit_s: float, spent: float) -> float:
     """Seconds still to wait after ``spent`` seconds of compute, to answer ``predicted``
-    seconds after ``go``, never past the clock less the overhead."""
-    limit = max(0.0, (left_ms - overhead_ms) / 1000)
-    return round(max(0.0, min(predicted, limit) - spent), 6)
+    seconds after ``go``, never past ``limit_s`` (the time manager's bound:
+    ``chesslm.engine.timeman``)."""
+    return round(max(0.0, min(predicted, limit_s) - spent), 6)
 
 
 def chosen_seconds(probabilities: np.ndarray, pick: str, rng: np.random.Generator) -> float:

@@ -51,6 +51,7 @@ def engine(ckpt: Path) -> chess.engine.SimpleEngine:
 
 def timed_play(uci: chess.engine.SimpleEngine, board: chess.Board, limit: chess.engine.Limit):
     """(result, seconds between go and bestmove as the client saw them)."""
+    uci.ping()  # the model loaded (in the background since uci): not part of the move's time
     start = time.perf_counter()
     result = uci.play(board, limit, info=chess.engine.INFO_ALL)
     return result, time.perf_counter() - start
@@ -92,13 +93,31 @@ def test_a_sampled_time_is_drawn_from_the_heads_bin(tmp_path: Path) -> None:
         assert seconds >= chosen - 0.01
 
 
+def test_sampled_times_differ_game_to_game_and_a_seed_replays_the_match(tmp_path: Path) -> None:
+    """``ucinewgame`` moves the think-time stream on (one Seed gave every game the same times);
+    setting the Seed again replays the match's times from its first game."""
+
+    def chosen(uci: chess.engine.SimpleEngine, game: object) -> float:
+        clock = chess.engine.Limit(white_clock=2, black_clock=2)  # a short wait: a small bound
+        result = uci.play(chess.Board(), clock, game=game, info=chess.engine.INFO_ALL)
+        return float(result.info["string"].split("human time ")[1].split(" s")[0])
+
+    with engine(timed_checkpoint(tmp_path / "t.pt")) as uci:
+        uci.configure({"HumanTime": True, "HumanTimePick": "sample", "Seed": 3})
+        first, second = chosen(uci, "a"), chosen(uci, "b")
+        uci.configure({"Seed": 4})
+        uci.configure({"Seed": 3})
+        assert first != second and [chosen(uci, "c"), chosen(uci, "d")] == [first, second]
+
+
 def test_a_checkpoint_without_the_head_answers_at_once(tmp_path: Path) -> None:
     with engine(timed_checkpoint(tmp_path / "t.pt", head=False)) as uci:
         uci.configure({"HumanTime": True})
-        result, seconds = timed_play(
-            uci, chess.Board(), chess.engine.Limit(white_clock=60, black_clock=60)
-        )
-        assert result.move in chess.Board().legal_moves and seconds < 1.5
+        result = uci.play(chess.Board(), chess.engine.Limit(white_clock=60, black_clock=60),
+                          info=chess.engine.INFO_ALL)  # fmt: skip
+        # no wait said (the engine names every wait: "human time X s ..., waiting Y s")
+        assert result.move in chess.Board().legal_moves
+        assert "human time" not in result.info.get("string", "")
 
 
 def test_quit_ends_a_human_time_wait(tmp_path: Path) -> None:
@@ -142,10 +161,8 @@ def test_the_go_clocks_are_the_readings_the_model_trained_on() -> None:
 
 @pytest.mark.parametrize("spent", [0.0, 3.0])
 def test_the_wait_is_the_rest_of_the_chosen_time_within_the_clock(spent: float) -> None:
-    assert think.wait_seconds(2.0, left_ms=60_000, overhead_ms=100, spent=spent) == max(
-        0.0, 2.0 - spent
-    )
-    assert think.wait_seconds(30.0, left_ms=1000, overhead_ms=2000, spent=spent) == 0.0
+    assert think.wait_seconds(2.0, limit_s=10.0, spent=spent) == max(0.0, 2.0 - spent)
+    assert think.wait_seconds(30.0, limit_s=0.0, spent=spent) == 0.0
 
 
 def test_the_analysis_has_each_moves_time_taken_and_predicted(tmp_path: Path) -> None:
