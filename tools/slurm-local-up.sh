@@ -37,6 +37,7 @@ wait_for() {  # wait_for SECONDS DESCRIPTION CMD...
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 record() { wait_for 10 "$1 pid file" test -s "$2"; echo "$1 $(cat "$2")" >> "$PIDS"; }  # record NAME PIDFILE
 
+log "starting in $WORK"
 if [ -f "$PIDS" ] && alive "$(awk '$1=="slurmctld"{print $2}' "$PIDS")"; then
   log "already up (see $PIDS); stop with: bash $WORK/slurm-local-down.sh"; exit 0
 fi
@@ -74,23 +75,27 @@ PKGS="munge slurmctld slurmd slurm-client"
 [ "$ACCT" = 1 ] && PKGS="$PKGS slurmdbd mariadb-server"
 missing=$(for p in $PKGS; do dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then
-  log "apt-get install $(echo $missing)"
+  log "apt-get install $(echo $missing) (log: $WORK/log/apt.log)"
   own_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; own_policy=1; fi
   export DEBIAN_FRONTEND=noninteractive
-  { apt-get update -q && apt-get install -y -q --no-install-recommends $missing; } > "$WORK/log/apt.log" 2>&1 \
+  # another apt (an unattended upgrade, a first boot) may hold the dpkg lock: wait for it, and try
+  # a failed update once more (a mirror mid-sync)
+  APT="apt-get -q -o DPkg::Lock::Timeout=120"
+  { $APT update || { sleep 10; $APT update; }; } > "$WORK/log/apt.log" 2>&1 || { tail -20 "$WORK/log/apt.log"; die "apt-get update failed"; }
+  { $APT install -y --no-install-recommends $missing; } >> "$WORK/log/apt.log" 2>&1 \
     || { [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d; tail -20 "$WORK/log/apt.log"; die "apt-get failed"; }
   [ $own_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
 fi
 
 # 2. munge (reuse a munged that already answers)
-if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+if ! timeout 10 sh -c 'munge -n | unmunge' >/dev/null 2>&1; then
   [ -s /etc/munge/munge.key ] || runuser -u munge -- /usr/sbin/mungekey --create --force
   install -d -o munge -g munge -m 0755 /run/munge
   rm -f /run/munge/munged.pid
   runuser -u munge -- /usr/sbin/munged            # daemonizes
   record munged /run/munge/munged.pid
-  wait_for 10 munged sh -c 'munge -n | unmunge'
+  wait_for 10 munged timeout 5 sh -c 'munge -n | unmunge'
 fi
 log "munge ok"
 
