@@ -23,8 +23,6 @@ import pickle
 from pathlib import Path
 from typing import IO, Any
 
-import torch
-
 from chesslm import files
 from chesslm.files import sha256_file
 
@@ -80,6 +78,8 @@ class _Body(io.RawIOBase):
 
 def save(path: Path, payload: dict[str, Any]) -> str:
     """Write ``payload`` and its digest atomically, in one file; returns the file's sha256."""
+
+    import torch  # here, not at the top: the workflow's plan verifies checkpoints without torch
 
     def write(fh: IO[bytes]) -> None:
         fh.write(b"\0" * HEADER_SIZE)  # the digest is known only after the body
@@ -161,6 +161,8 @@ def load(path: Path | str) -> dict[str, Any]:
 
     :raises CheckpointError: if the file is damaged or unreadable or holds pickled objects or code.
     """
+    import torch
+
     verify(path)
     try:
         with open(path, "rb") as fh:

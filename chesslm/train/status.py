@@ -12,6 +12,7 @@ from typing import Any
 
 from chesslm import commands, files
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
+from chesslm.model import checkpoint
 from chesslm.train import runlock
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TERMINAL, WALL_PARTS, TrainState
@@ -159,6 +160,52 @@ def _way_out(path: Path, copy: dict[str, Any] | None) -> str:
             " the status from the copy, training nothing)"
         )
     return f"{steps} again (the segment goes on from train/last.pt)"
+
+
+_VERIFIED: set[tuple[str, int, int, int]] = set()  # (path, inode, size, mtime): hashed once a plan
+
+
+def planned_checkpoint(best: Path) -> Path:
+    """A finished run's ``best.pt`` as the plan reads it (an input of the rules that load it:
+    play, score, analyse, export), verified once per plan, so that a damaged file is refused in
+    one line before Snakemake removes the good outputs of a job that would read it.
+
+    :raises files.UnreadableFileError: naming the file, what is wrong and the way out."""
+    try:
+        stat = best.stat()
+    except FileNotFoundError:
+        raise files.UnreadableFileError(
+            f"{best}: missing, though {best.parent / 'results.json'} says the run finished;"
+            f" {_best_way_out(best)}"
+        ) from None
+    key = (str(best), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _VERIFIED:
+        try:
+            checkpoint.verify(best)
+        except checkpoint.CheckpointError as error:
+            what = str(error).removesuffix(checkpoint.DAMAGED_ADVICE).rstrip("; ")
+            raise files.UnreadableFileError(f"{what}; {_best_way_out(best)}") from None
+        _VERIFIED.add(key)
+    return best
+
+
+def _best_way_out(best: Path) -> str:
+    """The copy to restore a damaged best.pt from: last.pt when the best step was the last
+    (the two hold the same bytes, as train/results.json's sha256s say), else none is kept."""
+    last = best.with_name("last.pt")
+    try:
+        record = read_json(best.with_name("results.json"))
+        checkpoint.verify(last)
+        same = record.get("best_checkpoint_sha256") == sha256_file(last)
+    except (files.UnreadableFileError, checkpoint.CheckpointError):
+        same = False
+    if same:
+        return f"its copy {last} is intact (the best step was the last): cp -p {last} {best}"
+    run = best.parent.parent
+    return (
+        f"no intact copy is kept (the best step was not the last, or {last} is damaged too):"
+        f" rm -r {run} && {commands.snakemake(run / 'results.json')} trains the run again"
+    )
 
 
 def finish_terminal(

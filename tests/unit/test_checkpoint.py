@@ -10,6 +10,7 @@ import torch
 from chesslm.files import sha256_file
 from chesslm.model import checkpoint, gpt
 from chesslm.train import checkpoint as train_checkpoint
+from chesslm.train import status as segment_status
 from chesslm.train.settings import RunSettings
 from tests import helpers
 from tests.helpers import ROOT
@@ -199,3 +200,57 @@ def test_best_needs_an_improvement_above_the_threshold() -> None:
     assert train_checkpoint.improved(1.0, float("inf"))
     assert not train_checkpoint.improved(0.99995, 1.0)
     assert train_checkpoint.improved(0.9998, 1.0)
+
+
+def flip_a_body_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[(checkpoint.HEADER_SIZE + len(data)) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def finished_run(root: Path, *, best_is_last: bool) -> Path:
+    """A run's train/ folder as a finished run leaves it: best.pt, last.pt, results.json."""
+    train = root / "results" / "r" / "train"
+    train.mkdir(parents=True)
+    checkpoint.save(
+        train / "best.pt", {"model": {"w": torch.zeros(64)}, "cursor": 1, "identity": {}}
+    )
+    if best_is_last:
+        (train / "last.pt").write_bytes((train / "best.pt").read_bytes())
+    else:
+        checkpoint.save(
+            train / "last.pt", {"model": {"w": torch.ones(64)}, "cursor": 2, "identity": {}}
+        )
+    best_sha = sha256_file(train / "best.pt")
+    (train / "results.json").write_text(f'{{"best_checkpoint_sha256": "{best_sha}"}}')
+    return train / "best.pt"
+
+
+@pytest.mark.parametrize("best_is_last", [True, False], ids=["best-is-last", "best-earlier"])
+def test_the_plan_refuses_a_damaged_best_pt_naming_the_copy_to_restore(
+    tmp_path: Path, best_is_last: bool
+) -> None:
+    """status.planned_checkpoint (the plan's check, common.smk): an intact best.pt passes; a
+    damaged one is one line naming it and last.pt when that holds the same bytes, else the
+    command that trains the run again."""
+    best = finished_run(tmp_path, best_is_last=best_is_last)
+    assert segment_status.planned_checkpoint(best) == best
+    good = best.read_bytes()
+    flip_a_body_byte(best)
+    with pytest.raises(ValueError) as refused:
+        segment_status.planned_checkpoint(best)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"{best}: corrupt checkpoint: "), line
+    assert "restore an intact copy" not in line, line  # the general advice, replaced
+    if best_is_last:
+        assert line.endswith(f"cp -p {best.with_name('last.pt')} {best}"), line
+        os.system(line.rsplit(": ", 1)[1])  # the way out, as printed
+        assert best.read_bytes() == good
+        assert segment_status.planned_checkpoint(best) == best
+    else:
+        assert (
+            "no intact copy is kept" in line and f"rm -r {best.parent.parent} && snakemake" in line
+        )
+    best.unlink()
+    with pytest.raises(ValueError, match=r"best\.pt: missing, though \S+results\.json says"):
+        segment_status.planned_checkpoint(best)

@@ -4,7 +4,9 @@ snakemake on copies of the staged run; no good ``results.json`` is lost on the w
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,42 @@ def test_a_truncated_cache_json_plans_its_rebuild_and_the_rebuild_works(
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert meta.read_bytes() == good  # the same cache, built again
     TokenCache(CACHE, verify=True)
+
+
+@pytest.mark.slow
+def test_a_damaged_best_pt_is_refused_at_plan_time_and_play_keeps_its_records(
+    staged_run: StagedRun, tmp_path: Path
+) -> None:
+    """best.pt is an input of play (and score, analyse, export), verified when the plan reads
+    it: ``--forcerun play`` on a damaged one is one line before Snakemake removes play's good
+    records (it did, issue 63 item 4); the way out restores best.pt; a replaced best.pt makes
+    its readers run again."""
+    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    best = wf / "results/mini/train/best.pt"
+    records = {p: p.read_bytes() for p in (wf / "results/mini/play").glob("*.json")}
+    assert records
+    good, stat = best.read_bytes(), best.stat()
+    data = bytearray(good)
+    data[len(data) // 2] ^= 0x01
+    best.write_bytes(bytes(data))
+    summary = "results/mini/report/summary.md"
+    done = snakemake(wf, summary, "--cores", "2", *STAGED_ARGS, "--forcerun", "play", check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = last_line(done.stderr)
+    assert line.startswith("results/mini/train/best.pt: corrupt checkpoint: "), done.stderr
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in records} == records  # nothing removed
+    if " is intact " in line:  # the best step was the last: last.pt holds the same bytes
+        copy = shlex.split(line.rsplit(": ", 1)[1])
+        assert copy[:2] == ["cp", "-p"], line
+        shutil.copy2(wf / copy[2], wf / copy[3])  # as cp -p: its time kept
+        assert best.read_bytes() == good
+    else:
+        assert "no intact copy is kept" in line and "rm -r results/mini && snakemake" in line
+        best.write_bytes(good)
+        os.utime(best, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    plan = snakemake(wf, summary, "--cores", "2", *STAGED_ARGS, "-n")
+    assert "rule play:" not in plan.stdout, plan.stdout  # the old mtime: nothing to redo
+    os.utime(best)  # replaced: newer than play's records
+    plan = snakemake(wf, summary, "--cores", "2", *STAGED_ARGS, "-n")
+    assert "rule play:" in plan.stdout, plan.stdout

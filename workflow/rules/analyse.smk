@@ -1,7 +1,8 @@
 # Analysis of a dataset's validation games move by move by a run's best.pt, as chesslm-analyse
 # does a PGN (chesslm/engine/analyse.py; README.md, "Play it or share it").
 #
-# rule analyse: results/{run}/results.json (a terminal status) + the token cache of {dataset}
+# rule analyse: results/{run}/results.json (a terminal status) + its train/best.pt (verified
+#   at plan time) + the token cache of {dataset}
 #   (its validation split only: a cache holds no test split) ->
 #   results/{run}/analysis/{dataset}.csv (one row per validation move: the played move's
 #   probability and rank, the legal moves, the model's top 3; the game column is the game's id
@@ -11,6 +12,7 @@
 rule analyse:
     input:
         results=RUN.results,
+        checkpoint=get_run_checkpoint,
         cache=DATASET.cache_meta,
     output:
         moves=RUN.analysis("{dataset}"),

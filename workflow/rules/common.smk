@@ -140,6 +140,21 @@ def get_run_receipt(wildcards):
     return run_dataset(wildcards.run).receipt
 
 
+def get_run_checkpoint(wildcards):
+    """Input function of the rules that load a run's best.pt (play, score, analyse, export):
+    the file once results.json is there (the segments write both; before, nothing: the job's
+    own load verifies it), verified at plan time, so that a damaged one is one line before
+    Snakemake removes the good outputs of the job that would read it, and a replaced one makes
+    its readers run again."""
+    run = RunDir.of(wildcards.run)
+    if not os.path.exists(run.results):
+        return []
+    try:
+        return str(segment_status.planned_checkpoint(Path(run.best)))
+    except UnreadableFileError as error:
+        sys.exit(str(error))  # one line, as the config's refusals
+
+
 def get_previous_segment(wildcards):
     """Segment n's input: the status of segment n-1 (none for the first segment)."""
     n = int(wildcards.n)

@@ -1,7 +1,8 @@
 # Comparisons of runs on the same validation positions (chesslm/compare; config/README.md,
 # section "comparisons").
 #
-# rule score: results/{run}/results.json (a terminal status) + the token cache of {dataset}
+# rule score: results/{run}/results.json (a terminal status) + its train/best.pt (verified at
+#   plan time) + the token cache of {dataset}
 #   (its validation split only) -> results/{run}/scores/{dataset}/positions.npz (one row per
 #   validation position: the run's best.pt scored by play's scorer) and scores.json.
 # rule compare: the score tables (positions.npz and scores.json, both inputs) of
@@ -13,6 +14,7 @@
 rule score:
     input:
         results=RUN.results,
+        checkpoint=get_run_checkpoint,
         cache=DATASET.cache_meta,
     output:
         positions=RUN.scores_file("{dataset}", "positions.npz"),

@@ -1,6 +1,7 @@
 # Export stage: a run's best.pt handed over for use without chesslm (chesslm/export).
 #
-# rule export: results/{run}/results.json (the run is complete) + its dataset's manifest and
+# rule export: results/{run}/results.json (the run is complete) + its train/best.pt (verified
+#   at plan time) + its dataset's manifest and
 #   integrity receipt + its play evaluation (when play.enabled) -> results/{run}/export/:
 #   model.safetensors and config.json (Hugging Face GPT-2 layout: transformers'
 #   GPT2LMHeadModel.from_pretrained loads the folder), chess-tokenizer.json (the move tokenizer's
@@ -18,6 +19,7 @@ localrules:
 rule export:
     input:
         results=RUN.results,
+        checkpoint=get_run_checkpoint,
         manifest=lambda wildcards: run_dataset(wildcards.run).manifest,
         receipt=get_run_receipt,
         play=get_run_play_outputs,
@@ -30,7 +32,7 @@ rule export:
     log:
         "logs/{run}/export.log",
     params:
-        # written by the run's segments, which results.json follows
+        # the input when results.json was there at plan time; else written by the segments
         checkpoint=RUN.best,
     script:
         "../scripts/export.py"

@@ -2,7 +2,8 @@
 # (a rating-conditioned model) of a run's best.pt
 # (chesslm/play; config/README.md, section "play").
 #
-# rule play: results/{run}/results.json (a terminal status) + the token caches of the datasets
+# rule play: results/{run}/results.json (a terminal status) + its train/best.pt (verified at
+#   plan time: common.smk get_run_checkpoint) + the token caches of the datasets
 #   evaluated (validation splits only) + the ladder of play.elo.ladder (rule ladder; none
 #   without games) -> results/{run}/play/: the files of
 #   chesslm.play.outputs.OUTPUTS (each part's record, tables and figure; those with a caption
@@ -23,6 +24,7 @@ localrules:
 rule play:
     input:
         results=RUN.results,
+        checkpoint=get_run_checkpoint,
         caches=get_play_cache_files,
         ladder=get_play_ladder,
     output:
