@@ -3,7 +3,12 @@ python-chess as a GUI drives it, playing Stockfish at one node per move, against
 positions scored in this process with no UCI pipe (``session.legal_scores``: the engine's own
 forward pass), same weights, same run. Prints one JSON line: milliseconds per move (median and
 90th percentile) for each, and their ratio (what the protocol, the process boundary and the
-engine's bookkeeping add to one forward pass).
+engine's bookkeeping add to one forward pass). The same positions are also played in this
+process by two of the engine's own sessions (``session.Engine``: ``position`` and ``go`` as
+the protocol hands them over), one with the game's KV cache (``chesslm.engine.kvcache``, the
+engine's default: each go steps the moves since the last one) and one with a full pass at
+every go, alternating position by position so that both see the same load; their ratio is the
+cache's gain (issue 58 item 1).
 
     python benchmarks/uci_latency.py --checkpoint results/demo/train/best.pt --device cpu
     python benchmarks/uci_latency.py --preset baseline --device cuda   # fresh weights
@@ -90,6 +95,37 @@ def in_process(checkpoint: Path, device: str, games: list[chess.Board]) -> list[
     return seconds
 
 
+def sessions(checkpoint: Path, device: str, games: list[chess.Board]) -> dict[str, list[float]]:
+    """Seconds of each model position's ``position`` and ``go`` in two in-process sessions,
+    the cache on (``cached``) and off (``full``), taking turns position by position."""
+    net = weights.load_model(str(checkpoint), device)
+    engines = {
+        "full": session.Engine(net, lambda _: None),
+        "cached": session.Engine(net, lambda _: None),
+    }
+    engines["full"].incremental = False
+    seconds: dict[str, list[float]] = {name: [] for name in engines}
+    cuda = torch.device(device).type == "cuda"
+    for final in games:
+        for engine in engines.values():
+            engine.handle("ucinewgame")
+        moves: list[str] = []
+        for k, move in enumerate(final.move_stack):
+            if k % 2 == 0:  # the model's positions: White's
+                line = "position startpos" + (f" moves {' '.join(moves)}" if moves else "")
+                for name, engine in engines.items():
+                    if cuda:
+                        torch.cuda.synchronize()
+                    start = time.perf_counter()
+                    engine.handle(line)
+                    engine.handle("go nodes 1")
+                    if cuda:
+                        torch.cuda.synchronize()
+                    seconds[name].append(time.perf_counter() - start)
+            moves.append(move.uci())
+    return seconds
+
+
 def summary(seconds: list[float]) -> dict[str, float]:
     ms = sorted(1000 * s for s in seconds[1:])  # the first pays for warm-up
     return {"median_ms": statistics.median(ms), "p90_ms": ms[int(0.9 * (len(ms) - 1))]}
@@ -112,7 +148,9 @@ def main() -> None:
             checkpoint, args.device, args.moves, args.threads, wdl=args.outcome
         )
         direct = in_process(checkpoint, args.device, games)
+        both = sessions(checkpoint, args.device, games)
     uci_ms, direct_ms = summary(through_uci), summary(direct)
+    full_ms, cached_ms = summary(both["full"]), summary(both["cached"])
     record = {
         "device": args.device,
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
@@ -124,6 +162,10 @@ def main() -> None:
         "uci": uci_ms,
         "in_process": direct_ms,
         "ratio_median": uci_ms["median_ms"] / direct_ms["median_ms"],
+        "session_full": full_ms,
+        "session_cached": cached_ms,
+        "cache_speedup_median": full_ms["median_ms"] / cached_ms["median_ms"],
+        "cache_speedup_p90": full_ms["p90_ms"] / cached_ms["p90_ms"],
     }
     print(json.dumps(record))
 

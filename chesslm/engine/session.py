@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from chesslm.data import tokens
-from chesslm.engine import options, think, timeman, wdl
+from chesslm.engine import kvcache, options, think, timeman, wdl
 from chesslm.export.load import model_at
 from chesslm.model import gpt
 from chesslm.model.checkpoint import CheckpointError
@@ -131,6 +131,10 @@ class Engine:
         self.increment: int | None = None  # the mover's, from the last go (milliseconds)
         self.interrupt = interrupt or threading.Event()
         self.said: set[str] = set()  # what this checkpoint lacks, said once (``once``)
+        # the game's keys and values between go commands (``kvcache``); False: a full pass at
+        # every go (position_scores; the benchmark's and the tests' reference)
+        self.incremental = True
+        self.cache = kvcache.GameCache(net)
         self.commands = {
             "uci": self.uci,
             "isready": lambda _: self.send("readyok"),
@@ -177,6 +181,7 @@ class Engine:
 
     def new_game(self, _: list[str]) -> None:
         self.board, self.unencodable = chess.Board(), None
+        self.cache.clear()
         self.rng.manual_seed(self.seed)
         self.game += 1  # think times differ game to game; Seed still replays a whole match
         self.time_rng = np.random.default_rng((self.seed, self.game))
@@ -446,9 +451,14 @@ class Engine:
 
     def model_move(self) -> tuple[chess.Move, str, list[Ranked]]:
         rows = self.time_rows(len(self.board.move_stack))
-        codes, logp, self.position_wdl, self.think = position_scores(
-            self.net, self.board, self.device, self.prefix(), rows
-        )
+        if self.incremental:
+            codes, logp, self.position_wdl, self.think = self.cache.scores(
+                self.board, self.prefix(), rows
+            )
+        else:
+            codes, logp, self.position_wdl, self.think = position_scores(
+                self.net, self.board, self.device, self.prefix(), rows
+            )
         if self.temperature == 0:
             pick = int(torch.argmax(logp))
             how = "argmax"
@@ -459,6 +469,8 @@ class Engine:
             how = f"sampled at temperature {self.temperature:g}"
         p = math.exp(float(logp[pick]))
         why = f"{how} of {len(codes)} legal moves, p={p:.3f}; {self.ratings_read()}"
+        if self.incremental:  # what the go read from the game's cache (kvcache)
+            why += f"; kv cache {self.cache.reused} of {self.cache.length} tokens"
         # a stable sort: equal probabilities keep the legal moves' order
         order = sorted(range(len(codes)), key=lambda i: -float(logp[i]))
         ranked = [(scoring.decode_code(codes[i]), math.exp(float(logp[i]))) for i in order]

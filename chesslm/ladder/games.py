@@ -100,20 +100,12 @@ def cached_best_moves(
     """``best_moves`` of ``boards``, whose sequences are the decoder's ``rows`` (a device
     index), cached before position ``at`` (their next source's), ``last`` the logits there:
     the branches of ``scoring`` (every legal source, every promoting destination) stepped
-    over the cache, so no pass reads the games again. Each board is scored as a one-token
-    game (BOS alone) whose branches, shifted to ``at``, are the new tokens: the same rows,
-    mask and arithmetic as ``best_moves``' pass. ``choose``: its sample and generators."""
+    over the cache, so no pass reads the games again (``scoring.cached_scores``, which the
+    engine's cache shares): the same rows, mask and arithmetic as ``best_moves``' pass.
+    ``choose``: its sample and generators."""
     if not boards:
         return []
-    inputs = [branched.GameInput.from_plies([tokens.BOS], [scoring.legal_codes(b)]) for b in boards]
-    batch = branched.build_batch(inputs, last.device)
-    B, T = batch.shape
-    sees = scoring.dense_mask(batch.prefix, batch.extra)[:, :, 1:]  # (B, 1, T - 1, T)
-    # what the one-token game's BOS stands for: every cached token before ``at``
-    mask = torch.cat([sees[..., :1].expand(-1, -1, -1, at), sees[..., 1:]], -1)
-    new = decoder.branch(rows, batch.idx[:, 1:], batch.pos[:, 1:] + (at - 1), mask)
-    logits = torch.cat([last[rows].unsqueeze(1), new], 1).view(B * T, -1)[batch.dev["rows"]]
-    logp = scoring.score_logits(batch, logits).move_logp.cpu()
+    inputs, batch, logp = scoring.cached_scores(decoder, last, at, rows, boards)
     return _pick(batch, inputs, logp, choose.get("sample", False), choose.get("generators"))
 
 

@@ -35,9 +35,15 @@ class Decoder:
         self.values: list[torch.Tensor | None] = [None] * c.n_layer
 
     @torch.no_grad()
-    def step(self, idx: torch.Tensor, at: int) -> torch.Tensor:
+    def step(
+        self, idx: torch.Tensor, at: int, *, time: torch.Tensor | None = None, final: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """FP32 logits (B, n, vocab) after the tokens ``idx`` (B, n) at positions ``at`` ..
-        ``at + n - 1``, which see the cache before ``at`` and each other causally."""
+        ``at + n - 1``, which see the cache before ``at`` and each other causally. ``time``:
+        a timed model's rows (B, n, 4) of those tokens (None: every time unknown, as in
+        free-running games); ``final``: the final hidden states (B, n, C, after ``ln_f``, in
+        the pass's dtype) too, which the outcome and think-time heads read (the engine's
+        ``chesslm.engine.kvcache``)."""
         n = idx.size(1)
         if at + n > self.net.config.block_size:
             raise ValueError(
@@ -59,7 +65,7 @@ class Decoder:
             values[:, :, at : at + n] = v
             return merge(attn, F.scaled_dot_product_attention(q, keys, values, attn_mask=seen))
 
-        return self._forward(idx, pos, attend)
+        return self._forward(idx, pos, attend, time, final)
 
     @torch.no_grad()
     def branch(
@@ -80,18 +86,28 @@ class Decoder:
         return self._forward(idx, pos, attend)
 
     @kernels.uses_play_kernels
-    def _forward(self, idx: torch.Tensor, pos: torch.Tensor, attend) -> torch.Tensor:  # noqa: ANN001
-        """``GPT.forward``'s arithmetic on new tokens, ``attend`` giving each layer's attention."""
+    def _forward(
+        self,
+        idx: torch.Tensor,
+        pos: torch.Tensor,
+        attend,  # noqa: ANN001
+        time: torch.Tensor | None = None,
+        final: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """``GPT.forward``'s arithmetic on new tokens, ``attend`` giving each layer's attention;
+        ``time`` and ``final``: ``step``'s."""
         t = self.net.transformer
         with gpt.autocast(self.device):
             x = t.wte(idx) + t.wpe(pos)
             if times.timed(self.net):  # free-running games have no clock: every time unknown
-                x = x + self.net.time_input(times.input_rows(self.net, pos))
+                rows = times.input_rows(self.net, pos) if time is None else time
+                x = x + self.net.time_input(rows)
             for layer, block in enumerate(t.h):
                 x = x + attend(layer, block.attn, block.ln_1(x))
                 x = x + block.mlp(block.ln_2(x))
-            logits = self.net.lm_head(t.ln_f(x))
-        return logits.float()
+            h = t.ln_f(x)
+            logits = self.net.lm_head(h)
+        return (logits.float(), h) if final else logits.float()
 
     def keep(self, rows: torch.Tensor) -> None:
         """Only the sequences ``rows`` (indices, in that order) from now on."""

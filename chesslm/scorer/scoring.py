@@ -31,7 +31,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.model import gpt
-from chesslm.scorer import branched, kernels, split, times
+from chesslm.scorer import branched, decode, kernels, split, times
 from chesslm.scorer.branched import Batch, GameInput
 from chesslm.scorer.prepare import board_codes
 
@@ -193,6 +193,34 @@ def score(net: gpt.GPT, batch: Batch, *, attention: str = "dense") -> Scores:
     where ``split`` launches several; batches of whole games (``score_chunks``) are ``split``."""
     logits, wdl, think = heads_at(net, batch, mask_for(batch, attention))
     return dataclasses.replace(score_logits(batch, logits), wdl=wdl, think=think)
+
+
+@torch.no_grad()
+def cached_scores(
+    decoder: decode.Decoder,
+    last: torch.Tensor,
+    at: int,
+    rows: torch.Tensor,
+    boards: Sequence[chess.Board],
+) -> tuple[list[GameInput], Batch, torch.Tensor]:
+    """``score``'s move log-probabilities of ``boards``, whose sequences are the decoder's
+    ``rows`` (a device index), cached before position ``at`` (their next source's), ``last``
+    the logits there (B, vocab): the branches (every legal source, every promoting
+    destination) stepped over the cache, so no pass reads the games again. Each board is
+    scored as a one-token game (BOS alone) whose branches, shifted to ``at``, are the new
+    tokens: the same rows, mask and arithmetic as ``score``'s dense pass. Returns the
+    one-token games (their ``legal(0)``: each board's codes), their batch and the (M,) CPU
+    log-probabilities, board after board (``chesslm.ladder.games.cached_best_moves``, the
+    engine's ``chesslm.engine.kvcache``)."""
+    inputs = [GameInput.from_plies([tokens.BOS], [legal_codes(b)]) for b in boards]
+    batch = branched.build_batch(inputs, last.device)
+    B, T = batch.shape
+    sees = dense_mask(batch.prefix, batch.extra)[:, :, 1:]  # (B, 1, T - 1, T)
+    # what the one-token game's BOS stands for: every cached token before ``at``
+    mask = torch.cat([sees[..., :1].expand(-1, -1, -1, at), sees[..., 1:]], -1)
+    new = decoder.branch(rows, batch.idx[:, 1:], batch.pos[:, 1:] + (at - 1), mask)
+    logits = torch.cat([last[rows].unsqueeze(1), new], 1).view(B * T, -1)[batch.dev["rows"]]
+    return inputs, batch, score_logits(batch, logits).move_logp.cpu()
 
 
 def score_many(net: gpt.GPT, games: Sequence[GameInput], **kw: Any) -> Iterator[tuple]:

@@ -570,3 +570,65 @@ def test_the_declared_rating_default_is_the_scorers() -> None:
     from chesslm.scorer import ratings
 
     assert options.DEFAULT_ELO == ratings.DEFAULT
+
+
+def test_a_game_through_uci_reads_the_cache_and_gives_the_full_passs_probabilities(
+    ckpt: Path,
+) -> None:
+    """Issue 58 item 1 through python-chess, as a GUI or lichess-bot drives the engine: sample
+    game 29 ply by ply, then a takeback, a position FEN the model cannot read, the game again
+    and a new game (``ucinewgame``: python-chess sends it for a new ``game``). At each ply
+    ``play`` says how many tokens the go read from the game's KV cache, and ``analyse`` at
+    ``MultiPV`` 256 gives every legal move's probability, held to a full pass in this process
+    (the protocol prints four decimals: within their rounding; tests/unit/test_kvcache.py
+    holds the session's numbers to 1e-5)."""
+    import io
+
+    import chess.pgn
+
+    from chesslm.engine import session
+    from chesslm.model import weights
+    from chesslm.scorer import scoring
+    from tests.helpers import first_games_pgn
+
+    handle = io.StringIO(first_games_pgn(30))
+    read = [chess.pgn.read_game(handle) for _ in range(30)]
+    first, second = (list(read[k].mainline_moves()) for k in (29, 22))
+    net = weights.load_model(str(ckpt), "cpu")
+    limit = chess.engine.Limit(nodes=1)
+
+    def board_of(moves: list[chess.Move]) -> chess.Board:
+        board = chess.Board()
+        for move in moves:
+            board.push(move)
+        return board
+
+    def check(engine: chess.engine.SimpleEngine, moves: list[chess.Move], game: str) -> str:
+        """The play's word on the cache; every legal move's probability held to a full pass."""
+        board = board_of(moves)
+        said = engine.play(board, limit, game=game, info=chess.engine.INFO_ALL).info["string"]
+        infos = engine.analyse(board, limit, multipv=256, game=game)
+        got = {info["pv"][0]: float(info["string"].removeprefix("p=")) for info in infos}
+        codes, logp = session.legal_scores(net, board, "cpu")
+        pairs = zip(codes, logp.tolist(), strict=True)
+        want = {scoring.decode_code(c): math.exp(lp) for c, lp in pairs}
+        assert got.keys() == want.keys()
+        assert max(abs(got[m] - want[m]) for m in want) <= 5e-5 + 1e-6  # the 4th decimal
+        return said
+
+    def reused(said: str) -> tuple[int, int]:
+        found = re.search(r"kv cache (\d+) of (\d+) tokens", said)
+        assert found, said
+        return int(found[1]), int(found[2])
+
+    with popen(ckpt) as engine:
+        words = [reused(check(engine, first[:k], "a")) for k in range(0, 58, 3)]
+        assert words[0] == (0, 1)  # a new game: nothing to reuse
+        # the last go was the analyse of the position before: nine tokens new
+        assert all(n - r == 9 for r, n in words[1:]), words
+        assert reused(check(engine, first[:30], "a")) == (90, 91)  # a takeback: one token
+        fen = board_of(first[:40]).fen()
+        result = engine.play(chess.Board(fen), limit, game="a", info=chess.engine.INFO_ALL)
+        assert "standard start" in result.info["string"]  # no model: the cache stays
+        assert reused(check(engine, first[:34], "a")) == (91, 103)
+        assert reused(check(engine, second[:10], "b")) == (0, 31)  # ucinewgame: none reused
