@@ -35,13 +35,16 @@ def replayed(moves: list[Any]) -> chess.Board:
     return board
 
 
-def reply(net: torch.nn.Module, moves: list[Any], *, elo: int | None = None) -> dict[str, Any]:
-    """The engine's move after ``moves`` (None when the game is over), what it said of it, and
-    the position, legal moves and PGN after it."""
+def reply(
+    net: torch.nn.Module, moves: list[Any], *, answer_it: bool = True, elo: int | None = None
+) -> dict[str, Any]:
+    """The engine's move after ``moves`` (None when the game is over, or not ``answer_it``: a
+    new game where the person moves first), what it said of it, and the position, legal moves
+    and PGN after it."""
     board = replayed(moves)
     said: list[str] = []
     answer: dict[str, Any] = {"reply": None, "san": None, "p": None, "info": said}
-    if not board.is_game_over(claim_draw=False):
+    if answer_it and not board.is_game_over(claim_draw=False):
         engine = Engine(net, said.append)
         if elo is not None:
             engine.handle(f"setoption name Elo value {int(elo)}")
