@@ -435,6 +435,36 @@ def check_analyse(command: Command, workdir: Path) -> None:
             assert (scratch / words[words.index(flag) + 1]).stat().st_size > 0, command
 
 
+def check_board(command: Command, workdir: Path) -> None:
+    """``chesslm-board CHECKPOINT [--pgn FILE]`` on a tiny checkpoint at the path shown (a
+    scratch tree of its own) and the sample's first games, on a free port: its line names the
+    address, where the page and its API answer."""
+    import json
+    import urllib.request
+
+    from tests.helpers import first_games_pgn, model_checkpoint
+
+    words = list(command.words[1:])
+    scratch = workdir.parent / f"{workdir.name}-board"
+    path = scratch / words[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model_checkpoint(path)
+    if "--pgn" in words:
+        (scratch / words[words.index("--pgn") + 1]).write_text(first_games_pgn(3))
+    argv = [sys.executable, "-m", "chesslm.board", *words, "--port", "0"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with subprocess.Popen(argv, cwd=scratch, env=env, stdout=subprocess.PIPE, text=True) as board:
+        try:
+            line = board.stdout.readline()
+            url = re.search(r"(http://\S+/)", line)
+            assert url, f"{command}: {line!r}"
+            with urllib.request.urlopen(url.group(1) + "api/info", timeout=60) as answer:
+                info = json.loads(answer.read())
+            assert info["checkpoint"] == words[0], info
+        finally:
+            board.terminate()
+
+
 def check(command: Command, workdir: Path) -> None:
     program = command.words[0]
     if program == "snakemake":
@@ -443,6 +473,8 @@ def check(command: Command, workdir: Path) -> None:
         check_uci(command, workdir)
     elif program == "chesslm-analyse":
         check_analyse(command, workdir)
+    elif program == "chesslm-board":
+        check_board(command, workdir)
     elif program == "xboard":  # no xboard here: its engine command runs (check_xboard)
         check_xboard(command, workdir)
     elif program in ("python", "python3"):

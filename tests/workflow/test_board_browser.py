@@ -1,0 +1,118 @@
+"""chesslm-board's page in a real headless Chromium (tests/browser.py): a PGN loaded, a step
+with the arrow key, the table and the arrows of that ply equal to the API's figures (which
+tests/unit/test_board.py holds equal to chesslm-analyse's CSV), a malformed PGN said in one
+line on the page, a move played against the model answered legally, a screenshot that shows a
+board."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import chess
+import pytest
+from PIL import Image
+
+from tests.boardkit import call, running
+from tests.browser import Browser
+from tests.helpers import first_games_pgn, model_checkpoint
+
+LIGHT, DARK = (0xFF, 0xCE, 0x9E), (0xD1, 0x8B, 0x47)  # chess.svg's default squares
+# the page's first game shown; the top moves' table as text
+READY = "document.body !== null && document.body.dataset.ready === '1'"
+TABLE = (
+    "[...document.querySelectorAll('#top tbody tr')].map(r => [...r.cells].map(c => c.textContent))"  # noqa: E501
+)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("board-browser")
+    (tmp / "games.pgn").write_text(first_games_pgn(3))
+    with running(model_checkpoint(tmp / "best.pt", spread=0.3), tmp / "games.pgn") as url:
+        yield url, tmp
+
+
+def key(browser: Browser, name: str, code: int) -> None:
+    for kind in ("keyDown", "keyUp"):
+        browser.send("Input.dispatchKeyEvent", {"type": kind, "key": name, "code": name,
+                                                "windowsVirtualKeyCode": code},
+                     sessionId=browser.session)  # fmt: skip
+
+
+def click_square(browser: Browser, square: str) -> None:
+    x, y = browser.evaluate(
+        f"(() => {{ const r = document.querySelector('#play-board rect.square.{square}')"
+        ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2] })()"
+    )
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                                  "clickCount": 1},
+                     sessionId=browser.session)  # fmt: skip
+
+
+def board_colours(shot: Path) -> tuple[int, int]:
+    """How many pixels of the screenshot are chess.svg's light and dark squares."""
+    image = Image.open(shot).convert("RGB")
+    counts = {colour: n for n, colour in image.getcolors(image.width * image.height)}
+    return counts.get(LIGHT, 0), counts.get(DARK, 0)
+
+
+def test_a_ply_shows_the_apis_figures_and_arrows(browser: Browser, board: tuple) -> None:
+    url, tmp = board
+    status, game = call(url, "/api/analyse", {"file_game": 1})
+    assert status == 200
+    browser.open(url + "/", viewport=(1200, 800))
+    assert browser.wait_for(READY), browser.evaluate("document.getElementById('error').textContent")
+    assert browser.wait_for("document.getElementById('where').textContent.startsWith('position 0')")
+    key(browser, "ArrowRight", 39)
+    assert browser.wait_for("document.getElementById('where').textContent.startsWith('position 1')")
+    ply = game["plies"][1]
+    expected = [[str(k), t["san"], t["p"]] for k, t in enumerate(ply["top"], 1)]
+    assert browser.evaluate(TABLE) == expected  # filled with the step, before the board
+    played = browser.evaluate("document.getElementById('played').textContent")
+    assert f"Played {ply['san']}: p = {ply['p']}, rank {ply['rank']} of" in played
+    # the board drawn for this ply: its top moves' arrows and the played one
+    lines = browser.wait_for(
+        f"(() => {{ const l = document.querySelectorAll('#board svg line.arrow');"
+        f" return l.length === {len(ply['top']) + 1} ? l.length : 0 }})()"
+    )
+    assert lines == len(ply["top"]) + 1
+    shot = browser.screenshot(tmp / "board.png")
+    light, dark = board_colours(shot)
+    assert light > 20_000 and dark > 20_000, (light, dark, shot)  # 32 squares of 60 px each
+
+
+def test_a_malformed_pgn_is_one_line_on_the_page(browser: Browser, board: tuple) -> None:
+    url, _ = board
+    browser.open(url + "/", viewport=(1200, 800))
+    assert browser.wait_for(READY)
+    bad = '[Event "x"]\n\n1. e4 e5 2. Ke3 *\n'
+    browser.evaluate(f"document.getElementById('pgn').value = {json.dumps(bad)};"
+                     " document.getElementById('analyse-pgn').click()")  # fmt: skip
+    error = browser.wait_for("document.getElementById('error').textContent")
+    assert "does not parse" in error and "\n" not in error, error
+
+
+def test_a_move_played_gets_a_legal_reply(browser: Browser, board: tuple) -> None:
+    url, _ = board
+    browser.open(url + "/", viewport=(1200, 800))
+    assert browser.wait_for(READY)
+    browser.evaluate("document.getElementById('tab-play').click()")
+    assert browser.wait_for("document.querySelector('#play-board rect.square.e2') !== null")
+    for _ in range(3):  # the page may still be laying the new view out at the first click
+        click_square(browser, "e2")
+        if browser.wait_for("play.from === 'e2'", timeout=5):
+            break
+    assert browser.evaluate("play.from") == "e2", browser.evaluate("JSON.stringify(play)")
+    click_square(browser, "e4")
+    status = browser.wait_for(
+        "(t => t.startsWith('The model played') ? t : '')"
+        "(document.getElementById('play-status').textContent)"
+    )
+    assert status, browser.evaluate("document.getElementById('error').textContent")
+    moves = browser.evaluate("document.getElementById('play-moves').textContent").split()
+    assert moves[0] == "e2e4" and len(moves) == 2
+    position = chess.Board()
+    position.push_uci("e2e4")
+    assert chess.Move.from_uci(moves[1]) in position.legal_moves
