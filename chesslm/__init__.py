@@ -4,7 +4,8 @@ Sub-packages mirror the workflow's stages: ``chesslm.data`` (convert, verify, to
 ``chesslm.train`` (probe, train_segment, results), ``chesslm.play`` (play: the rule's
 conductor), ``chesslm.ladder`` (ladder: games against anchors and the Elo), ``chesslm.compare``
 (score, compare), ``chesslm.export`` (export), ``chesslm.engine`` (analyse, and the UCI
-engine: the hand-over) and ``chesslm.report`` (summarise); below them ``chesslm.match`` (what
+engine: the hand-over), ``chesslm.board`` (the analysis board and play page in the browser)
+and ``chesslm.report`` (summarise); below them ``chesslm.match`` (what
 move-matching measures), ``chesslm.scorer`` (how the model scores positions),
 ``chesslm.model`` (the network and its presets) and ``chesslm.record`` (the recorders every
 stage writes through). ``config`` is the one front door for settings (the config checked once,

@@ -275,10 +275,11 @@ def head_wdl(net: gpt.GPT, board: chess.Board, extra: chess.Move | None = None) 
         return net(torch.tensor([game]), outcome=True)[1][0, -1].softmax(-1).tolist()
 
 
-def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path: Path) -> None:
-    """With MultiPV 1, a go runs one forward pass: the move's scores and the head's W/D/L are
-    read off the same pass (the score equal to a plain forward's); MultiPV 3 adds one pass
-    over its lines' children."""
+def test_the_engines_score_at_multipv_1_comes_from_its_scoring_passes(tmp_path: Path) -> None:
+    """With MultiPV 1, a go runs the game's KV-cache step and one pass over the legal moves'
+    branches (``chesslm.engine.kvcache``): the head's W/D/L is read off the step's last hidden
+    state, no pass of its own (the score equal to a plain forward's); the same position again
+    with MultiPV 3 steps its last token, its branches and one pass over its lines' children."""
     from chesslm.engine import session, wdl
     from tests.helpers import model_checkpoint
 
@@ -294,7 +295,7 @@ def test_the_engines_score_at_multipv_1_comes_from_its_one_scoring_pass(tmp_path
     engine.handle("setoption name MultiPV value 3")
     engine.handle("go nodes 1")
     hook.remove()
-    assert (one, len(passes) - one) == (1, 2)
+    assert (one, len(passes) - one) == (2, 3)
     w, d, l_ = head_wdl(net, engine.board)
     (line,) = [t for t in sent if t.startswith("info depth") and " multipv 1 " in t][:1]
     assert wdl.score_words([w, d, l_], show_wdl=True) in line, line
