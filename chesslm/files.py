@@ -11,7 +11,9 @@ once (two ``--nolock`` snakemakes) never write, rename or remove each other's te
 ``stale_temporaries`` tells a dead writer's leftovers from a live writer's file. A command
 that writes calls ``unwind_on_sigterm`` first, so that a SIGTERM (a user's ``kill``, a
 scheduler's, snakemake's own stop) removes its temporaries as Ctrl-C's KeyboardInterrupt does;
-a SIGKILL leaves them to the next run's sweep (``remove_stale_temporaries``).
+a SIGKILL leaves them to the next run's sweep (``remove_stale_temporaries``). A long loop calls
+``stop_if_signalled`` once a unit of work: the exception a signal raises is lost when it lands
+in a finalizer (CPython prints "Exception ignored" and carries on), and the loop raises it again.
 """
 
 from __future__ import annotations
@@ -106,16 +108,35 @@ def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[P
     return stale
 
 
+_signalled: list[int] = []  # the SIGTERM or SIGINT received, for stop_if_signalled
+
+
 def unwind_on_sigterm() -> None:
     """SIGTERM raises ``SystemExit`` (status 143, as the signal's own) in the main thread: the
     process unwinds, each ``open_atomic`` removing its temporary, instead of dying where it
-    stands."""
+    stands; SIGINT raises ``KeyboardInterrupt`` as Python's own handler does. Both are kept
+    for ``stop_if_signalled``."""
     signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, _interrupted)
 
 
 def _terminated(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    _signalled.append(signum)
     raise SystemExit(128 + signum)
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    _signalled.append(signum)
+    raise KeyboardInterrupt
+
+
+def stop_if_signalled() -> None:
+    """Raise again what a SIGTERM or SIGINT received raised, if the process is still here (the
+    first raise landed in a finalizer, which swallows it)."""
+    if _signalled:
+        _raise = _terminated if _signalled[0] == signal.SIGTERM else _interrupted
+        _raise(_signalled[0], None)
 
 
 def fsync_dir(directory: Path) -> None:

@@ -191,9 +191,17 @@ class StagedRun:
     """tests/train-workflow.yaml staged once per test session by real snakemake (dataset and
     run ``mini``: the first 300 sample games, two gloo workers, two segments of 3 updates):
     data -> probe -> segment 0 -> segment 1 -> results -> ladder + play -> summary -> the HTML
-    report -> export. Tests that change a tree take a copy (``copy_tree``)."""
+    report -> export. Tests that change a tree take a copy (``copy``)."""
 
     root: Path
+
+    def copy(self, destination: Path) -> Path:
+        """The whole run copied for a test that changes it, while no test uses it in place
+        (``trained_workflow``'s lock, shared): a snakemake running in it meanwhile removes
+        files the copy is listing (its ``.snakemake/incomplete`` markers)."""
+        with open(self.root / "in-place.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            return copy_tree(self.workdir, destination)
 
     @property
     def workdir(self) -> Path:
@@ -300,7 +308,7 @@ def trained_workflow(staged_run: StagedRun) -> Iterator[Path]:
     """The staged run's folder, used in place by one test at a time: a file lock held for the
     test serialises them across pytest-xdist workers too (their group, "staged", keeps them on
     one worker as a rule; the lock makes it a guarantee). Tests elsewhere copy or only read."""
-    with open(staged_run.root / "in-place.lock", "w") as lock:
+    with open(staged_run.root / "in-place.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield staged_run.workdir
 

@@ -453,6 +453,7 @@ def write(
                 counts["moves"] += len(plies)
             counts["skipped"] += say_skipped(skipped, source, say)
             progress.update(counts)
+            files.stop_if_signalled()
     # games skipped after the last chunk (or with no chunk at all) are read by now
     counts["skipped"] += say_skipped(skipped, source, say)
     if fault is not None and counts["games"]:

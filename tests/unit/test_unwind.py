@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 
 JOB = """
@@ -37,3 +39,34 @@ def test_a_guarded_job_sent_sigterm_removes_its_temporary(tmp_path: Path) -> Non
         job.kill()
     assert job.returncode == 128 + signal.SIGTERM, job.stderr.read()
     assert list(tmp_path.iterdir()) == []
+
+
+LOST = """
+import os, signal, sys
+from chesslm import files
+files.unwind_on_sigterm()
+
+class Finalized:
+    def __del__(self):  # the signal's handler runs here, and CPython swallows what it raises
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        sum(range(10_000))
+
+Finalized()
+print("carried on", flush=True)
+files.stop_if_signalled()
+print("not stopped", flush=True)
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_signal_lost_in_a_finalizer_stops_the_next_unit_of_work(name: str) -> None:
+    """CPython swallows an exception raised in ``__del__`` (a signal's, too): a long loop's
+    ``stop_if_signalled`` raises it again, so a Ctrl-C or a kill is never lost."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    job = subprocess.run([sys.executable, "-c", LOST, name], env=env, text=True,
+                         capture_output=True, timeout=60)  # fmt: skip
+    assert job.stdout == "carried on\n", job.stdout + job.stderr
+    assert "Exception ignored" in job.stderr  # the first raise was lost
+    # an uncaught KeyboardInterrupt ends Python by SIGINT itself, as Ctrl-C would
+    expected = 128 + signal.SIGTERM if name == "SIGTERM" else -signal.SIGINT
+    assert job.returncode == expected, job.stderr

@@ -20,7 +20,7 @@ import pytest
 from chesslm.data import gamearrays, tokens
 from chesslm.data.cache import TokenCache
 from tests import forked
-from tests.conftest import StagedRun, copy_tree
+from tests.conftest import StagedRun
 from tests.helpers import ROOT, first_games_pgn, model_checkpoint, snakemake
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
@@ -185,7 +185,7 @@ def test_rule_analyse_scores_every_validation_move_as_play_does(
 ) -> None:
     from chesslm.model import weights
 
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     # best.pt and the token cache are there: no other rule may run
     done = snakemake(wf, ANALYSIS, *STAGED, "--allowed-rules", "analyse")
     assert "(Rule: analyse)" in done.stderr and "1 of 1 steps (100%) done" in done.stderr

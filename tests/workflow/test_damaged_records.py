@@ -13,7 +13,7 @@ import pytest
 
 from chesslm.data.cache import TokenCache
 from chesslm.train import status
-from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
+from tests.conftest import STAGED_ARGS, StagedRun
 from tests.helpers import snakemake
 
 RESULTS = "results/mini/results.json"
@@ -41,7 +41,7 @@ def test_a_damaged_segment_status_is_one_line_and_its_way_out_restores_it(
     """The plan refuses the status in one line before any job runs (the results job would
     remove the good results.json first); the command it gives brings the run back, the
     status restored from the trainer's copy, nothing trained."""
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     path = wf / "results/mini/segments/1.json"
     good, results = path.read_bytes(), (wf / RESULTS).read_bytes()
     last_pt = (wf / "results/mini/train/last.pt").read_bytes()
@@ -88,7 +88,7 @@ def test_a_truncated_cache_json_plans_its_rebuild_and_the_rebuild_works(
 ) -> None:
     """The run's plan reads the cache's cache.json (its legality games): truncated, the plan
     still plans, the cache's readers name the rebuild command, and that command rebuilds it."""
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     meta = wf / CACHE / "cache.json"
     good = meta.read_bytes()
     truncate(meta)
@@ -114,7 +114,7 @@ def test_a_damaged_best_pt_is_refused_at_plan_time_and_play_keeps_its_records(
     it: ``--forcerun play`` on a damaged one is one line before Snakemake removes play's good
     records (it did, issue 63 item 4); the way out restores best.pt; a replaced best.pt makes
     its readers run again."""
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     best = wf / "results/mini/train/best.pt"
     records = {p: p.read_bytes() for p in (wf / "results/mini/play").glob("*.json")}
     assert records

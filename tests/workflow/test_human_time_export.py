@@ -141,10 +141,10 @@ def test_rule_export_on_a_run_with_the_time_heads_writes_and_seals_every_file(
     time inputs and the think-time head (issue 64 item 1: the script once took the time file
     for a rule output and failed, leaving it alone in the folder)."""
     from chesslm import seal
-    from tests.conftest import STAGED_ARGS, copy_tree
+    from tests.conftest import STAGED_ARGS
     from tests.helpers import snakemake
 
-    work = copy_tree(staged_run.workdir, tmp_path / "work")
+    work = staged_run.copy(tmp_path / "work")
     best = work / "results/mini/train/best.pt"
     payload = checkpoint.load(best)
     model = payload["identity"]["model"]

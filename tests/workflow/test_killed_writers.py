@@ -52,7 +52,7 @@ def test_a_writer_killed_mid_write_leaves_nothing_after_recovery(
     staged_run: StagedRun, tmp_path: Path, rule: str
 ) -> None:
     target, name, forced = KILLS[rule]
-    work = copy_tree(staged_run.workdir, tmp_path / "work")
+    work = staged_run.copy(tmp_path / "work")
     (work / "solo.yaml").write_text(SOLO)
     args = [target, *STAGED_ARGS, "solo.yaml", "--cores", "2"]
     force = ["--forcerun", forced] if forced else []

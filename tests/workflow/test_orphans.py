@@ -27,7 +27,7 @@ import pytest
 
 from chesslm import watch
 from tests import forked
-from tests.conftest import StagedRun, copy_tree
+from tests.conftest import StagedRun
 from tests.helpers import ROOT, alive, descendants, snakemake
 from tests.workflow.test_recovery import command_line, working_in
 
@@ -143,7 +143,7 @@ def test_snakemake_killed_alone_mid_job_leaves_nothing_running_and_recovers_at_o
     staged_run: StagedRun, tmp_path: Path, name: str
 ) -> None:
     stage = STAGES[name]
-    work = copy_tree(staged_run.workdir, tmp_path / "work")
+    work = staged_run.copy(tmp_path / "work")
     if stage.started != "stockfish":
         (work / stage.started).unlink(missing_ok=True)
     (target,) = [str(p.relative_to(work)) for p in work.glob(stage.target)] or [stage.target]

@@ -85,7 +85,7 @@ def holder_of(lock: Path, first: subprocess.Popen, console: Path) -> int:
 @pytest.fixture(scope="module")
 def scored(staged_run: StagedRun, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The staged run with an unbroken score (not part of the staged run), kept aside."""
-    unbroken = copy_tree(staged_run.workdir, tmp_path_factory.mktemp("scored") / "work")
+    unbroken = staged_run.copy(tmp_path_factory.mktemp("scored") / "work")
     snakemake(unbroken, str(RULES["score"][0]), *STAGED_ARGS, "--cores", "2")
     return unbroken
 

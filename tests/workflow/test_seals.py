@@ -23,7 +23,7 @@ from chesslm.model.checkpoint import CheckpointError
 from chesslm.play import records
 from chesslm.play.outputs import FILES
 from chesslm.report.play_section import markdown_section
-from tests.conftest import STAGED_ARGS, StagedRun, copy_tree
+from tests.conftest import STAGED_ARGS, StagedRun
 from tests.helpers import first_games_pgn, model_checkpoint, snakemake
 from tests.workflow.test_summary import elo_record, legality_record, match_record, match_row
 
@@ -238,7 +238,7 @@ def test_rule_summarise_refuses_an_edited_play_record_in_one_line(
     """Real snakemake on a copy of the staged run: move-match.json with its top-1 edited (it
     was published outside its own interval) stops rule summarise with one line naming the file
     and the command that rebuilds it, which plans rule play."""
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     target = "results/mini/play/move-match.json"
     record = json.loads((wf / target).read_text())
     row = record["datasets"]["mini"]["table"][0]
