@@ -27,6 +27,10 @@ NO_THINK_HEAD = (
     "HumanTime needs a checkpoint with the think-time head (think_time: true): this one answers"
     " at once"
 )
+NO_OUTCOME_HEAD = (
+    "no score and no win/draw/loss: this checkpoint has no outcome head (a run with outcome:"
+    " true trains it); UCI_ShowWDL is accepted and ignored"
+)
 Ranked = tuple[chess.Move, float]  # a legal move and the model's probability of it
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
 GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
@@ -228,8 +232,7 @@ class Engine:
     def set_show_wdl(self, value: str) -> None:
         self.show_wdl = value.lower() == "true"
         if not self.evaluates:
-            self.once("option UCI_ShowWDL accepted and ignored: no win/draw/loss estimate:"
-                      " this checkpoint has no outcome head")  # fmt: skip
+            self.once(NO_OUTCOME_HEAD)
 
     def set_human_time(self, value: str) -> None:
         self.human_time = value.lower() == "true"
@@ -391,7 +394,10 @@ class Engine:
         legal moves, best first), from the outcome head; None without it, or when a line's
         position does not fit the context. ``MultiPV`` 1: the position's own evaluation;
         k > 1: each line's move played, the head read from the opponent's side, flipped."""
-        if not self.evaluates or not ranked:
+        if not ranked:
+            return None
+        if not self.evaluates:  # a client that reads scores warns at every move: said once
+            self.once(NO_OUTCOME_HEAD)
             return None
         game = [*self.prefix(), tokens.BOS]
         for move in self.board.move_stack:

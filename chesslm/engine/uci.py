@@ -42,7 +42,8 @@ a move the model chose carries ``score cp N`` from the head's expected score W +
 win-percentage curve read backwards, ``chesslm.engine.wdl``) and, with ``UCI_ShowWDL`` on,
 ``wdl W D L`` in permille; with ``MultiPV`` 1 that is the position's own evaluation, with
 several lines each line's is the position after its move, from the engine's side. A checkpoint
-without the head prints no score, and ``UCI_ShowWDL`` is accepted and ignored, said once.
+without the head prints no score and says so once, at its first move or at ``UCI_ShowWDL``
+(accepted and ignored), whichever comes first.
 
 Ratings, as Maia-3's engine has them: ``SelfElo`` (the engine's own rating), ``OppoElo`` (its
 opponent's) and ``Elo`` (sets both at once), spins of 0-4000, default 1500. Each ``setoption``

@@ -565,6 +565,31 @@ def test_a_checkpoint_without_a_head_says_so_once(ckpt: Path) -> None:
     assert sum(line.startswith("bestmove") for line in said) == 3
 
 
+def test_a_checkpoint_without_the_outcome_head_says_at_its_first_move_it_has_no_score(
+    tmp_path: Path, ckpt: Path
+) -> None:
+    """Issue 64 item 6: a client that reads scores (fastchess warns at every move without one)
+    is told why once, at the first move the model chose, though no option asked; a checkpoint
+    with the head scores every move and never says it."""
+    from chesslm.engine import session
+    from chesslm.model import weights
+
+    def notes(path: Path) -> tuple[list[str], list[str]]:
+        said: list[str] = []
+        engine = session.Engine(weights.load_model(str(path), "cpu"), said.append)
+        for moves in ("", " moves e2e4", " moves e2e4 e7e5"):
+            engine.handle(f"position startpos{moves}")
+            engine.handle("go wtime 60000 btime 60000" if moves else "go nodes 1")
+        return said, [line for line in said if "no outcome head" in line]
+
+    said, lacks = notes(ckpt)
+    assert lacks == [f"info string {session.NO_OUTCOME_HEAD}"], said
+    assert said.index(lacks[0]) < said.index(next(s for s in said if " pv " in s))
+    assert not any(" score " in line for line in said if line.startswith("info depth"))
+    said, lacks = notes(model_checkpoint(tmp_path / "o.pt", outcome=True))
+    assert lacks == [] and sum(" score cp " in line for line in said) == 3, said
+
+
 def test_the_declared_rating_default_is_the_scorers() -> None:
     """``options`` declares the ratings' default without importing the scorer (numpy)."""
     from chesslm.scorer import ratings
