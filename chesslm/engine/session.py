@@ -315,6 +315,8 @@ class Engine:
             scores = None
             self.info(f"no score: the outcome head failed ({type(error).__name__}: {error})")
         lines = self.pv_lines(move, ranked, ms, scores)
+        if ranked and not self.evaluates:  # a client that reads scores warns at each move
+            self.once(NO_OUTCOME_HEAD)  # before the lines: python-chess keeps a move's last string
         # a client files an info line without multipv under the first line: with several,
         # the reason goes first so that each line keeps its own probability
         if len(lines) > 1:
@@ -394,10 +396,7 @@ class Engine:
         legal moves, best first), from the outcome head; None without it, or when a line's
         position does not fit the context. ``MultiPV`` 1: the position's own evaluation;
         k > 1: each line's move played, the head read from the opponent's side, flipped."""
-        if not ranked:
-            return None
-        if not self.evaluates:  # a client that reads scores warns at every move: said once
-            self.once(NO_OUTCOME_HEAD)
+        if not self.evaluates or not ranked:
             return None
         game = [*self.prefix(), tokens.BOS]
         for move in self.board.move_stack:
