@@ -299,7 +299,7 @@ class Engine:
         started = time.perf_counter()
         self.interrupt.clear()
         ply = len(self.board.move_stack)
-        self.clocks.record(ply, wtime=numbers.get("wtime"), btime=numbers.get("btime"))
+        self.read_clocks(ply, numbers)
         own = "w" if self.board.turn == chess.WHITE else "b"
         self.increment = numbers.get(f"{own}inc")
         self.position_wdl, self.think = None, None
@@ -338,6 +338,14 @@ class Engine:
             self.held = line
         else:
             self.send(line)
+
+    def read_clocks(self, ply: int, numbers: dict[str, int]) -> None:
+        """A go's clocks into the game's (``think.Clocks``); where its first clocked go gives
+        a timed model the base, or none, an ``info string`` says which (once a game)."""
+        first = self.clocks.clocked is None
+        self.clocks.record(ply, **{k: numbers.get(k) for k in ("wtime", "btime", "winc", "binc")})
+        if first and self.clocks.clocked is not None and self.net.config.time_inputs:
+            self.info(self.clocks.base_note())
 
     def wait_human(self, left_ms: int, movestogo: int | None, spent: float) -> None:
         """``HumanTime``: wait the think time chosen from the head (``chesslm.engine.think``)

@@ -56,8 +56,10 @@ read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <comp
 <name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
 leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so once.
 
-Clocks (issue 48): a timed checkpoint reads the game's clocks from ``go wtime … btime …``, and
-``HumanTime`` (off by default) makes one with the think-time head wait a human's time before
+Clocks (issue 48): a timed checkpoint reads the game's clocks from ``go wtime … btime …`` and
+the time control's base from the first such go, whatever came before it (lichess-bot's ``go
+movetime 10000``), snapped to a Lichess base a client's overhead above it, and says so once a
+game; ``HumanTime`` (off by default) makes one with the think-time head wait a human's time before
 ``bestmove`` (``HumanTimePick``: median or sample), never past its clock: ``engine.think``;
 a checkpoint without the head answers at once, saying so once.
 

@@ -16,7 +16,7 @@ import chess.engine
 import pytest
 
 from chesslm.engine import options, uci
-from tests.helpers import ROOT, EngineTalk, model_checkpoint
+from tests.helpers import LICHESS_BOT_OPTIONS, ROOT, SOMEBOT, EngineTalk, model_checkpoint
 
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
 ENGINE = [sys.executable, "-m", "chesslm.engine.uci"]
@@ -331,17 +331,6 @@ def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_option
     assert "not rating-conditioned" in said[-1] and "ignored" in said[-1]
     engine.handle("go nodes 1")
     assert said[-1] == before and "no ratings read (not conditioned)" in said[-2]
-
-
-# lichess-bot's shipped config.yml.default, engine.uci_options (shared/notes/chess-eval.md)
-LICHESS_BOT_OPTIONS = {
-    "Move Overhead": 100,
-    "Threads": 4,
-    "Hash": 512,
-    "SyzygyPath": "./syzygy/",
-    "UCI_ShowWDL": True,
-}
-SOMEBOT = chess.engine.Opponent(name="somebot", title="BOT", rating=3000, is_engine=True)
 
 
 @pytest.mark.slow
