@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import chess.engine
 import chess.pgn
 import torch
 import zstandard
@@ -23,6 +24,40 @@ from tests import forked
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "lichess-sample.pgn.zst"
+
+# lichess-bot's shipped config.yml.default, engine.uci_options (shared/notes/chess-eval.md)
+LICHESS_BOT_OPTIONS = {
+    "Move Overhead": 100,
+    "Threads": 4,
+    "Hash": 512,
+    "SyzygyPath": "./syzygy/",
+    "UCI_ShowWDL": True,
+}
+SOMEBOT = chess.engine.Opponent(name="somebot", title="BOT", rating=3000, is_engine=True)
+LICHESS_BOT_OVERHEAD_MS = 2000  # lichess-bot's config.yml.default move_overhead
+LICHESS_BOT_FIRST_GO = chess.engine.Limit(time=10)  # engine_wrapper.first_move_time
+
+
+def lichess_bot_second_go(
+    start_ms: int,
+    inc_ms: int,
+    *,
+    white: bool,
+    overhead_ms: int = LICHESS_BOT_OVERHEAD_MS,
+    spent_ms: int = 1500,
+    setup_ms: int = 40,
+) -> dict[str, int]:
+    """The numbers of lichess-bot's go before the engine's second move (before its first it
+    sends ``go movetime 10000``), as ``engine_wrapper.game_clock_time`` makes them from
+    Lichess's game state: each side's first move was free (``start_ms``, the clocks' start),
+    White's second, before Black's, took ``spent_ms`` and got the increment; the mover's clock
+    less lichess-bot's ``move_overhead`` and ``setup_ms``, its own time since the move came."""
+    clocks = {"wtime": start_ms, "btime": start_ms}
+    if not white:
+        clocks["wtime"] += inc_ms - spent_ms
+    mover = "wtime" if white else "btime"
+    clocks[mover] = max(1, clocks[mover] - setup_ms - overhead_ms)
+    return {**clocks, "winc": inc_ms, "binc": inc_ms}
 
 
 def sample_text() -> str:

@@ -27,6 +27,10 @@ NO_THINK_HEAD = (
     "HumanTime needs a checkpoint with the think-time head (think_time: true): this one answers"
     " at once"
 )
+NO_OUTCOME_HEAD = (
+    "no score and no win/draw/loss: this checkpoint has no outcome head (a run with outcome:"
+    " true trains it); UCI_ShowWDL is accepted and ignored"
+)
 Ranked = tuple[chess.Move, float]  # a legal move and the model's probability of it
 GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
 GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
@@ -228,8 +232,7 @@ class Engine:
     def set_show_wdl(self, value: str) -> None:
         self.show_wdl = value.lower() == "true"
         if not self.evaluates:
-            self.once("option UCI_ShowWDL accepted and ignored: no win/draw/loss estimate:"
-                      " this checkpoint has no outcome head")  # fmt: skip
+            self.once(NO_OUTCOME_HEAD)
 
     def set_human_time(self, value: str) -> None:
         self.human_time = value.lower() == "true"
@@ -296,7 +299,7 @@ class Engine:
         started = time.perf_counter()
         self.interrupt.clear()
         ply = len(self.board.move_stack)
-        self.clocks.record(ply, wtime=numbers.get("wtime"), btime=numbers.get("btime"))
+        self.read_clocks(ply, numbers)
         own = "w" if self.board.turn == chess.WHITE else "b"
         self.increment = numbers.get(f"{own}inc")
         self.position_wdl, self.think = None, None
@@ -312,6 +315,8 @@ class Engine:
             scores = None
             self.info(f"no score: the outcome head failed ({type(error).__name__}: {error})")
         lines = self.pv_lines(move, ranked, ms, scores)
+        if ranked and not self.evaluates:  # a client that reads scores warns at each move
+            self.once(NO_OUTCOME_HEAD)  # before the lines: python-chess keeps a move's last string
         # a client files an info line without multipv under the first line: with several,
         # the reason goes first so that each line keeps its own probability
         if len(lines) > 1:
@@ -333,6 +338,14 @@ class Engine:
             self.held = line
         else:
             self.send(line)
+
+    def read_clocks(self, ply: int, numbers: dict[str, int]) -> None:
+        """A go's clocks into the game's (``think.Clocks``); where its first clocked go gives
+        a timed model the base, or none, an ``info string`` says which (once a game)."""
+        first = self.clocks.clocked is None
+        self.clocks.record(ply, **{k: numbers.get(k) for k in ("wtime", "btime", "winc", "binc")})
+        if first and self.clocks.clocked is not None and self.net.config.time_inputs:
+            self.info(self.clocks.base_note())
 
     def wait_human(self, left_ms: int, movestogo: int | None, spent: float) -> None:
         """``HumanTime``: wait the think time chosen from the head (``chesslm.engine.think``)

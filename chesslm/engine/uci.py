@@ -42,7 +42,8 @@ a move the model chose carries ``score cp N`` from the head's expected score W +
 win-percentage curve read backwards, ``chesslm.engine.wdl``) and, with ``UCI_ShowWDL`` on,
 ``wdl W D L`` in permille; with ``MultiPV`` 1 that is the position's own evaluation, with
 several lines each line's is the position after its move, from the engine's side. A checkpoint
-without the head prints no score, and ``UCI_ShowWDL`` is accepted and ignored, said once.
+without the head prints no score and says so once, at its first move or at ``UCI_ShowWDL``
+(accepted and ignored), whichever comes first.
 
 Ratings, as Maia-3's engine has them: ``SelfElo`` (the engine's own rating), ``OppoElo`` (its
 opponent's) and ``Elo`` (sets both at once), spins of 0-4000, default 1500. Each ``setoption``
@@ -55,8 +56,10 @@ read. ``UCI_Elo`` is ``SelfElo``, and ``UCI_Opponent`` (``<title> <rating> <comp
 <name>``, as lichess-bot and python-chess send it) sets ``OppoElo`` from its rating (``none``
 leaves it). A checkpoint without conditioning accepts the options and ignores them, saying so once.
 
-Clocks (issue 48): a timed checkpoint reads the game's clocks from ``go wtime … btime …``, and
-``HumanTime`` (off by default) makes one with the think-time head wait a human's time before
+Clocks (issue 48): a timed checkpoint reads the game's clocks from ``go wtime … btime …`` and
+the time control's base from the first such go, whatever came before it (lichess-bot's ``go
+movetime 10000``), snapped to a Lichess base a client's overhead above it, and says so once a
+game; ``HumanTime`` (off by default) makes one with the think-time head wait a human's time before
 ``bestmove`` (``HumanTimePick``: median or sample), never past its clock: ``engine.think``;
 a checkpoint without the head answers at once, saying so once.
 

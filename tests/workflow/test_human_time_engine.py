@@ -21,7 +21,14 @@ import torch
 from chesslm.engine import think
 from chesslm.model import checkpoint, gpt, human_time
 from chesslm.scorer import times
-from tests.helpers import EngineTalk, small_payload
+from tests.helpers import (
+    LICHESS_BOT_FIRST_GO,
+    LICHESS_BOT_OPTIONS,
+    SOMEBOT,
+    EngineTalk,
+    lichess_bot_second_go,
+    small_payload,
+)
 
 ONE_TO_TWO = 1  # the bin [1, 2) s: the head below gives it (almost) all the probability
 
@@ -157,6 +164,46 @@ def test_the_go_clocks_are_the_readings_the_model_trained_on() -> None:
     late = think.Clocks()
     late.record(10, wtime=50_000, btime=60_000)
     assert late.base is None and late.readings(10)[8:].tolist() == [50.0, 60.0]
+
+
+def test_the_base_is_read_in_lichess_bots_order_of_commands(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 64 item 4: the engine as Black, driven as lichess-bot drives it through
+    python-chess (lib/engine_wrapper.py: the engine started, its uci_options set, the opponent's
+    information, then play: ``go movetime 10000`` before its first move, the clocks before the
+    next, its own clock less its 2 s move_overhead): at 3+2 it reads the base, 180 s, at
+    its first clocked go, and the readings it gave."""
+    caplog.set_level("DEBUG", logger="chess.engine")
+    board = chess.Board()
+    board.push_uci("e2e4")
+    with engine(timed_checkpoint(tmp_path / "t.pt")) as uci:
+        uci.configure({**LICHESS_BOT_OPTIONS, "HumanTime": True})
+        uci.send_opponent_information(opponent=SOMEBOT, engine_rating=1500)
+        first = uci.play(board, LICHESS_BOT_FIRST_GO, info=chess.engine.INFO_ALL)
+        board.push(first.move)
+        board.push(next(iter(board.legal_moves)))  # White's second move
+        go = lichess_bot_second_go(180_000, 2000, white=False)
+        clock = chess.engine.Limit(white_clock=go["wtime"] / 1000, black_clock=go["btime"] / 1000,
+                                   white_inc=2, black_inc=2)  # fmt: skip
+        second = uci.play(board, clock, info=chess.engine.INFO_ALL)
+    assert second.move in board.legal_moves
+    talk = [r.getMessage().split(": ", 1)[1] for r in caplog.records if ": " in r.getMessage()]
+    sent = [line[3:] for line in talk if line.startswith("<< ")]
+    goes = [line for line in sent if line.startswith(("go", "position", "ucinewgame"))]
+    assert goes == [
+        "ucinewgame",
+        "position startpos moves e2e4",
+        "go movetime 10000",
+        f"position startpos moves {' '.join(m.uci() for m in board.move_stack)}",
+        f"go wtime {go['wtime']} btime {go['btime']} winc 2000 binc 2000",
+    ], sent
+    said = [line[3:] for line in talk if line.startswith(">> info string")]
+    bases = [line for line in said if "time control base" in line]
+    assert bases == [f"info string time control base 180 s, read at ply 3 from the mover's"
+                     f" clock {go['btime'] / 1000:.3f} s (a Lichess base)"], said  # fmt: skip
+    assert "human time 1.50 s" in second.info["string"]  # the clocked go waited, the first not
+    assert "human time" not in first.info.get("string", "")
 
 
 @pytest.mark.parametrize("spent", [0.0, 3.0])

@@ -16,7 +16,7 @@ import chess.engine
 import pytest
 
 from chesslm.engine import options, uci
-from tests.helpers import ROOT, EngineTalk, model_checkpoint
+from tests.helpers import LICHESS_BOT_OPTIONS, ROOT, SOMEBOT, EngineTalk, model_checkpoint
 
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
 ENGINE = [sys.executable, "-m", "chesslm.engine.uci"]
@@ -333,17 +333,6 @@ def test_a_checkpoint_without_conditioning_accepts_and_ignores_the_rating_option
     assert said[-1] == before and "no ratings read (not conditioned)" in said[-2]
 
 
-# lichess-bot's shipped config.yml.default, engine.uci_options (shared/notes/chess-eval.md)
-LICHESS_BOT_OPTIONS = {
-    "Move Overhead": 100,
-    "Threads": 4,
-    "Hash": 512,
-    "SyzygyPath": "./syzygy/",
-    "UCI_ShowWDL": True,
-}
-SOMEBOT = chess.engine.Opponent(name="somebot", title="BOT", rating=3000, is_engine=True)
-
-
 @pytest.mark.slow
 def test_lichess_bots_default_options_ponder_and_clocks_play_whole_games(ckpt: Path) -> None:
     """As lichess-bot drives an engine through python-chess: its default uci_options, the
@@ -523,7 +512,9 @@ def test_quit_during_the_load_ends_it(ckpt: Path, tmp_path: Path, loading: str) 
 def test_quit_during_go_infinite_ends_it(ckpt: Path) -> None:
     with EngineTalk(ckpt, ENV) as engine:
         engine.send("uci\nisready\nposition startpos moves d2d4\ngo infinite\n")
-        assert "pv" in engine.until("info")[-1].split()
+        said = engine.until("info")  # a note first (this checkpoint has no outcome head)
+        while "pv" not in said[-1].split():
+            said = engine.until("info")
         engine.send("quit\n")
         status, rest = engine.end()
     assert status == 0 and not any(line.startswith("bestmove") for line in rest), rest
@@ -563,6 +554,31 @@ def test_a_checkpoint_without_a_head_says_so_once(ckpt: Path) -> None:
              or "not rating-conditioned" in line]  # fmt: skip
     assert len(lacks) == len(set(lacks)) == 3, notes
     assert sum(line.startswith("bestmove") for line in said) == 3
+
+
+def test_a_checkpoint_without_the_outcome_head_says_at_its_first_move_it_has_no_score(
+    tmp_path: Path, ckpt: Path
+) -> None:
+    """Issue 64 item 6: a client that reads scores (fastchess warns at every move without one)
+    is told why once, at the first move the model chose, though no option asked; a checkpoint
+    with the head scores every move and never says it."""
+    from chesslm.engine import session
+    from chesslm.model import weights
+
+    def notes(path: Path) -> tuple[list[str], list[str]]:
+        said: list[str] = []
+        engine = session.Engine(weights.load_model(str(path), "cpu"), said.append)
+        for moves in ("", " moves e2e4", " moves e2e4 e7e5"):
+            engine.handle(f"position startpos{moves}")
+            engine.handle("go wtime 60000 btime 60000" if moves else "go nodes 1")
+        return said, [line for line in said if "no outcome head" in line]
+
+    said, lacks = notes(ckpt)
+    assert lacks == [f"info string {session.NO_OUTCOME_HEAD}"], said
+    assert said.index(lacks[0]) < said.index(next(s for s in said if " pv " in s))
+    assert not any(" score " in line for line in said if line.startswith("info depth"))
+    said, lacks = notes(model_checkpoint(tmp_path / "o.pt", outcome=True))
+    assert lacks == [] and sum(" score cp " in line for line in said) == 3, said
 
 
 def test_the_declared_rating_default_is_the_scorers() -> None:
