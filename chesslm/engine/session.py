@@ -118,17 +118,18 @@ class Engine:
         self.device = next(net.parameters()).device
         self.board = chess.Board()
         self.unencodable: str | None = None
-        self.temperature = 0.0
-        self.seed = 0
+        self.temperature = float(options.default("Temperature"))
+        self.seed = options.default("Seed")
         self.rng = torch.Generator().manual_seed(self.seed)
-        self.self_elo = self.oppo_elo = ratings.DEFAULT
-        self.multipv = 1
+        self.self_elo, self.oppo_elo = options.default("SelfElo"), options.default("OppoElo")
+        self.multipv = options.default("MultiPV")
         self.evaluates = net.config.outcome  # has the outcome head
         self.position_wdl: list[float] | None = None  # the head's, from the go's scoring pass
-        self.show_wdl = False
+        self.show_wdl = options.default("UCI_ShowWDL")
         self.held: str | None = None  # the bestmove line of a go infinite/ponder
         self.clocks = think.Clocks()  # what the go commands told of the game's clocks
-        self.human_time, self.pick, self.overhead_ms = False, options.PICKS[0], 100
+        self.human_time, self.pick = options.default("HumanTime"), options.default("HumanTimePick")
+        self.overhead_ms = options.default("Move Overhead")
         self.game = 0  # games begun (ucinewgame) since the Seed was set
         self.time_rng = np.random.default_rng((self.seed, self.game))
         self.think: np.ndarray | None = None  # the head's distribution, from the go's pass
@@ -192,33 +193,32 @@ class Engine:
         self.clocks.new_game()
 
     def setoption(self, args: list[str]) -> None:
+        """Set an option by its row of ``options.TABLE``: the value parsed and bounded there,
+        then given to the row's setter."""
         name, _, value = " ".join(args).removeprefix("name ").partition(" value ")
         name, value = name.strip(), value.strip()
-        if name.lower() in options.IGNORED:
-            self.info(f"option {name} accepted and ignored: {options.IGNORED[name.lower()]}")
-            return
-        setter = {
-            "temperature": self.set_temperature,
-            "seed": self.set_seed,
-            "threads": lambda v: torch.set_num_threads(max(1, int(v))),
-            "elo": lambda v: self.set_elo(v, own=True, opponent=True),
-            "selfelo": lambda v: self.set_elo(v, own=True, opponent=False),
-            "oppoelo": lambda v: self.set_elo(v, own=False, opponent=True),
-            "uci_elo": lambda v: self.set_elo(v, own=True, opponent=False),
-            "uci_opponent": self.set_opponent,
-            "uci_showwdl": self.set_show_wdl,
-            "multipv": self.set_multipv,
-            "humantime": self.set_human_time,
-            "humantimepick": self.set_pick,
-            "move overhead": self.set_overhead,
-        }.get(name.lower())
-        if setter is None:
+        option = options.BY_NAME.get(name.lower())
+        if option is None:
             self.info(f"unknown option {name!r}; ignored")
-            return
-        try:
-            setter(value)
-        except ValueError as error:
-            self.info(f"option {name} refused value {value!r} ({error}); unchanged")
+        elif option.ignored:
+            self.info(f"option {name} accepted and ignored: {option.ignored}")
+        else:
+            try:
+                getattr(self, option.setter)(option.parse(value))
+            except ValueError as error:
+                self.info(f"option {name} refused value {value!r} ({error}); unchanged")
+
+    def set_threads(self, threads: int) -> None:
+        torch.set_num_threads(threads)
+
+    def set_both_elos(self, elo: int) -> None:
+        self.set_elo(elo, own=True, opponent=True)
+
+    def set_self_elo(self, elo: int) -> None:
+        self.set_elo(elo, own=True, opponent=False)
+
+    def set_oppo_elo(self, elo: int) -> None:
+        self.set_elo(elo, own=False, opponent=True)
 
     def set_opponent(self, value: str) -> None:
         """lichess-bot's and python-chess's ``<title|none> <rating|none> <computer|human>
@@ -227,35 +227,27 @@ class Engine:
         if len(words) < 2 or words[1] == "none":
             self.info(f"UCI_Opponent {value!r} gives no rating; OppoElo stays {self.oppo_elo}")
             return
-        self.set_elo(words[1], own=False, opponent=True)
+        self.set_oppo_elo(options.BY_NAME["oppoelo"].parse(words[1]))
 
-    def set_show_wdl(self, value: str) -> None:
-        self.show_wdl = value.lower() == "true"
+    def set_show_wdl(self, show: bool) -> None:
+        self.show_wdl = show
         if not self.evaluates:
             self.once(NO_OUTCOME_HEAD)
 
-    def set_human_time(self, value: str) -> None:
-        self.human_time = value.lower() == "true"
+    def set_human_time(self, wait: bool) -> None:
+        self.human_time = wait
         if self.human_time and not self.net.config.think_time:
             self.once(NO_THINK_HEAD)
 
-    def set_pick(self, value: str) -> None:
-        if value not in options.PICKS:
-            raise ValueError(f"one of {', '.join(options.PICKS)} is needed")
-        self.pick = value
+    def set_pick(self, pick: str) -> None:
+        self.pick = pick
 
-    def set_overhead(self, value: str) -> None:
-        ms = int(value)
-        if not 0 <= ms <= 10000:
-            raise ValueError("0..10000 is needed")
+    def set_overhead(self, ms: int) -> None:
         self.overhead_ms = ms
         self.info(f"option Move Overhead accepted and ignored but by HumanTime ({ms} ms keep"
                   " its wait off the clock): one forward pass answers at once")  # fmt: skip
 
-    def set_multipv(self, value: str) -> None:
-        k = int(value)
-        if not 1 <= k <= options.MAX_MULTIPV:
-            raise ValueError(f"1..{options.MAX_MULTIPV} is needed")
+    def set_multipv(self, k: int) -> None:
         self.multipv = k
 
     def set_temperature(self, value: str) -> None:
@@ -264,10 +256,7 @@ class Engine:
             raise ValueError("a finite number >= 0 is needed")
         self.temperature = t
 
-    def set_elo(self, value: str, *, own: bool, opponent: bool) -> None:
-        elo = int(value)
-        if not 0 <= elo <= options.MAX_ELO:
-            raise ValueError(f"0..{options.MAX_ELO} is needed")
+    def set_elo(self, elo: int, *, own: bool, opponent: bool) -> None:
         if own:
             self.self_elo = elo
         if opponent:
@@ -276,10 +265,7 @@ class Engine:
             self.once("this checkpoint is not rating-conditioned (conditioning: none): the"
                       " rating options are accepted and ignored")  # fmt: skip
 
-    def set_seed(self, value: str) -> None:
-        seed = int(value)
-        if not 0 <= seed <= options.MAX_SEED:
-            raise ValueError(f"0..{options.MAX_SEED} is needed")
+    def set_seed(self, seed: int) -> None:
         self.seed, self.game = seed, 0
         self.rng.manual_seed(seed)
         self.time_rng = np.random.default_rng((seed, self.game))

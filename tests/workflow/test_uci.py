@@ -366,9 +366,10 @@ def test_every_option_lichess_bot_sends_is_declared_and_said_ignored(ckpt: Path)
     declared = {line.split(" type ")[0].removeprefix("option name ") for line in said}
     assert set(LICHESS_BOT_OPTIONS) | {"Ponder", "MultiPV", "UCI_Elo", "UCI_Opponent",
                                        "UCI_LimitStrength"} <= declared  # fmt: skip
-    for name in ("Hash", "Move Overhead", "SyzygyPath", "UCI_ShowWDL", "Ponder"):
+    for name, value in (("Hash", 1), ("Move Overhead", 1), ("SyzygyPath", 1),
+                        ("UCI_ShowWDL", "true"), ("Ponder", "true")):  # fmt: skip
         said.clear()
-        engine.handle(f"setoption name {name} value 1")
+        engine.handle(f"setoption name {name} value {value}")
         assert len(said) == 1 and "accepted and ignored" in said[0] and name in said[0], said
 
 
@@ -648,3 +649,28 @@ def test_a_game_through_uci_reads_the_cache_and_gives_the_full_passs_probabiliti
         assert "standard start" in result.info["string"]  # no model: the cache stays
         assert reused(check(engine, first[:34], "a")) == (91, 103)
         assert reused(check(engine, second[:10], "b")) == (0, 31)  # ucinewgame: none reused
+
+
+def test_each_option_is_one_row_its_declaration_parse_and_setter(ckpt: Path) -> None:
+    """``options.TABLE``: every row declared by ``uci`` as the row says, every value out of
+    its bounds refused in one info string with the option unchanged, every setter a method."""
+    from chesslm.engine import options, session
+    from chesslm.model import weights
+
+    said: list[str] = []
+    engine = session.Engine(weights.load_model(str(ckpt), "cpu"), said.append)
+    engine.handle("uci")
+    assert [line for line in said if line.startswith("option ")] == list(options.OPTIONS)
+    for option in options.TABLE:
+        assert bool(option.setter) != bool(option.ignored), option.name
+        assert not option.setter or callable(getattr(engine, option.setter)), option.name
+        if option.kind in ("spin", "check", "combo"):
+            said.clear()
+            before = vars(engine).copy()
+            engine.handle(f"setoption name {option.name} value 99999999999")
+            if option.ignored:
+                assert "accepted and ignored" in said[0], said
+            else:
+                assert said == [f"info string option {option.name} refused value"
+                                f" '99999999999' ({said[0].split(' (', 1)[1]}"], said  # fmt: skip
+                assert vars(engine) == before, option.name
