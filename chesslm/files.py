@@ -215,6 +215,16 @@ def copy_atomic(source: Path, destination: Path) -> None:
     write_atomic(destination, lambda fh: shutil.copyfileobj(open(source, "rb"), fh))
 
 
+def copy_verified(source: Path, destination: Path, sha: str) -> None:
+    """``copy_atomic``, then the copy checked against ``sha`` (its source's sha256): a second
+    copy of a file, kept to restore it from, must hold the same bytes.
+
+    :raises OSError: naming both files if the copy's sha256 differs."""
+    copy_atomic(source, destination)
+    if (copied := sha256_file(destination)) != sha:
+        raise OSError(f"{destination}: sha256 {copied} after copying {source} ({sha})")
+
+
 def read_json(path: Path | str) -> dict[str, Any]:
     try:
         value = json.loads(Path(path).read_text())

@@ -27,6 +27,7 @@ import numpy as np
 
 from chesslm import files
 from chesslm.data import census, filters, split, tokens, train_cap
+from chesslm.data.damage import DamageLog
 from chesslm.data.integrity import fingerprint
 from chesslm.data.settings import CONVERTER_VERSION, Settings
 from chesslm.data.shards import Duplicates, ShardWriter
@@ -48,8 +49,6 @@ SKIP_REASONS = (
     "duplicate_id",
     "train_cap",
 )
-# what a Lichess export never holds: a file that yields them is damaged or not Lichess's
-DAMAGE = ("illegal_move", "unparsable")
 
 
 def convert(
@@ -79,10 +78,10 @@ def convert(
     files.remove_stale_temporaries(out_dir, "convert")  # killed conversions' leftovers
     shards_tmp = files.tmp_path(out_dir / "convert")  # this converter's own
     shards_tmp.mkdir()
-    started = time.perf_counter()
+    started, damaged = time.perf_counter(), DamageLog()
     try:
         manifest = _convert_into(
-            inputs, out_dir, shards_tmp, settings, workers, {} if stats is None else stats
+            inputs, out_dir, shards_tmp, settings, workers, {} if stats is None else stats, damaged
         )
     except BaseException:
         shutil.rmtree(shards_tmp, ignore_errors=True)
@@ -95,13 +94,8 @@ def convert(
         {k: v for k, v in manifest["skipped"].items() if v},
         {k: round(v, 2) for k, v in (stats or {}).items()},
     )
-    if damage := {k: manifest["skipped"][k] for k in DAMAGE if manifest["skipped"].get(k)}:
-        LOGGER.warning(
-            "%s: skipped %s; Lichess's own exports have none, so a file may be damaged (fetch"
-            " it again, then --forcerun convert)",
-            ", ".join(str(p) for p in inputs),
-            ", ".join(f"{n} games as {k}" for k, n in damage.items()),
-        )
+    for line in damaged.warnings():
+        LOGGER.warning("%s", line)
     return manifest
 
 
@@ -112,13 +106,14 @@ def _convert_into(
     settings: Settings,
     workers: int,
     stats: dict[str, float],
+    damaged: DamageLog,
 ) -> dict[str, Any]:
     writers = {s: ShardWriter(shards_tmp / s, settings.shard_games) for s in split.SPLITS}
     duplicates = Duplicates(shards_tmp / ".duplicates", threads=workers)
     stats.update(main_wait_seconds=0.0, reader_cpu_seconds=0.0)
     clock = time.perf_counter()
     skipped, counts, digests = _write_shards(
-        inputs, shards_tmp, settings, workers, writers, duplicates, stats
+        inputs, shards_tmp, settings, workers, writers, duplicates, stats, damaged
     )
     stats["parse_seconds"], clock = time.perf_counter() - clock, time.perf_counter()
     skipped["duplicate_id"] = _drop_later_copies(duplicates, writers)
@@ -167,16 +162,19 @@ def _write_shards(
     writers: dict[str, ShardWriter],
     duplicates: Duplicates,
     stats: dict[str, float],
+    damaged: DamageLog,
 ) -> tuple[Counter[str], Counter[str], dict[Path, str]]:
-    """Every kept game into its split's shards, numbered in input order for ``duplicates``;
-    returns the skip counts, the census counts of the games written and each input's sha256."""
+    """Every kept game into its split's shards, numbered in input order for ``duplicates``
+    (and the damaged ones into ``damaged``); returns the skip counts, the census counts of the
+    games written and each input's sha256."""
     skipped: Counter[str] = Counter({reason: 0 for reason in SKIP_REASONS})
     counts: Counter[str] = Counter()
     digests: dict[Path, str] = {}
     done = 0
     spool = shards_tmp / ".chunks"
     spool.mkdir()
-    for parts in chunk_results(inputs, settings, workers, digests, stats, spool):
+    for source, parts in chunk_results(inputs, settings, workers, digests, stats, spool):
+        damaged.add(source, parts)
         # the split's parts of one chunk, numbered as the games stood in the chunk
         numbers = duplicates.add(np.concatenate([p.keys for p in parts]))
         first = 0

@@ -31,6 +31,8 @@ _STANDARD = {"standard", "chess", "chess960 standard"}
 # The native reader's promotion codes (-1 none, 2 N, 3 B, 4 R, 5 Q) to tokens.
 _PROMO_LUT = np.full(8, tokens.PROMO_NONE, dtype=np.uint8)
 _PROMO_LUT[[3, 4, 5, 6]] = [tokens.promotion_token(p) for p in tokens.PROMO_PIECES]
+# what a Lichess export never holds: a file that yields them is damaged or not Lichess's
+DAMAGE = ("illegal_move", "unparsable")
 
 
 @dataclass
@@ -53,6 +55,12 @@ class ChunkResult:
     census: Counter[str] = field(default_factory=Counter)
     # the main process numbers kept games in input order (duplicate detection keeps the first)
     order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # DAMAGE reason -> the skipped games' places among the result's games (0: its first)
+    damaged: dict[str, list[int]] = field(default_factory=dict)
+
+    def games(self) -> int:
+        """How many games the result read: those kept and those skipped."""
+        return len(self.ids) + sum(self.skipped.values())
 
     def stored(self) -> dict[str, np.ndarray]:
         """The games' arrays as a store holds them (``metadata.STORE`` names)."""
@@ -82,6 +90,7 @@ class ChunkResult:
         chunk's skip and census counts."""
         parts = [self.take(np.flatnonzero(self.splits == k)) for k in range(len(split.SPLITS))]
         parts[0].skipped, parts[0].census = self.skipped, self.census
+        parts[0].damaged = self.damaged
         return parts
 
     @staticmethod
@@ -97,9 +106,14 @@ class ChunkResult:
         offsets += [p.offsets[1:] + start for p, start in zip(parts, starts, strict=True)]
         skipped: Counter[str] = Counter()
         counts: Counter[str] = Counter()
+        damaged: dict[str, list[int]] = {}
+        first = 0  # the part's first game among all the parts' games
         for part in parts:
             skipped.update(part.skipped)
             counts.update(part.census)
+            for reason, places in part.damaged.items():
+                damaged.setdefault(reason, []).extend(first + i for i in places)
+            first += part.games()
         return ChunkResult(
             ids=np.concatenate([p.ids for p in parts]),
             keys=np.concatenate([p.keys for p in parts]),
@@ -112,6 +126,7 @@ class ChunkResult:
             skipped=skipped,
             census=counts,
             order=np.concatenate([p.order for p in parts]),
+            damaged=damaged,
         )
 
 
@@ -241,13 +256,15 @@ def _by_the_rules(
     for i, (headers, error) in enumerate(zip(all_headers, errors, strict=True)):
         rows.append(metadata.header_row(headers))
         if not headers and (error is not None or plies[i] == 0):
-            result.skipped["unparsable"] += 1  # text that is no game at all
-            continue
-        reason = classify(headers, error, int(plies[i]), settings)
-        if reason:
-            result.skipped[reason] += 1
+            reason = "unparsable"  # text that is no game at all
         else:
+            reason = classify(headers, error, int(plies[i]), settings)
+        if not reason:
             rules_ok[i] = True
+            continue
+        result.skipped[reason] += 1
+        if reason in DAMAGE:  # numbered, for the warning that names them (convert)
+            result.damaged.setdefault(reason, []).append(i)
     return rules_ok, metadata.header_columns(rows)
 
 

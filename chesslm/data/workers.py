@@ -38,9 +38,9 @@ class ConvertError(ValueError):
 
 def _chunks(
     inputs: Sequence[Path], digests: dict[Path, str], read: Callable[..., Iterator[Any]]
-) -> Iterator[Any]:
-    """Chunks of every input in order (``read(path, digest)`` cuts a PGN input; a Parquet
-    input is cut into tasks); records each input's sha256 once it is read."""
+) -> Iterator[tuple[Path, Any]]:
+    """Chunks of every input in order, each with its input (``read(path, digest)`` cuts a PGN
+    input; a Parquet input is cut into tasks); records each input's sha256 once it is read."""
     for path in inputs:
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
@@ -49,7 +49,7 @@ def _chunks(
         with _DigestThread() as digest:
             for chunk in cut(path, digest):
                 any_text = True
-                yield chunk
+                yield path, chunk
         if not any_text:
             raise ConvertError(f"{path}: no PGN text in it")
         digests[path] = digest.hexdigest()
@@ -89,8 +89,9 @@ def _reader(
     """Reader process: decompress and cut the inputs into chunks, written into the shared
     ``buffers`` (``free`` holds the indices of those no worker is reading).
 
-    Sends ``(seq, (index, length))`` tasks (or ``(seq, bytes)`` for a chunk too big for a
-    buffer, ``(seq, parquet.Task)`` for row groups: its pieces are numbered from ``seq``),
+    Sends ``(seq, input, (index, length))`` tasks (or ``(seq, input, bytes)`` for a chunk too
+    big for a buffer, ``(seq, input, parquet.Task)`` for row groups: its pieces are numbered
+    from ``seq``),
     then one ``None`` per worker; reports ``("read", chunks, digests, cpu seconds)``
     or ``("error", kind, message)`` to the main process.
     """
@@ -103,8 +104,8 @@ def _reader(
         )
 
     try:
-        for chunk in _chunks(inputs, digests, read):
-            tasks.put((seq, chunk))
+        for path, chunk in _chunks(inputs, digests, read):
+            tasks.put((seq, path, chunk))
             seq += chunk.pieces if isinstance(chunk, parquet.Task) else 1
         results.put(("read", seq, digests, time.process_time()))
     except (ConvertError, pgn.PgnFileError, parquet.ParquetFileError, OSError) as error:
@@ -128,7 +129,7 @@ def _worker(
     except OSError:
         pass
     while (task := tasks.get()) is not None:
-        seq, chunk = task
+        seq, source, chunk = task
         try:
             if isinstance(chunk, tuple):
                 index, length = chunk
@@ -138,7 +139,8 @@ def _worker(
                 parts = result.by_split()
                 path = spool / f"{n:09d}.chunk"
                 layout = _spool(path, parts)
-                results.put(("chunk", n, path, layout, parts[0].skipped, parts[0].census))
+                counts = (parts[0].skipped, parts[0].census, parts[0].damaged)
+                results.put(("chunk", n, source, path, layout, *counts))
         except (gamearrays.WriteError, parquet.ParquetFileError) as error:  # name their file
             results.put(("error", type(error).__name__, str(error)))
             return
@@ -182,6 +184,7 @@ def _unspool(
     layout: list[list[tuple[str, str, int]]],
     skipped: Counter[str],
     counts: Counter[str],
+    damaged: dict[str, list[int]],
 ) -> list[ChunkResult]:
     """The parts a worker spooled to ``path`` (the file is removed)."""
     raw = np.fromfile(path, dtype=np.uint8)
@@ -196,7 +199,7 @@ def _unspool(
         part = ChunkResult(**{name: arrays.pop(name) for name in _FIELDS})
         part.columns = arrays
         parts.append(part)
-    parts[0].skipped, parts[0].census = skipped, counts
+    parts[0].skipped, parts[0].census, parts[0].damaged = skipped, counts, damaged
     return parts
 
 
@@ -215,9 +218,10 @@ def chunk_results(
     digests: dict[Path, str],
     stats: dict[str, float],
     spool: Path,
-) -> Iterator[list[ChunkResult]]:
-    """Chunk results in input order, each as one result per split; fills ``digests`` (each
-    input's sha256) and ``stats`` (the main process's waits, the reader's CPU seconds).
+) -> Iterator[tuple[Path, list[ChunkResult]]]:
+    """Chunk results in input order, each with its input and as one result per split; fills
+    ``digests`` (each input's sha256) and ``stats`` (the main process's waits, the reader's CPU
+    seconds).
 
     With several workers: one reader process decompresses and cuts chunks into shared
     buffers, ``workers`` processes decode, parse and split them, and this (main) process only
@@ -230,9 +234,9 @@ def chunk_results(
         def read(path: Path, digest: Any) -> Iterator[bytes]:
             return pgn.read_raw_chunks(path, chunk_bytes=CHUNK_BYTES, digest=digest)
 
-        for chunk in _chunks(inputs, digests, read):
+        for path, chunk in _chunks(inputs, digests, read):
             for result in _parsed(chunk, settings):
-                yield result.by_split()
+                yield path, result.by_split()
         return
     with _Processes(inputs, settings, workers, spool) as processes:
         yield from processes.in_order(digests, stats)
@@ -275,7 +279,7 @@ class _Processes:
 
     def in_order(
         self, digests: dict[Path, str], stats: dict[str, float]
-    ) -> Iterator[list[ChunkResult]]:
+    ) -> Iterator[tuple[Path, list[ChunkResult]]]:
         """The workers' chunk results in input order, until the reader's last chunk."""
         waiting: dict[int, tuple] = {}
         expected: int | None = None
@@ -294,7 +298,8 @@ class _Processes:
                 continue
             waiting[message[1]] = message[2:]
             while next_seq in waiting:
-                yield _unspool(*waiting.pop(next_seq))
+                source, *spooled = waiting.pop(next_seq)
+                yield source, _unspool(*spooled)
                 next_seq += 1
 
     def _next_message(self) -> tuple:

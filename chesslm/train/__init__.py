@@ -10,6 +10,7 @@ time budgets, ``settings`` a run's settings (``RunSettings``), ``state`` its cur
 targets, loss and validation, ``human_time`` the time inputs and think-time targets of its
 batches, ``launch`` how its ranks start and end, ``runlock`` the run's lock,
 ``resume`` the fresh-or-resume decision made under it, ``saver`` checkpoint saves in the background,
+``segment_end`` the copy of a segment's final ``last.pt``,
 ``probe`` the GPU probe, ``segment`` the segment loop and its CLI, ``progress`` its console lines,
 ``status`` status files and results.
 """

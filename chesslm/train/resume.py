@@ -24,7 +24,7 @@ from typing import Any
 from chesslm import files
 from chesslm.files import read_json, sha256_file
 from chesslm.model import checkpoint
-from chesslm.train import distributed, status
+from chesslm.train import distributed, segment_end, status
 from chesslm.train.deadline import Deadline
 from chesslm.train.runlock import RunDirLocked as RunDirLocked  # segment's refusals
 from chesslm.train.runlock import lock_run_dir
@@ -95,9 +95,39 @@ def find_resume(
 
     ``last.pt`` must be the previous segment's (its sha256 is in that status), or one written by
     an earlier, killed attempt of *this* segment that resumed from it (its lineage says so).
+    A damaged, missing or wrong one is refused naming the way out: the command that restores
+    it from the segment-end copy, when that copy would be accepted in its place.
     """
     last = train_dir / "last.pt"
-    saved = checkpoint.load(last) if last.exists() else None
+    try:
+        return resumable(last, segment, previous)
+    except WrongCheckpoint as error:
+        intact = previous is not None and copy_resumable(train_dir, segment, previous)
+        raise ValueError(f"{error}; {segment_end.way_out(train_dir, intact)}") from None
+
+
+def copy_resumable(train_dir: Path, segment: int, previous: dict[str, Any]) -> bool:
+    """Whether the segment-end copy would be accepted in last.pt's place."""
+    copy = segment_end.path(train_dir)
+    try:
+        return copy.exists() and resumable(copy, segment, previous) is not None
+    except ValueError:  # damaged, another segment's, or a later one's
+        return False
+
+
+class WrongCheckpoint(ValueError):
+    """A checkpoint that is damaged, missing or not the one the previous status names."""
+
+
+def resumable(last: Path, segment: int, previous: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``last`` loaded if segment ``segment`` may continue from it (``find_resume``).
+
+    :raises WrongCheckpoint: if it is damaged, missing or another; ValueError if the run was
+        trained past this segment or segment 0 finds another segment's checkpoint."""
+    try:
+        saved = checkpoint.load(last) if last.exists() else None
+    except checkpoint.CheckpointError as error:
+        raise WrongCheckpoint(segment_end.damaged(error)) from None
     written_by = (saved or {}).get("lineage", {}).get("segment")
     if isinstance(written_by, int) and written_by > segment:
         raise ValueError(
@@ -111,17 +141,17 @@ def find_resume(
             return saved  # fresh, or an earlier attempt of segment 0 was killed after a save
         raise ValueError(
             f"{last} was written by segment {written_by!r}; segment 0 starts from scratch, so"
-            f" remove {train_dir} to restart the run"
+            f" remove {last.parent} to restart the run"
         )
     expected = previous["last_pt_sha256"]
     if saved is None:
-        raise ValueError(f"{last} is missing; the previous status expects sha256 {expected}")
+        raise WrongCheckpoint(f"{last} is missing; the previous status expects sha256 {expected}")
     actual = sha256_file(last)
     if actual == expected:
         return saved
     if written_by == segment and saved["lineage"].get("parent_sha256") == expected:
         return saved
-    raise ValueError(
+    raise WrongCheckpoint(
         f"{last}: sha256 {actual} does not match the previous status's last_pt_sha256 {expected}"
     )
 

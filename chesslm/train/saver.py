@@ -226,7 +226,5 @@ def write(path: Path, payload: dict[str, Any], best: Path | None) -> str:
     returns ``path``'s sha256."""
     sha = checkpoint.save(path, payload)
     if best is not None:
-        files.copy_atomic(path, best)
-        if (copied := files.sha256_file(best)) != sha:
-            raise OSError(f"{best}: sha256 {copied} after copying {path} ({sha})")
+        files.copy_verified(path, best, sha)
     return sha

@@ -48,7 +48,7 @@ import torch
 from chesslm.files import write_json_atomic
 from chesslm.record.events import EventLog
 from chesslm.record.telemetry import Telemetry
-from chesslm.train import checkpoint, distributed, resume, validation
+from chesslm.train import checkpoint, distributed, resume, segment_end, validation
 from chesslm.train.deadline import Deadline
 from chesslm.train.probe import probe
 from chesslm.train.progress import Progress
@@ -301,6 +301,7 @@ class Segment:
         # (best.pt too if the segment's last check improved)
         self.save(improved=improved)
         self.wait_for_saves()
+        self.keep_segment_end()
         memory = distributed.all_gather_object(memory_record(self.ctx))
         self.progress.say(f"ended at step {self.state.step}: {status}")
         if self.ctx.is_main:
@@ -573,6 +574,13 @@ class Segment:
         naming its file); from here on ``last_sha`` is the finished last.pt's."""
         with self.timed("checkpointing"):
             self.last_sha = self.saver.wait()
+
+    def keep_segment_end(self) -> None:
+        """Rank 0: the final last.pt, verified, copied to segment-end.pt before the status
+        names it (chesslm.train.segment_end: the copy a damaged last.pt is restored from)."""
+        if self.ctx.is_main:
+            with self.timed("checkpointing"):
+                segment_end.keep(self.dir, self.last_sha)
 
     def _save(self, improved: bool, *, when_idle: bool) -> None:
         rngs = distributed.all_gather_object(checkpoint.rng_state(self.ctx.device))

@@ -13,7 +13,7 @@ from typing import Any
 from chesslm import commands, files
 from chesslm.files import digest_json, read_json, sha256_file, write_json_atomic
 from chesslm.model import checkpoint
-from chesslm.train import runlock
+from chesslm.train import runlock, segment_end
 from chesslm.train.settings import RunSettings
 from chesslm.train.state import TERMINAL, WALL_PARTS, TrainState
 
@@ -190,21 +190,24 @@ def planned_checkpoint(best: Path) -> Path:
 
 
 def _best_way_out(best: Path) -> str:
-    """The copy to restore a damaged best.pt from: last.pt when the best step was the last
-    (the two hold the same bytes, as train/results.json's sha256s say), else none is kept."""
-    last = best.with_name("last.pt")
+    """The copy to restore a damaged best.pt from: last.pt, or the segment-end copy of it,
+    when the best step was the last (they hold the same bytes as train/results.json's
+    best_checkpoint_sha256 says); else none is kept."""
     try:
-        record = read_json(best.with_name("results.json"))
-        checkpoint.verify(last)
-        same = record.get("best_checkpoint_sha256") == sha256_file(last)
-    except (files.UnreadableFileError, checkpoint.CheckpointError):
-        same = False
-    if same:
-        return f"its copy {last} is intact (the best step was the last): cp -p {last} {best}"
+        wanted = read_json(best.with_name("results.json")).get("best_checkpoint_sha256")
+    except files.UnreadableFileError:
+        wanted = None
+    for copy in (best.with_name("last.pt"), segment_end.path(best.parent)):
+        try:
+            checkpoint.verify(copy)
+        except checkpoint.CheckpointError:
+            continue
+        if wanted is not None and sha256_file(copy) == wanted:
+            return f"its copy {copy} is intact (the best step was the last): cp -p {copy} {best}"
     run = best.parent.parent
     return (
-        f"no intact copy is kept (the best step was not the last, or {last} is damaged too):"
-        f" rm -r {run} && {commands.snakemake(run / 'results.json')} trains the run again"
+        f"no intact copy is kept (the best step was not the last, or its copies are damaged"
+        f" too): rm -r {run} && {commands.snakemake(run / 'results.json')} trains the run again"
     )
 
 

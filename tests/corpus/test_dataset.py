@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import zstandard
 
-from chesslm.data import convert, filters, gamearrays, pgn, split, tokens, workers
+from chesslm.data import convert, damage, filters, gamearrays, pgn, split, tokens, workers
 from chesslm.data.pgn import PgnFileError
 from tests import metadata_oracle
 from tests.helpers import SAMPLE, all_sample_games, first_games_pgn
@@ -181,6 +182,42 @@ def test_bad_games_are_counted_by_reason_and_good_ones_kept(tmp_path):
     assert games["aaaaaaa1"][1] == tokens.encode_moves(
         chess.Move.from_uci(u) for u in ("e2e4", "e7e5", "g1f3", "b8c6")
     )
+
+
+def damage_fifth_moves(text: str, numbers: list[int]) -> str:
+    """``text`` with one byte damaged in each numbered game (1: the first): the first letter
+    of its fifth white move becomes a ``Z``, which is no SAN."""
+    games = text.split("\n\n[Event ")
+    for n in numbers:
+        games[n - 1], found = re.subn(r"(\n|\s)5\. \S", r"\g<1>5. Z", games[n - 1], count=1)
+        assert found == 1, f"game {n} has no fifth move"
+    return "\n\n[Event ".join(games)
+
+
+@pytest.mark.parametrize("workers_", [1, 2])
+def test_damaged_games_are_one_warning_naming_the_file_and_their_numbers(
+    tmp_path, monkeypatch, caplog, workers_
+):
+    """Issue 63 item 5: a PGN whose games were damaged is one WARNING line naming the file,
+    the counts and the first few game numbers in the file (counted across its chunks); an
+    intact file beside it is not named. python-chess, read on the same text, agrees on which
+    games are damaged."""
+    numbers = [3, 11, 12, 30, 41, 47, 52]  # 7: five named, "and 2 more"
+    intact = write(tmp_path, first_games_pgn(20), "intact.pgn")
+    damaged = write(tmp_path, damage_fifth_moves(first_games_pgn(60), numbers), "damaged.pgn")
+    with open(damaged) as fh:
+        read = iter(lambda: chess.pgn.read_game(fh), None)
+        assert [n for n, g in enumerate(read, start=1) if g.errors] == numbers
+    monkeypatch.setattr(workers, "CHUNK_BYTES", 3000)  # several games a chunk, many chunks
+    with caplog.at_level(logging.WARNING, logger="chesslm.data.convert"):
+        manifest = convert.convert([intact, damaged], tmp_path / "ds", SETTINGS, workers=workers_)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    skipped = manifest["skipped"]["unparsable"] + manifest["skipped"]["illegal_move"]
+    assert skipped == len(numbers)
+    assert len(said) == 1 and said[0].startswith(f"{damaged}: skipped "), said
+    shown = ", ".join(map(str, numbers[: damage.SHOWN]))
+    assert f"(games {shown} and {len(numbers) - damage.SHOWN} more of the file)" in said[0], said
+    assert "may be damaged" in said[0] and "\n" not in said[0]
 
 
 def test_crlf_bom_and_latin1_headers_give_the_same_games(tmp_path):

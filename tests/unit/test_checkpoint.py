@@ -254,3 +254,20 @@ def test_the_plan_refuses_a_damaged_best_pt_naming_the_copy_to_restore(
     best.unlink()
     with pytest.raises(ValueError, match=r"best\.pt: missing, though \S+results\.json says"):
         segment_status.planned_checkpoint(best)
+
+
+def test_a_damaged_best_pt_and_last_pt_name_the_segment_end_copy(tmp_path: Path) -> None:
+    """The best step was the last and last.pt is damaged too: the segment-end copy (a third
+    file with the same bytes, chesslm.train.segment_end) is the one named, and restores."""
+    best = finished_run(tmp_path, best_is_last=True)
+    kept = best.with_name("segment-end.pt")
+    kept.write_bytes(best.read_bytes())
+    good = best.read_bytes()
+    flip_a_body_byte(best)
+    flip_a_body_byte(best.with_name("last.pt"))
+    with pytest.raises(ValueError) as refused:
+        segment_status.planned_checkpoint(best)
+    line = str(refused.value)
+    assert line.endswith(f"cp -p {kept} {best}"), line
+    os.system(line.rsplit(": ", 1)[1])
+    assert best.read_bytes() == good

@@ -28,13 +28,19 @@ def truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
 
 
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
 def edit_terminal(path: Path) -> None:
     """Valid JSON still, one value changed (the last segment no longer terminal)."""
     path.write_text(path.read_text().replace('"terminal": true', '"terminal": false'))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [truncate, edit_terminal], ids=["truncated", "edited"])
+@pytest.mark.parametrize(
+    "damage", [truncate, empty, edit_terminal], ids=["truncated", "emptied", "edited"]
+)
 def test_a_damaged_segment_status_is_one_line_and_its_way_out_restores_it(
     staged_run: StagedRun, tmp_path: Path, damage
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import torch
 
 from chesslm.model import checkpoint
+from chesslm.train.segment import ERROR_PREFIX
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
 
@@ -199,6 +201,31 @@ def test_a_kill_at_the_probes_moment_then_readmes_recovery_trains_to_the_end(
     main.wait()
     recover(work)
     assert (work / TARGET).exists() and (work / RUN / "segments/1.json").exists()
+    assert_equals_the_unbroken_run(work, unbroken)
+
+
+def test_a_damaged_last_pt_is_one_line_and_its_cp_restores_the_unbroken_run(
+    after_segment_0: Path, unbroken: Path, tmp_path: Path
+) -> None:
+    """Issue 63 item 3: one flipped byte in segment 0's last.pt; segment 1 refuses in one
+    line naming the segment-end copy and the cp -p that restores it; run as printed, the same
+    command trains to the unbroken run's weights, nothing trained twice."""
+    work = copy_of(after_segment_0, tmp_path)
+    last = work / RUN / "train/last.pt"
+    data = bytearray(last.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    last.write_bytes(bytes(data))
+    done = snakemake(work, TARGET, *ARGS, "--cores", "2", check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    console = done.stdout + done.stderr
+    [line] = [line for line in console.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert f"{RUN}/train/last.pt: corrupt checkpoint: " in line, line
+    command = line.split(" is intact: ", 1)[1].split(", then the same command again")[0]
+    copy = shlex.split(command)
+    assert copy == ["cp", "-p", f"{RUN}/train/segment-end.pt", f"{RUN}/train/last.pt"], line
+    subprocess.run(copy, cwd=work, check=True)
+    snakemake(work, TARGET, *ARGS, "--cores", "2")
+    assert json.loads((work / RUN / "segments/1.json").read_text())["step_start"] == 3
     assert_equals_the_unbroken_run(work, unbroken)
 
 

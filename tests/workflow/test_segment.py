@@ -85,6 +85,8 @@ def test_first_segment_records(first_segment: Path) -> None:
     assert saved.best_step == s["step_end"]
     best, last = first_segment / "train/best.pt", first_segment / "train/last.pt"
     assert not os.path.samefile(best, last) and best.read_bytes() == last.read_bytes()
+    kept = first_segment / "train/segment-end.pt"  # the copy a damaged last.pt is restored from
+    assert not os.path.samefile(kept, last) and kept.read_bytes() == last.read_bytes()
     assert json.loads((first_segment / "train/identity.json").read_text())["world_size"] == 2
 
 
@@ -284,6 +286,32 @@ def test_a_flipped_bit_in_a_mid_segment_last_pt_is_refused_as_corruption(
         f"{last}: corrupt checkpoint"
     )
     assert not (run_dir / "segments/1.json").exists()
+
+
+def test_a_damaged_last_pt_names_its_segment_end_copy_or_that_none_is_intact(
+    tiny_cache: Path, first_segment: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 63 item 3: a resumed segment refuses a damaged last.pt naming the cp -p that
+    restores it from segment-end.pt (test_recovery.py runs it and trains on); with the copy
+    damaged too, the command that trains the run again."""
+    run_dir = copy_run(first_segment, tmp_path)
+    last, kept = run_dir / "train/last.pt", run_dir / "train/segment-end.pt"
+    flip_a_byte(last)
+    line = refused_in_process(tiny_cache, run_dir, 1, capsys)
+    assert line.startswith(f"{last}: corrupt checkpoint: "), line
+    assert "restore an intact copy" not in line, line  # the general advice, replaced
+    assert line.endswith(f"is intact: cp -p {kept} {last}, then the same command again"), line
+    flip_a_byte(kept)
+    line = refused_in_process(tiny_cache, run_dir, 1, capsys)
+    assert f"no intact copy ({kept} is missing, damaged" in line, line
+    assert f"rm -r {run_dir} && snakemake --cores 2 {run_dir}/results.json" in line, line
+    assert not (run_dir / "segments/1.json").exists()
+
+
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
 
 
 def test_probe_writes_passed_results(tiny_cache: Path, tmp_path: Path) -> None:
