@@ -5,6 +5,7 @@ come from ``chesslm.report.summary``."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -141,19 +142,36 @@ def handover_section(run_dir: Path) -> list[str]:
     ]
 
 
-def answers_section(run_dir: Path) -> list[str]:
-    """What a reader opens the report for, before anything else: play's answers
-    (``play_section.answers``: top-1, Elo, legality) and how to play, share and analyse."""
-    play_dir = Path(RunDir(run_dir).play)
-    out = ["## At a glance", ""]
+def answers_section(
+    rec: RunRecords, validation: pd.DataFrame, figures: dict[str, str] | None = None
+) -> list[str]:
+    """What a reader opens the report for, before anything else: the best validation NLL and
+    play's answers (``play_section.answers``: top-1, Elo, legality), the headline figures
+    (``figures``: alt text -> path relative to summary.md), then how to play, share and
+    analyse it."""
+    play_dir = Path(RunDir(rec.run_dir).play)
+    out = ["## At a glance", "", headline_nll(rec, validation)]
     out += answers(play_dir if play_dir.is_dir() else None)
-    out += handover_section(run_dir)
+    if figures:  # one paragraph of images: side by side on the report's first screen
+        out += ["", " ".join(f"![{alt}]({path})" for alt, path in figures.items())]
+    out += ["", *handover_section(rec.run_dir)]
     return out + [
         "",
         "Below: the training's outcome; the run's identity, hashes and training code; time,"
         " throughput, memory and data; the play evaluation in full.",
         "",
     ]
+
+
+def headline_nll(rec: RunRecords, validation: pd.DataFrame) -> str:
+    """The list item of the best validation NLL, its step and the initial NLL."""
+    step, nll, source = _best(rec, validation)
+    initial = validation.loc[validation["kind"] == "initial", "validation.nll"]
+    start = f", from {_num(initial.iloc[0], '.4f')} at step 0" if len(initial) else ""
+    return (
+        f"- Best validation NLL: **{_num(nll, '.4f')}** nats/target at step {_num(step, '')}"
+        f"{start} ({source})"
+    )
 
 
 def held_out_line(evaluated: bool) -> str:
@@ -211,18 +229,20 @@ def render(
     test_evaluated: bool,
     changes: list[str] = (),
     max_segments: int | None = None,
+    figures: dict[str, str] | None = None,
 ) -> str:
     """summary.md: the state, then the answers (top-1, Elo, legality, how to play it), then
     the best check, identity, times, throughput, memory, data, play in full, files, skips.
 
     ``changes`` (what differs from the config now) and a dataset fingerprint that differs
     from the receipt's make the first line a warning that names them. ``max_segments``: the
-    run's cap on its segments (``runs.{run}.max_segments``), where known.
+    run's cap on its segments (``runs.{run}.max_segments``), where known. ``figures``: the
+    headline figures under the answers (alt text -> path relative to summary.md).
     """
     results, identity = rec.results or {}, rec.identity or {}
     data = tables["data"].iloc[0]
     out = header_section(rec, state, data, list(changes))
-    out += answers_section(rec.run_dir)
+    out += answers_section(rec, tables["validation"], figures)
     out += [held_out_line(test_evaluated), ""]
     out += outcome_section(rec, tables["validation"])
     out += identity_section(identity)
@@ -452,9 +472,10 @@ def data_section(rec: RunRecords, data: pd.Series, identity: dict[str, Any]) -> 
 
 # --- summary.html: the Markdown above as an HTML fragment, for the report's first page -------
 
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _INLINE = [
     (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
-    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"), r'<img alt="\1" src="\2">'),
+    (_IMAGE, r'<img alt="\1" src="\2">'),
     (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
 ]
 _CELL_STYLE = 'style="border:1px solid #ccc;padding:2px 6px;text-align:left"'
@@ -479,16 +500,42 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in cells]
 
 
-def to_html(text: str) -> str:
+_SVG_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt" height="([\d.]+)pt"')
+# the report's stylesheet quotes code spans with backticks; a summary needs none. A table
+# wider than the page scrolls within it instead of running on over what is beside it. A row of
+# figures fills the column, each as wide as its share of the row's aspect ratios (one height).
+_STYLE = (
+    "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
+    " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }"
+    " .chesslm-summary .chesslm-figures { display: flex; gap: 0.5rem; align-items: flex-start; }"
+    " .chesslm-summary .chesslm-figures img { min-width: 0; height: auto; margin: 0; }</style>"
+)
+
+
+def figures_html(line: str, base: Path | None) -> str:
+    """A paragraph of images only, as one row: each a data URI of the file ``base / src``
+    (so that summary.html shows them wherever it is embedded), else ``src`` as written."""
+    images = []
+    for alt, src in _IMAGE.findall(line):
+        path = base / src if base is not None else None
+        data = path.read_bytes() if path is not None and path.is_file() else None
+        size = _SVG_SIZE.search(data[:4096]) if data and src.endswith(".svg") else None
+        grow = float(size[1]) / float(size[2]) if size else 1.0
+        if data is not None:
+            kind = "image/svg+xml" if src.endswith(".svg") else "image/png"
+            # in lines: docutils refuses a line over 10,000 characters in the report's first
+            # page, and a URL parser drops the newlines
+            src = f"data:{kind};base64,{base64.encodebytes(data).decode('ascii')}"
+        alt = html.escape(alt)
+        images.append(f'<img alt="{alt}" title="{alt}" src="{src}" style="flex: {grow:.3f} 1 0">')
+    return f'<p class="chesslm-figures">{"".join(images)}</p>'
+
+
+def to_html(text: str, base: Path | None = None) -> str:
     """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
-    code, links, images) as an HTML fragment; no other Markdown is needed here."""
-    # the report's stylesheet quotes code spans with backticks; a summary needs none. A table
-    # wider than the page scrolls within it instead of running on over what is beside it.
-    out = [
-        '<div class="chesslm-summary">',
-        "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
-        " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }</style>",
-    ]
+    code, links, images) as an HTML fragment; no other Markdown is needed here. A paragraph
+    of images only is a row of figures (``figures_html``), the files read from ``base``."""
+    out = ['<div class="chesslm-summary">', _STYLE]
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -522,6 +569,10 @@ def to_html(text: str) -> str:
             while i < len(lines) and lines[i].strip() and not re.match(r"[#|]|- ", lines[i]):
                 paragraph.append(lines[i])
                 i += 1
-            out.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+            joined = " ".join(paragraph)
+            if re.fullmatch(rf"(?:{_IMAGE.pattern}\s*)+", joined):
+                out.append(figures_html(joined, base))
+            else:
+                out.append(f"<p>{_inline(joined)}</p>")
     out.append("</div>")
     return "\n".join(out) + "\n"

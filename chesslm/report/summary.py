@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from collections import Counter
@@ -38,6 +39,7 @@ from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
 from chesslm.layout import RunDir
+from chesslm.play.outputs import FILES
 from chesslm.play.records import RecordError
 from chesslm.report import markdown, plots
 from chesslm.report.items import OUTPUT_FILES
@@ -366,11 +368,24 @@ def summarise(
         test_evaluated=was_test_evaluated(rec),
         changes=changes or [],
         max_segments=max_segments,
+        # the printed text's links as from the run's report/, where summary.md belongs
+        figures=headline_figures(rec, paths, out if figures else Path(RunDir(rec.run_dir).report)),
     )
     write_atomic_text(paths["summary"], text)
-    write_atomic_text(paths["summary_html"], markdown.to_html(text))
+    write_atomic_text(paths["summary_html"], markdown.to_html(text, base=out))
     LOGGER.info("wrote %d files to %s (%d notes)", len(paths), out, len(rec.notes))
     return paths
+
+
+def headline_figures(rec: RunRecords, paths: dict[str, Path], folder: Path) -> dict[str, str]:
+    """The figures summary.md shows under its answers (alt text -> path relative to its
+    ``folder``): the NLL curve (named also where the command line leaves it undrawn, as the
+    files list is) and, once the run has played, move-matching by the mover's rating."""
+    shown = {"NLL curve": paths["nll_plot"].name}
+    played = Path(RunDir(rec.run_dir).play) / FILES["move_match_plot"]
+    if played.is_file():
+        shown["move-matching by rating"] = os.path.relpath(played, folder)
+    return shown
 
 
 def write_atomic_text(path: Path, text: str) -> None:
