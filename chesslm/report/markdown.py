@@ -17,6 +17,7 @@ import pandas as pd
 from chesslm import commands
 from chesslm.files import sha256_file
 from chesslm.layout import RunDir
+from chesslm.report import sample_games
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
 from chesslm.report.play_section import answers, markdown_section
@@ -120,10 +121,11 @@ def play_section(run_dir: Path) -> list[str]:
     return [markdown_section(play_dir).rstrip("\n"), ""]
 
 
-def handover_section(run_dir: Path) -> list[str]:
+def handover_section(run_dir: Path, games: Path | None = None) -> list[str]:
     """List items: how to play the run's best.pt (the exact ``chesslm-uci`` command), where
-    its export is or the command that writes it, and how to analyse a PGN with it; one item
-    saying so before best.pt exists."""
+    its export is or the command that writes it, and how to analyse a PGN with it: the run's
+    ``games`` (``sample_games``) where that file is there, else an argument the command
+    refuses in one line; one item saying so before best.pt exists."""
     best = Path(RunDir(run_dir).best)
     if not best.is_file():
         return [f"- Play it, share it, analyse games with it: not yet (no `{best}`)"]
@@ -137,24 +139,39 @@ def handover_section(run_dir: Path) -> list[str]:
         f'- Play it as a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
         f"`chesslm-uci --checkpoint {best}`",
         f"- Export: {where}",
-        f"- Analyse a PGN move by move (GAMES.pgn or .pgn.zst): "
-        f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`",
+        analyse_line(best, games),
     ]
 
 
+def analyse_line(best: Path, games: Path | None) -> str:
+    """The list item of ``chesslm-analyse`` on the run's validation games (as printed, it
+    runs), or where there are none on ``YOUR-GAMES.pgn`` (as printed: "no such file")."""
+    if games is not None and games.is_file():
+        command = f"chesslm-analyse --checkpoint {best} {games} --csv analysis.csv"
+        return (
+            f"- Analyse games move by move: `{command}` (the first {sample_games.GAMES}"
+            f" validation games of the run's dataset; any .pgn or .pgn.zst in their place)"
+        )
+    command = f"chesslm-analyse --checkpoint {best} YOUR-GAMES.pgn --csv analysis.csv"
+    return f"- Analyse games move by move: `{command}` (YOUR-GAMES.pgn: a .pgn or .pgn.zst)"
+
+
 def answers_section(
-    rec: RunRecords, validation: pd.DataFrame, figures: dict[str, str] | None = None
+    rec: RunRecords,
+    validation: pd.DataFrame,
+    figures: dict[str, str] | None = None,
+    games: Path | None = None,
 ) -> list[str]:
     """What a reader opens the report for, before anything else: the best validation NLL and
     play's answers (``play_section.answers``: top-1, Elo, legality), the headline figures
     (``figures``: alt text -> path relative to summary.md), then how to play, share and
-    analyse it."""
+    analyse it (``handover_section``)."""
     play_dir = Path(RunDir(rec.run_dir).play)
     out = ["## At a glance", "", headline_nll(rec, validation)]
     out += answers(play_dir if play_dir.is_dir() else None)
     if figures:  # one paragraph of images: side by side on the report's first screen
         out += ["", " ".join(f"![{alt}]({path})" for alt, path in figures.items())]
-    out += ["", *handover_section(rec.run_dir)]
+    out += ["", *handover_section(rec.run_dir, games)]
     return out + [
         "",
         "Below: the training's outcome; the run's identity, hashes and training code; time,"
@@ -192,11 +209,14 @@ def segment_name(segment: Any, max_segments: int | None) -> str:
     return f"segment {segment} of at most {max_segments}, numbered from 0"
 
 
-def files_section(run_dir: Path, paths: dict[str, Path]) -> list[str]:
-    """The report's files beside summary.md and, when the run has played, its play files
-    (``play/state/`` is play's work in progress, not a result)."""
+def files_section(run_dir: Path, paths: dict[str, Path], games: Path | None = None) -> list[str]:
+    """The report's files beside summary.md (``games`` too where it is there) and, when the
+    run has played, its play files (``play/state/`` is play's work in progress, not a
+    result)."""
     out = ["## Files", "", "Beside this summary:", ""]
-    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"]
+    out += [f"- `{games.name}`"] if games is not None and games.is_file() else []
+    out += [""]
     played = sorted(p for p in Path(RunDir(run_dir).play).glob("*") if p.suffix in PLAY_FILES)
     if played:
         out += ["The play evaluation's, in the run's `play/`:", ""]
@@ -230,6 +250,7 @@ def render(
     changes: list[str] = (),
     max_segments: int | None = None,
     figures: dict[str, str] | None = None,
+    games: Path | None = None,
 ) -> str:
     """summary.md: the state, then the answers (top-1, Elo, legality, how to play it), then
     the best check, identity, times, throughput, memory, data, play in full, files, skips.
@@ -237,12 +258,13 @@ def render(
     ``changes`` (what differs from the config now) and a dataset fingerprint that differs
     from the receipt's make the first line a warning that names them. ``max_segments``: the
     run's cap on its segments (``runs.{run}.max_segments``), where known. ``figures``: the
-    headline figures under the answers (alt text -> path relative to summary.md).
+    headline figures under the answers (alt text -> path relative to summary.md). ``games``:
+    the run's validation games (``sample_games``) the analyse command is shown on.
     """
     results, identity = rec.results or {}, rec.identity or {}
     data = tables["data"].iloc[0]
     out = header_section(rec, state, data, list(changes))
-    out += answers_section(rec, tables["validation"], figures)
+    out += answers_section(rec, tables["validation"], figures, games)
     out += [held_out_line(test_evaluated), ""]
     out += outcome_section(rec, tables["validation"])
     out += identity_section(identity)
@@ -251,7 +273,7 @@ def render(
     out += memory_section(tables, samples, results)
     out += data_section(rec, data, identity)
     out += play_section(rec.run_dir)
-    out += files_section(rec.run_dir, paths)
+    out += files_section(rec.run_dir, paths, games)
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
     out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]

@@ -915,9 +915,10 @@ def test_the_summary_opens_with_the_answers(tmp_path):
     assert f"`snakemake --cores 2 {run_dir / 'export' / 'model.safetensors'}`" in answer(
         lines, "Export"
     )
-    assert f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`" in answer(
-        lines, "Analyse"
-    )
+    # no token cache beside this run's receipt: no games of its own, an argument the command
+    # refuses in one line ("YOUR-GAMES.pgn: no such file", test_analyse)
+    command = f"chesslm-analyse --checkpoint {best} YOUR-GAMES.pgn --csv analysis.csv"
+    assert f"`{command}` (YOUR-GAMES.pgn: a .pgn or .pgn.zst)" in answer(lines, "Analyse")
     assert "### Play it or share it" not in text  # said once, at the top
 
 
