@@ -30,22 +30,27 @@ def game(cache: TokenCache, meta: metadata.Metadata | None, i: int) -> chess.pgn
     game = chess.pgn.Game({"GameId": cache.validation.ids[i].decode("ascii")})
     # BOS, a triple per ply, EOS
     plies = [tokens.decode_move(row[1 + 3 * k : 4 + 3 * k]) for k in range((len(row) - 2) // 3)]
-    if meta is None:
-        game.add_line(plies)
-        return game
-    white, black, result = (int(meta[c][i]) for c in ("white_elo", "black_elo", "result"))
-    if white >= 0 and black >= 0:
-        game.headers["WhiteElo"], game.headers["BlackElo"] = str(white), str(black)
-    game.headers["Result"] = metadata.RESULTS[result] if result >= 0 else "*"
-    base, increment = (int(meta[c][i]) for c in ("base_seconds", "increment_seconds"))
-    if base >= 0 and increment >= 0:
-        game.headers["TimeControl"] = f"{base}+{increment}"
-    node, clock = game, meta.clocks(i)
+    clock = meta.clocks(i) if meta is not None else np.zeros(0)
+    game.headers.update(headers(meta, i) if meta is not None else {})
+    node = game
     for k, move in enumerate(plies):
         node = node.add_variation(move)
         if k < len(clock) and clock[k] >= 0:
             node.set_clock(float(clock[k]))
     return game
+
+
+def headers(meta: metadata.Metadata, i: int) -> dict[str, str]:
+    """Game ``i``'s PGN tags from the metadata columns: ratings and time control where known,
+    the result (``*`` where unknown)."""
+    white, black, result = (int(meta[c][i]) for c in ("white_elo", "black_elo", "result"))
+    base, increment = (int(meta[c][i]) for c in ("base_seconds", "increment_seconds"))
+    tags = {"Result": metadata.RESULTS[result] if result >= 0 else "*"}
+    if white >= 0 and black >= 0:
+        tags |= {"WhiteElo": str(white), "BlackElo": str(black)}
+    if base >= 0 and increment >= 0:
+        tags["TimeControl"] = f"{base}+{increment}"
+    return tags
 
 
 def write(cache_dir: Path, path: Path, games: int = GAMES) -> int:
