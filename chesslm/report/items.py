@@ -40,3 +40,7 @@ ITEMS: tuple[Item, ...] = tuple(
 
 OUTPUT_FILES: dict[str, str] = {item.name: item.file for item in ITEMS}
 """Name (as in the Snakemake rule's named outputs) -> file name under ``report/``."""
+
+SAMPLE_GAMES = "validation-games.pgn"
+"""Beside the items (not one: a rule output of its own): the run's first validation games, the
+file summary.md's analyse command runs on (``chesslm.report.sample_games``)."""

@@ -5,6 +5,7 @@ come from ``chesslm.report.summary``."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -16,6 +17,7 @@ import pandas as pd
 from chesslm import commands
 from chesslm.files import sha256_file
 from chesslm.layout import RunDir
+from chesslm.report import sample_games
 from chesslm.report.cells import md_table as _md_table
 from chesslm.report.cells import num as _num
 from chesslm.report.play_section import answers, markdown_section
@@ -119,10 +121,11 @@ def play_section(run_dir: Path) -> list[str]:
     return [markdown_section(play_dir).rstrip("\n"), ""]
 
 
-def handover_section(run_dir: Path) -> list[str]:
+def handover_section(run_dir: Path, games: Path | None = None) -> list[str]:
     """List items: how to play the run's best.pt (the exact ``chesslm-uci`` command), where
-    its export is or the command that writes it, and how to analyse a PGN with it; one item
-    saying so before best.pt exists."""
+    its export is or the command that writes it, and how to analyse a PGN with it: the run's
+    ``games`` (``sample_games``) where that file is there, else an argument the command
+    refuses in one line; one item saying so before best.pt exists."""
     best = Path(RunDir(run_dir).best)
     if not best.is_file():
         return [f"- Play it, share it, analyse games with it: not yet (no `{best}`)"]
@@ -136,24 +139,56 @@ def handover_section(run_dir: Path) -> list[str]:
         f'- Play it as a UCI engine (GUIs, lichess-bot; README.md "Play it or share it"): '
         f"`chesslm-uci --checkpoint {best}`",
         f"- Export: {where}",
-        f"- Analyse a PGN move by move (GAMES.pgn or .pgn.zst): "
-        f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`",
+        analyse_line(best, games),
     ]
 
 
-def answers_section(run_dir: Path) -> list[str]:
-    """What a reader opens the report for, before anything else: play's answers
-    (``play_section.answers``: top-1, Elo, legality) and how to play, share and analyse."""
-    play_dir = Path(RunDir(run_dir).play)
-    out = ["## At a glance", ""]
+def analyse_line(best: Path, games: Path | None) -> str:
+    """The list item of ``chesslm-analyse`` on the run's validation games (as printed, it
+    runs), or where there are none on ``YOUR-GAMES.pgn`` (as printed: "no such file")."""
+    if games is not None and games.is_file():
+        command = f"chesslm-analyse --checkpoint {best} {games} --csv analysis.csv"
+        return (
+            f"- Analyse games move by move: `{command}` (the first {sample_games.GAMES}"
+            f" validation games of the run's dataset; any .pgn or .pgn.zst in their place)"
+        )
+    command = f"chesslm-analyse --checkpoint {best} YOUR-GAMES.pgn --csv analysis.csv"
+    return f"- Analyse games move by move: `{command}` (YOUR-GAMES.pgn: a .pgn or .pgn.zst)"
+
+
+def answers_section(
+    rec: RunRecords,
+    validation: pd.DataFrame,
+    figures: dict[str, str] | None = None,
+    games: Path | None = None,
+) -> list[str]:
+    """What a reader opens the report for, before anything else: the best validation NLL and
+    play's answers (``play_section.answers``: top-1, Elo, legality), the headline figures
+    (``figures``: alt text -> path relative to summary.md), then how to play, share and
+    analyse it (``handover_section``)."""
+    play_dir = Path(RunDir(rec.run_dir).play)
+    out = ["## At a glance", "", headline_nll(rec, validation)]
     out += answers(play_dir if play_dir.is_dir() else None)
-    out += handover_section(run_dir)
+    if figures:  # one paragraph of images: side by side on the report's first screen
+        out += ["", " ".join(f"![{alt}]({path})" for alt, path in figures.items())]
+    out += ["", *handover_section(rec.run_dir, games)]
     return out + [
         "",
         "Below: the training's outcome; the run's identity, hashes and training code; time,"
         " throughput, memory and data; the play evaluation in full.",
         "",
     ]
+
+
+def headline_nll(rec: RunRecords, validation: pd.DataFrame) -> str:
+    """The list item of the best validation NLL, its step and the initial NLL."""
+    step, nll, source = _best(rec, validation)
+    initial = validation.loc[validation["kind"] == "initial", "validation.nll"]
+    start = f", from {_num(initial.iloc[0], '.4f')} at step 0" if len(initial) else ""
+    return (
+        f"- Best validation NLL: **{_num(nll, '.4f')}** nats/target at step {_num(step, '')}"
+        f"{start} ({source})"
+    )
 
 
 def held_out_line(evaluated: bool) -> str:
@@ -174,11 +209,14 @@ def segment_name(segment: Any, max_segments: int | None) -> str:
     return f"segment {segment} of at most {max_segments}, numbered from 0"
 
 
-def files_section(run_dir: Path, paths: dict[str, Path]) -> list[str]:
-    """The report's files beside summary.md and, when the run has played, its play files
-    (``play/state/`` is play's work in progress, not a result)."""
+def files_section(run_dir: Path, paths: dict[str, Path], games: Path | None = None) -> list[str]:
+    """The report's files beside summary.md (``games`` too where it is there) and, when the
+    run has played, its play files (``play/state/`` is play's work in progress, not a
+    result)."""
     out = ["## Files", "", "Beside this summary:", ""]
-    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"] + [""]
+    out += [f"- `{p.name}`" for name, p in paths.items() if name != "summary"]
+    out += [f"- `{games.name}`"] if games is not None and games.is_file() else []
+    out += [""]
     played = sorted(p for p in Path(RunDir(run_dir).play).glob("*") if p.suffix in PLAY_FILES)
     if played:
         out += ["The play evaluation's, in the run's `play/`:", ""]
@@ -211,18 +249,22 @@ def render(
     test_evaluated: bool,
     changes: list[str] = (),
     max_segments: int | None = None,
+    figures: dict[str, str] | None = None,
+    games: Path | None = None,
 ) -> str:
     """summary.md: the state, then the answers (top-1, Elo, legality, how to play it), then
     the best check, identity, times, throughput, memory, data, play in full, files, skips.
 
     ``changes`` (what differs from the config now) and a dataset fingerprint that differs
     from the receipt's make the first line a warning that names them. ``max_segments``: the
-    run's cap on its segments (``runs.{run}.max_segments``), where known.
+    run's cap on its segments (``runs.{run}.max_segments``), where known. ``figures``: the
+    headline figures under the answers (alt text -> path relative to summary.md). ``games``:
+    the run's validation games (``sample_games``) the analyse command is shown on.
     """
     results, identity = rec.results or {}, rec.identity or {}
     data = tables["data"].iloc[0]
     out = header_section(rec, state, data, list(changes))
-    out += answers_section(rec.run_dir)
+    out += answers_section(rec, tables["validation"], figures, games)
     out += [held_out_line(test_evaluated), ""]
     out += outcome_section(rec, tables["validation"])
     out += identity_section(identity)
@@ -231,7 +273,7 @@ def render(
     out += memory_section(tables, samples, results)
     out += data_section(rec, data, identity)
     out += play_section(rec.run_dir)
-    out += files_section(rec.run_dir, paths)
+    out += files_section(rec.run_dir, paths, games)
     out += ["## Skipped or missing input", ""]
     notes = list(dict.fromkeys(rec.notes))
     out += [f"- {n}" for n in notes] if notes else ["Nothing was skipped."]
@@ -452,9 +494,10 @@ def data_section(rec: RunRecords, data: pd.Series, identity: dict[str, Any]) -> 
 
 # --- summary.html: the Markdown above as an HTML fragment, for the report's first page -------
 
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _INLINE = [
     (re.compile(r"\*\*(.+?)\*\*"), r"<strong>\1</strong>"),
-    (re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)"), r'<img alt="\1" src="\2">'),
+    (_IMAGE, r'<img alt="\1" src="\2">'),
     (re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)"), r'<a href="\2">\1</a>'),
 ]
 _CELL_STYLE = 'style="border:1px solid #ccc;padding:2px 6px;text-align:left"'
@@ -479,16 +522,42 @@ def _cells(line: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in cells]
 
 
-def to_html(text: str) -> str:
+_SVG_SIZE = re.compile(rb'<svg[^>]*?width="([\d.]+)pt" height="([\d.]+)pt"')
+# the report's stylesheet quotes code spans with backticks; a summary needs none. A table
+# wider than the page scrolls within it instead of running on over what is beside it. A row of
+# figures fills the column, each as wide as its share of the row's aspect ratios (one height).
+_STYLE = (
+    "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
+    " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }"
+    " .chesslm-summary .chesslm-figures { display: flex; gap: 0.5rem; align-items: flex-start; }"
+    " .chesslm-summary .chesslm-figures img { min-width: 0; height: auto; margin: 0; }</style>"
+)
+
+
+def figures_html(line: str, base: Path | None) -> str:
+    """A paragraph of images only, as one row: each a data URI of the file ``base / src``
+    (so that summary.html shows them wherever it is embedded), else ``src`` as written."""
+    images = []
+    for alt, src in _IMAGE.findall(line):
+        path = base / src if base is not None else None
+        data = path.read_bytes() if path is not None and path.is_file() else None
+        size = _SVG_SIZE.search(data[:4096]) if data and src.endswith(".svg") else None
+        grow = float(size[1]) / float(size[2]) if size else 1.0
+        if data is not None:
+            kind = "image/svg+xml" if src.endswith(".svg") else "image/png"
+            # in lines: docutils refuses a line over 10,000 characters in the report's first
+            # page, and a URL parser drops the newlines
+            src = f"data:{kind};base64,{base64.encodebytes(data).decode('ascii')}"
+        alt = html.escape(alt)
+        images.append(f'<img alt="{alt}" title="{alt}" src="{src}" style="flex: {grow:.3f} 1 0">')
+    return f'<p class="chesslm-figures">{"".join(images)}</p>'
+
+
+def to_html(text: str, base: Path | None = None) -> str:
     """The Markdown that ``render`` writes (headings, paragraphs, lists, pipe tables, bold,
-    code, links, images) as an HTML fragment; no other Markdown is needed here."""
-    # the report's stylesheet quotes code spans with backticks; a summary needs none. A table
-    # wider than the page scrolls within it instead of running on over what is beside it.
-    out = [
-        '<div class="chesslm-summary">',
-        "<style>.chesslm-summary code::before, .chesslm-summary code::after { content: none; }"
-        " .chesslm-summary table { display: block; max-width: 100%; overflow-x: auto; }</style>",
-    ]
+    code, links, images) as an HTML fragment; no other Markdown is needed here. A paragraph
+    of images only is a row of figures (``figures_html``), the files read from ``base``."""
+    out = ['<div class="chesslm-summary">', _STYLE]
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -522,6 +591,10 @@ def to_html(text: str) -> str:
             while i < len(lines) and lines[i].strip() and not re.match(r"[#|]|- ", lines[i]):
                 paragraph.append(lines[i])
                 i += 1
-            out.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+            joined = " ".join(paragraph)
+            if re.fullmatch(rf"(?:{_IMAGE.pattern}\s*)+", joined):
+                out.append(figures_html(joined, base))
+            else:
+                out.append(f"<p>{_inline(joined)}</p>")
     out.append("</div>")
     return "\n".join(out) + "\n"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 from collections import Counter
@@ -38,8 +39,9 @@ from chesslm.data import integrity
 from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
 from chesslm.layout import RunDir
+from chesslm.play.outputs import FILES
 from chesslm.play.records import RecordError
-from chesslm.report import markdown, plots
+from chesslm.report import markdown, plots, sample_games
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.run_reader import RunRecords, RunState, load_run
 from chesslm.train.state import TERMINAL, WALL_PARTS
@@ -328,6 +330,7 @@ def summarise(
     changes: list[str] | None = None,
     max_segments: int | None = None,
     figures: bool = True,
+    games: Path | None = None,
 ) -> dict[str, Path]:
     """Write every file of ``OUTPUT_FILES`` for the run; returns name -> path.
 
@@ -337,6 +340,9 @@ def summarise(
     run's records do not hold), so that summary.md says how many segments it may still take.
     ``figures``: False leaves the five figures undrawn (the tables and summary.md are the same):
     the command line that prints summary.md only has no use for them.
+    ``games``: the PGN of the run's validation games that summary.md's analyse command names
+    (rule summarise writes it first); by default ``sample_games.FILE`` written beside the
+    files from the dataset's token cache where it is found (when printing: the rule's file).
     """
     rec = load_run(run_dir, receipt_path=receipt)
     out = Path(out_dir or RunDir(rec.run_dir).report)
@@ -356,6 +362,9 @@ def summarise(
         table.to_csv(paths[name], index=False)
     if figures:
         plots.draw_all(tables, samples, paths, run=rec.run_dir.name)
+    if games is None:
+        games = sample_beside(rec, out) if figures else Path(RunDir(rec.run_dir).report)
+        games = games / sample_games.FILE if games is not None else None
     state = run_state(rec, tables["segments"], max_segments)
     text = markdown.render(
         rec,
@@ -366,11 +375,35 @@ def summarise(
         test_evaluated=was_test_evaluated(rec),
         changes=changes or [],
         max_segments=max_segments,
+        # the printed text's links as from the run's report/, where summary.md belongs
+        figures=headline_figures(rec, paths, out if figures else Path(RunDir(rec.run_dir).report)),
+        games=games,
     )
     write_atomic_text(paths["summary"], text)
-    write_atomic_text(paths["summary_html"], markdown.to_html(text))
+    write_atomic_text(paths["summary_html"], markdown.to_html(text, base=out))
     LOGGER.info("wrote %d files to %s (%d notes)", len(paths), out, len(rec.notes))
     return paths
+
+
+def sample_beside(rec: RunRecords, out: Path) -> Path | None:
+    """``out`` once the run's validation games are written there (``sample_games``), from the
+    token cache beside the dataset's integrity receipt; None where there is none."""
+    cache = rec.receipt_path.parent / "token-cache" if rec.receipt_path else None
+    if cache is None or not (cache / "cache.json").is_file():
+        return None
+    sample_games.write(cache, out / sample_games.FILE)
+    return out
+
+
+def headline_figures(rec: RunRecords, paths: dict[str, Path], folder: Path) -> dict[str, str]:
+    """The figures summary.md shows under its answers (alt text -> path relative to its
+    ``folder``): the NLL curve (named also where the command line leaves it undrawn, as the
+    files list is) and, once the run has played, move-matching by the mover's rating."""
+    shown = {"NLL curve": paths["nll_plot"].name}
+    played = Path(RunDir(rec.run_dir).play) / FILES["move_match_plot"]
+    if played.is_file():
+        shown["move-matching by rating"] = os.path.relpath(played, folder)
+    return shown
 
 
 def write_atomic_text(path: Path, text: str) -> None:

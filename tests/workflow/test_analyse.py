@@ -9,6 +9,8 @@ import io
 import json
 import math
 import os
+import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -216,3 +218,37 @@ def test_rule_analyse_scores_every_validation_move_as_play_does(
     assert "moves analysed; 0 skipped" in (wf / "logs/mini/analyse/mini.log").read_text()
     again = snakemake(wf, ANALYSIS, *STAGED)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_the_summarys_analyse_command_runs_as_printed(
+    staged_run: StagedRun, tmp_path: Path
+) -> None:
+    """summary.md's analyse command, word for word, in the run's folder: it reads the run's
+    own validation games (rule summarise wrote them from the token cache, which holds no test
+    split: every id is a validation id) and scores every move of each."""
+    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    text = (wf / "results/mini/report/summary.md").read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith("- Analyse games move by move: ")]
+    words = shlex.split(re.search(r"`(chesslm-analyse [^`]*)`", line).group(1))
+    done = forked.run("python", ["-m", "chesslm.engine.analyse", *words[1:]], cwd=wf, env=ENV)
+    assert done.returncode == 0, f"{line}\n{done.stderr}"
+    (games,) = [w for w in words if w.endswith(".pgn")]
+    assert games == "results/mini/report/validation-games.pgn", line
+    data = wf / "results/datasets/mini"
+    cache = TokenCache(data / "token-cache")
+    ids = [i.decode() for i in cache.validation.ids][:16]
+    per_game = list(csv.DictReader(open(wf / "analysis.games.csv")))
+    assert len(per_game) == len(ids) and "validation games" in line
+    rows = list(csv.DictReader(open(wf / words[words.index("--csv") + 1])))
+    plies = (np.asarray(cache.validation.lengths[: len(ids)]) - 2) // 3
+    assert len(rows) == plies.sum() and {r["game"] for r in rows} == {str(n + 1) for n in range(16)}
+    read = chess.pgn.read_game(open(wf / games))
+    assert read.headers["GameId"] == ids[0] and read.headers["Result"] in ("1-0", "0-1", "1/2-1/2")
+    first = np.asarray(cache.validation[0])
+    moves = [tokens.decode_move(first[1 + 3 * k : 4 + 3 * k]) for k in range(plies[0])]
+    assert list(read.mainline_moves()) == moves
+    manifest = json.loads((data / "manifest.json").read_text())
+    shards = [gamearrays.Games(data / p) for p in manifest["shards"]["test"]]
+    test_ids = {i.decode() for shard in shards for i in shard.ids}
+    assert test_ids and not test_ids & set(ids)

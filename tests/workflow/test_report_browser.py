@@ -1,8 +1,10 @@
 """The HTML report (``snakemake --report``) of a real trained run, opened in a real headless
-Chromium: its first page shows the run's summary, and every figure of the run renders."""
+Chromium: its first page shows the run's summary, its first screen the best NLL and the headline
+figures above the hashes, and every figure of the run renders."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -252,3 +254,73 @@ def test_the_answers_are_in_the_first_viewport(
             f"{figure!r} spans x {left:.0f}..{right:.0f} ({shot})"
         )
         assert drawn["visible"] and drawn["topmost"], f"{figure!r} is hidden or covered ({shot})"
+
+
+# The run at a glance in viewport coordinates: the best validation NLL's list item, each
+# headline figure (its box, whether it is drawn and is what a person sees at its centre, its
+# bytes) and the top of the identity, the first of the hashes.
+FIRST_SCREEN = """(() => {
+  const summary = document.querySelector('.chesslm-summary');
+  const rect = e => {
+    const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const seen = e => {
+    const [l, t, r, b] = rect(e);
+    return e.contains(document.elementFromPoint((l + r) / 2, (t + b) / 2));
+  };
+  const nll = [...summary.querySelectorAll('li')]
+    .find(li => li.textContent.startsWith('Best validation NLL'));
+  const identity = [...summary.querySelectorAll('h2')].find(h => h.textContent === 'Identity');
+  const figures = [...summary.querySelectorAll('.chesslm-figures img')].map(i => ({
+    alt: i.alt, box: rect(i), drawn: i.complete && i.naturalWidth > 0, seen: seen(i),
+    src: i.getAttribute('src'), natural: i.naturalWidth}));
+  return {nll: nll ? {text: nll.textContent, box: rect(nll), seen: seen(nll)} : null, figures,
+          identity: identity ? rect(identity) : null, viewport: [innerWidth, innerHeight]};
+})()"""
+
+
+def figure_bytes(src: str) -> bytes:
+    """An image's bytes from its base64 data URI as summary.html writes it (in lines)."""
+    head, _, data = src.partition(",")
+    assert head == "data:image/svg+xml;base64", head
+    return base64.b64decode("".join(data.split()), validate=True)
+
+
+@pytest.mark.parametrize("size", [(1400, 900), (1920, 1080)], ids=str)
+def test_the_first_screen_shows_the_nll_and_the_figures_above_the_hashes(
+    browser: Browser, report: Path, staged_run: StagedRun, size: tuple[int, int]
+) -> None:
+    """Without scrolling: the best validation NLL (results.json's), the NLL curve and
+    move-matching by rating, each inside the window, drawn, under nothing else and above the
+    identity and its hashes; each figure 300 px wide at least and at 40 % of its own size or
+    more (its text still legible: not a thumbnail)."""
+    run = staged_run.workdir / "results" / "mini"
+    best = json.loads((run / "results.json").read_text())["best_validation_nll"]
+    browser.open(file_url(report), viewport=size)
+    assert browser.wait_for(DRAWN), "the first page never drew the summary and the graph"
+    browser.wait_until_stable(LAID_OUT)
+    shot = browser.screenshot(report.with_name(f"first-screen-{size[0]}x{size[1]}.png"))
+    screen = browser.evaluate(FIRST_SCREEN)
+    assert screen["viewport"] == list(size) and screen["identity"], shot
+    assert screen["nll"] and f"Best validation NLL: {best:.4f}" in screen["nll"]["text"], shot
+    expected = {"NLL curve": run / "report" / "nll.svg"}
+    expected["move-matching by rating"] = run / "play" / "move-match.svg"
+    assert [f["alt"] for f in screen["figures"]] == list(expected), shot
+    for figure in screen["figures"]:
+        assert figure_bytes(figure["src"]) == expected[figure["alt"]].read_bytes()
+        assert figure["drawn"], f"{figure['alt']} is not drawn ({shot})"
+    width, height = size
+    for what, box, seen in [("best NLL", screen["nll"]["box"], screen["nll"]["seen"])] + [
+        (f["alt"], f["box"], f["seen"]) for f in screen["figures"]
+    ]:
+        left, top, right, bottom = box
+        assert 0 <= left and right <= width and 0 <= top and bottom <= height, (
+            f"{what} spans x {left:.0f}..{right:.0f}, y {top:.0f}..{bottom:.0f} ({shot})"
+        )
+        assert seen, f"{what} is covered ({shot})"
+        assert bottom <= screen["identity"][1], f"{what} is below the identity ({shot})"
+    for figure in screen["figures"]:
+        left, _, right, _ = figure["box"]
+        shown = right - left
+        assert shown >= max(300, 0.4 * figure["natural"]), f"{figure['alt']}: {shown:.0f} px"

@@ -3,17 +3,21 @@ and one real ``snakemake`` + ``snakemake --report`` run of workflow/rules/report
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 from chesslm import seal
+from chesslm.figures import PAD_INCHES, notice_figure, save_svg
 from chesslm.files import digest_json
 from chesslm.play import records
 from chesslm.play.records import RecordError
@@ -649,6 +653,51 @@ def test_summary_html_renders_the_markdown(complete_run):
     assert "|" not in page.replace("\\|", "")  # every pipe table became a table
 
 
+def data_uris(page: str) -> list[bytes]:
+    """The bytes of each base64 data URI of summary.html's images (its newlines dropped, as
+    a browser's URL parser drops them)."""
+    found = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', page)
+    return [base64.b64decode(uri.replace("\n", "")) for uri in found]
+
+
+def test_the_answers_open_with_the_best_nll_and_the_headline_figures(tmp_path):
+    """At a glance: the best validation NLL of results.json first, then the NLL curve and
+    (once played) move-matching by rating, before the identity and its hashes; summary.html
+    carries the figures' own bytes, so the report's first page shows them."""
+    run_dir = make_run(tmp_path)
+    figure = Figure(figsize=(4, 2))
+    figure.add_subplot().plot([1, 2], [3, 4])
+    (run_dir / "play").mkdir()
+    save_svg(figure, run_dir / "play" / "move-match.svg")
+    paths = summary.summarise(run_dir)
+    text = paths["summary"].read_text()
+    glance = section(text, "At a glance")
+    best = json.loads((run_dir / "results.json").read_text())["best_validation_nll"]
+    assert glance[1].startswith(f"- Best validation NLL: **{best:.4f}** nats/target at step ")
+    row = "![NLL curve](nll.svg) ![move-matching by rating](../play/move-match.svg)"
+    assert row in glance and text.index(row) < text.index("## Identity")
+    page = paths["summary_html"].read_text()
+    assert '<p class="chesslm-figures">' in page
+    assert page.index('chesslm-figures"') < page.index("<h2>Identity</h2>")
+    wanted = [paths["nll_plot"].read_bytes(), (run_dir / "play" / "move-match.svg").read_bytes()]
+    assert data_uris(page) == wanted
+    assert max(map(len, page.splitlines())) < 10_000  # docutils' limit in the report
+
+
+def test_a_figure_is_saved_cut_to_what_it_draws(tmp_path):
+    """save_svg's canvas is the figure's drawn extent (its tight box) plus PAD_INCHES, not
+    the size it was made at: a notice's one line of text once left over half of it blank."""
+    fig = notice_figure("pilot: a title", "Nothing to show.")
+    save_svg(fig, tmp_path / "notice.svg")
+    head = (tmp_path / "notice.svg").read_text()[:1000]
+    width, height = (float(re.search(rf'{k}="([\d.]+)pt"', head)[1]) for k in ("width", "height"))
+    box = fig.get_tightbbox()  # inches, as savefig's bbox_inches='tight' takes it
+    made = fig.get_size_inches() * 72
+    assert width == pytest.approx((box.width + 2 * PAD_INCHES) * 72, abs=1)
+    assert height == pytest.approx((box.height + 2 * PAD_INCHES) * 72, abs=1)
+    assert width * height < 0.7 * made[0] * made[1]
+
+
 def test_play_section_only_when_the_run_has_played(tmp_path):
     from chesslm.report.play_section import markdown_section
 
@@ -866,9 +915,10 @@ def test_the_summary_opens_with_the_answers(tmp_path):
     assert f"`snakemake --cores 2 {run_dir / 'export' / 'model.safetensors'}`" in answer(
         lines, "Export"
     )
-    assert f"`chesslm-analyse --checkpoint {best} GAMES.pgn --csv analysis.csv`" in answer(
-        lines, "Analyse"
-    )
+    # no token cache beside this run's receipt: no games of its own, an argument the command
+    # refuses in one line ("YOUR-GAMES.pgn: no such file", test_analyse)
+    command = f"chesslm-analyse --checkpoint {best} YOUR-GAMES.pgn --csv analysis.csv"
+    assert f"`{command}` (YOUR-GAMES.pgn: a .pgn or .pgn.zst)" in answer(lines, "Analyse")
     assert "### Play it or share it" not in text  # said once, at the top
 
 

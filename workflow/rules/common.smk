@@ -26,6 +26,7 @@ from chesslm.config import (
 from chesslm.files import UnreadableFileError
 from chesslm.layout import DatasetDir, RunDir, compare_file, ladder_file
 from chesslm.report import staleness
+from chesslm.report.items import SAMPLE_GAMES
 from chesslm.train import launch
 from chesslm.train import status as segment_status
 
@@ -138,6 +139,11 @@ def get_run_cache(wildcards):
 
 def get_run_receipt(wildcards):
     return run_dataset(wildcards.run).receipt
+
+
+def get_run_cache(wildcards):
+    """The token cache's cache.json of the dataset run ``run`` trains on."""
+    return run_dataset(wildcards.run).cache_meta
 
 
 def get_run_checkpoint(wildcards):

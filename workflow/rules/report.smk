@@ -3,7 +3,9 @@
 # rule summarise: results/{run}/results.json (the run is complete), its segment statuses and
 #   probe results + its dataset's integrity receipt -> results/{run}/report/: the files of chesslm.report.items.ITEMS (tables, figures,
 #   summary.md and summary.html), each a report() item; workflow/report/workflow.rst, the
-#   report's first page, shows each run's summary.html.
+#   report's first page, shows each run's summary.html. Beside them, validation-games.pgn:
+#   the first validation games of the run's dataset (from its token cache), which the analyse
+#   command that summary.md prints runs on as printed.
 # Partial runs (still training, or stopped before a terminal status) are summarised outside the
 # DAG, so that asking for a summary never starts training and a partial summary is never taken
 # for the final one: `python -m chesslm.report.summary results/{run}` prints it (with --out DIR
@@ -30,6 +32,8 @@ rule summarise:
         receipt=get_run_receipt,
         play=get_run_play_outputs,
         outcome=get_run_outcome_outputs,  # an outcome run's figures: in its report too
+        # the validation games the printed analyse command runs on (no test split in a cache)
+        cache=get_run_cache,
     output:
         **{
             item.name: report(
@@ -41,6 +45,7 @@ rule summarise:
             )
             for item in REPORT_ITEMS
         },
+        games=RUN.report_file(SAMPLE_GAMES),
     log:
         "logs/summarise/{run}.log",
     wildcard_constraints:
