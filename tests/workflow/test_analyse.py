@@ -227,7 +227,7 @@ def test_the_summarys_analyse_command_runs_as_printed(
     """summary.md's analyse command, word for word, in the run's folder: it reads the run's
     own validation games (rule summarise wrote them from the token cache, which holds no test
     split: every id is a validation id) and scores every move of each."""
-    wf = copy_tree(staged_run.workdir, tmp_path / "wf")
+    wf = staged_run.copy(tmp_path / "wf")
     text = (wf / "results/mini/report/summary.md").read_text()
     (line,) = [x for x in text.splitlines() if x.startswith("- Analyse games move by move: ")]
     words = shlex.split(re.search(r"`(chesslm-analyse [^`]*)`", line).group(1))
