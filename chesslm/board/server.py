@@ -232,9 +232,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+class BoardServer(ThreadingHTTPServer):
+    """The standard library's threading server with a listen backlog for a page's bursts:
+    its default of 5 pending connections reset the rest on a loaded machine (24 requests at
+    once in tests/unit/test_board.py), where each should get an answer, if only "busy"."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 def server(app: App, host: str, port: int) -> ThreadingHTTPServer:
     """A bound server (not yet serving) for ``app``. :raises OSError: the port is taken."""
     handler = type("BoundHandler", (Handler,), {"app": app})
-    httpd = ThreadingHTTPServer((host, port), handler)
-    httpd.daemon_threads = True
-    return httpd
+    return BoardServer((host, port), handler)
