@@ -71,7 +71,7 @@ def convert(
     inputs = [Path(p) for p in inputs]
     out_dir = Path(out_dir)
     if not inputs:
-        raise ConvertError("no input files given (dataset 'pgn' is empty)")
+        raise ConvertError("no input files given (dataset 'inputs' is empty)")
     if not 2 + 3 <= settings.context:
         raise ConvertError(f"context {settings.context} cannot hold a single move")
     out_dir.mkdir(parents=True, exist_ok=True)
