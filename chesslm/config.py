@@ -53,7 +53,7 @@ class Dataset:
     """``datasets.NAME``: its inputs, its conversion settings and the token cache's bound."""
 
     name: str
-    pgn: tuple[str, ...]
+    inputs: tuple[str, ...]  # the files, each read by its format's row (chesslm.data.sources)
     legality_games: int
     settings: data_settings.Settings
 
@@ -239,15 +239,33 @@ def _not_finite(value: Any, key: str = "") -> str | None:
     return None
 
 
-def _pgn_folder(name: str, paths: list[str]) -> None:
-    """A ``pgn`` entry that is a folder: Snakemake takes it as an existing input and convert
-    then fails with "no such file"."""
+INPUTS, OLD_INPUTS = "inputs", "pgn"  # datasets.NAME's files; pgn: their name until 2026-12
+
+
+def _inputs(name: str, raw: dict[str, Any]) -> tuple[str, ...]:
+    """The dataset's files, under ``inputs`` or its old name ``pgn`` (one of them, not both:
+    which would win is a guess).
+
+    :raises ConfigError: naming the dataset, for both keys or neither, or an entry that is a
+        folder (Snakemake takes it as an existing input and convert then fails with "no such
+        file")."""
+    given = [key for key in (INPUTS, OLD_INPUTS) if key in raw]
+    if len(given) != 1:
+        raise ConfigError(
+            f"config: datasets.{name}: both {INPUTS} and {OLD_INPUTS} are given ({OLD_INPUTS} is"
+            f" the old name of {INPUTS}: keep {INPUTS} alone, also in a --configfile over it)"
+            if given
+            else f"config: datasets.{name}: no {INPUTS} (the list of its .pgn, .pgn.zst or"
+            " .parquet files)"
+        )
+    paths = raw[given[0]]
     for i, path in enumerate(paths):
         if Path(path).is_dir():
             raise ConfigError(
-                f"config: datasets.{name}.pgn[{i}]: {path} is a folder; list its .pgn or"
-                " .pgn.zst files"
+                f"config: datasets.{name}.{given[0]}[{i}]: {path} is a folder; list its .pgn,"
+                " .pgn.zst or .parquet files"
             )
+    return tuple(paths)
 
 
 LIKE = "like"  # runs.NAME.like: the run whose settings this one starts from
@@ -326,10 +344,9 @@ def fill_defaults(schema: dict[str, Any], value: Any) -> None:
 
 
 def _dataset(name: str, raw: dict[str, Any]) -> Dataset:
-    _pgn_folder(name, raw["pgn"])
     return Dataset(
         name=name,
-        pgn=tuple(raw["pgn"]),
+        inputs=_inputs(name, raw),
         legality_games=raw["legality_games"],
         settings=data_settings.Settings.from_config(raw, f"datasets.{name}"),
     )

@@ -59,19 +59,19 @@ def convert(
     workers: int = 1,
     stats: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Convert PGN or Parquet files (chesslm.data.parquet) into a dataset at ``out_dir``;
-    returns the manifest.
+    """Convert the input files (PGN, ``.pgn.zst`` or Parquet, each read by its format's row:
+    chesslm.data.sources) into a dataset at ``out_dir``; returns the manifest.
 
     ``stats``, if given, is filled with where the time went (seconds per phase, the main
     process's waits, the reader's CPU): what a scaling benchmark needs to find the serial part.
 
-    :raises ConvertError, pgn.PgnFileError, parquet.ParquetFileError: one line naming the
-        file or setting at fault; nothing is left behind that looks complete.
+    :raises ConvertError, sources.ERRORS (a format's file error): one line naming the file or
+        setting at fault; nothing is left behind that looks complete.
     """
     inputs = [Path(p) for p in inputs]
     out_dir = Path(out_dir)
     if not inputs:
-        raise ConvertError("no input files given (dataset 'pgn' is empty)")
+        raise ConvertError("no input files given (dataset 'inputs' is empty)")
     if not 2 + 3 <= settings.context:
         raise ConvertError(f"context {settings.context} cannot hold a single move")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@ and numbered per input file, for convert's one WARNING line a file: Lichess's ow
 hold none, so a file that yields them was damaged on the way (or is not Lichess's).
 
 A game's number is its place in its file, counted from 1 in the order the reader cuts it: a
-PGN file's games (text that is no game at all counts as one), a Parquet file's rows.
+PGN file's games (text that is no game at all counts as one), a Parquet file's rows (what its
+format's row, chesslm.data.sources, calls ``places``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from chesslm.data import parquet
+from chesslm.data import sources
 from chesslm.data.parsing import DAMAGE, ChunkResult
 
 SHOWN = 5  # the first few numbers a warning names; the count says how many more
@@ -49,7 +50,7 @@ class DamageLog:
         counts, numbers = self.counts[path], self.numbers[path]
         total = sum(counts.values())
         more = f" and {total - len(numbers)} more" if total > len(numbers) else ""
-        kind = "rows" if parquet.is_parquet(path) else "games"
+        kind = sources.of(path).places
         said = ", ".join(f"{counts[k]} {_games(counts[k])} as {k}" for k in DAMAGE if counts[k])
         return (
             f"{path}: skipped {said} ({kind} {', '.join(map(str, numbers))}{more} of the file);"

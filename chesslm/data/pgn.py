@@ -30,6 +30,11 @@ class PgnFileError(ValueError):
     """An input file cannot be read as PGN at all (the message names the file)."""
 
 
+def is_zstd(path: Path | str) -> bool:
+    """Whether a PGN file is read as zstd-compressed: by its name."""
+    return Path(path).name.endswith(".zst")
+
+
 class _Tee:
     """A file read through ``read`` or ``readinto``, what is read also fed to ``digest``."""
 
@@ -99,9 +104,9 @@ class _Source:
     straight into the caller's buffer, where a decompression object returns new bytes to copy
     again); ``digest`` is fed the file's bytes as they are read."""
 
-    def __init__(self, path: Path, fh: Any, digest: Any) -> None:
+    def __init__(self, path: Path, fh: Any, digest: Any, zstd: bool) -> None:
         self.path = path
-        if path.name.endswith(".zst"):
+        if zstd:
             _check_frames(path, fh)
             self.stream = zstandard.ZstdDecompressor().stream_reader(
                 _Tee(fh, digest), read_size=READ_BLOCK, read_across_frames=True
@@ -166,6 +171,7 @@ def read_chunks_into(
     *,
     chunk_bytes: int = 4 << 20,
     digest: Any = None,
+    zstd: bool | None = None,
 ) -> Iterator[tuple[int, int] | bytes]:
     """Whole-game chunks of ``path``, each written into a free buffer that ``take()`` names
     (it may block until a consumer gives one back): yields ``(buffer, length)``, or the
@@ -173,7 +179,8 @@ def read_chunks_into(
     yielded buffer back when done with it; a buffer left empty at the end goes to ``release``.
 
     One copy per byte (decompressed block into the buffer); only a cut chunk's tail, part
-    of one game, is copied again into the next buffer.
+    of one game, is copied again into the next buffer. ``zstd``: whether the file is
+    zstd-compressed (None: whether its name ends with ``.zst``).
 
     :raises PgnFileError: if the file is missing, not zstd, or truncated.
     """
@@ -181,7 +188,8 @@ def read_chunks_into(
     if not path.is_file():
         raise PgnFileError(f"{path}: no such file")
     with open(path, "rb") as fh:
-        yield from _cut(_Source(path, fh, digest), buffers, take, release, chunk_bytes)
+        zstd = is_zstd(path) if zstd is None else zstd
+        yield from _cut(_Source(path, fh, digest, zstd), buffers, take, release, chunk_bytes)
 
 
 def _cut(

@@ -1,12 +1,11 @@
 """The processes of a conversion: one reader, parsing workers, results back in input order.
 
-A reader process decompresses each PGN input and cuts it into chunks of whole games, written
-into buffers shared with the workers (``pgn.read_chunks_into``), and cuts each Parquet input
-into tasks of whole row groups, which the workers read themselves (``parquet.read_tasks``);
-worker processes parse a chunk (chesslm.data.parsing), or a task piece by piece
-(chesslm.data.parquet), and spool each result's games, split by split, to one file; the main
-process reads them back in input order (``chunk_results``). With one worker, one process does
-it all.
+A reader process cuts each input into chunks, worker processes parse a chunk into one result
+or more and spool each result's games, split by split, to one file; the main process reads
+them back in input order (``chunk_results``). With one worker, one process does it all. How a
+file is cut and a chunk parsed is its format's row (chesslm.data.sources: PGN text goes
+through buffers shared with the workers, a Parquet file's row groups are read by a worker
+itself); nothing here asks which format a file is.
 """
 
 from __future__ import annotations
@@ -18,15 +17,16 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from chesslm.data import gamearrays, parquet, pgn
-from chesslm.data.parsing import ChunkResult, parse_chunk
+from chesslm.data import gamearrays, pgn, sources
+from chesslm.data.parsing import ChunkResult
 from chesslm.data.settings import Settings
+from chesslm.data.sources import Pool
 
 CHUNK_BYTES = 4 << 20  # text per chunk a worker parses: thousands of games
 WORKER_NICENESS = 5
@@ -37,21 +37,20 @@ class ConvertError(ValueError):
 
 
 def _chunks(
-    inputs: Sequence[Path], digests: dict[Path, str], read: Callable[..., Iterator[Any]]
+    inputs: Sequence[Path], digests: dict[Path, str], pool: Pool
 ) -> Iterator[tuple[Path, Any]]:
-    """Chunks of every input in order, each with its input (``read(path, digest)`` cuts a PGN
-    input; a Parquet input is cut into tasks); records each input's sha256 once it is read."""
+    """Chunks of every input in order, each with its input, cut by the input's row (PGN text
+    into ``pool``'s buffers); records each input's sha256 once it is read."""
     for path in inputs:
         if path.is_file() and path.stat().st_size == 0:
             raise ConvertError(f"{path}: empty file")
-        any_text = False
-        cut = parquet.read_tasks if parquet.is_parquet(path) else read
+        row, any_text = sources.of(path), False
         with _DigestThread() as digest:
-            for chunk in cut(path, digest):
+            for chunk in row.cut(path, pool, digest, CHUNK_BYTES):
                 any_text = True
                 yield path, chunk
         if not any_text:
-            raise ConvertError(f"{path}: no PGN text in it")
+            raise ConvertError(f"{path}: no {row.name} text in it")
         digests[path] = digest.hexdigest()
 
 
@@ -89,26 +88,18 @@ def _reader(
     """Reader process: decompress and cut the inputs into chunks, written into the shared
     ``buffers`` (``free`` holds the indices of those no worker is reading).
 
-    Sends ``(seq, input, (index, length))`` tasks (or ``(seq, input, bytes)`` for a chunk too
-    big for a buffer, ``(seq, input, parquet.Task)`` for row groups: its pieces are numbered
-    from ``seq``),
-    then one ``None`` per worker; reports ``("read", chunks, digests, cpu seconds)``
-    or ``("error", kind, message)`` to the main process.
+    Sends ``(seq, input, chunk)`` tasks (a chunk's results are numbered from ``seq``, as many
+    as its row's ``pieces``), then one ``None`` per worker; reports ``("read", chunks,
+    digests, cpu seconds)`` or ``("error", kind, message)`` to the main process.
     """
     digests: dict[Path, str] = {}
     seq = 0
-
-    def read(path: Path, digest: Any) -> Iterator[Any]:
-        return pgn.read_chunks_into(
-            path, buffers, free.get, free.put, chunk_bytes=CHUNK_BYTES, digest=digest
-        )
-
     try:
-        for path, chunk in _chunks(inputs, digests, read):
+        for path, chunk in _chunks(inputs, digests, Pool(buffers, free.get, free.put)):
             tasks.put((seq, path, chunk))
-            seq += chunk.pieces if isinstance(chunk, parquet.Task) else 1
+            seq += sources.of(path).pieces(chunk)
         results.put(("read", seq, digests, time.process_time()))
-    except (ConvertError, pgn.PgnFileError, parquet.ParquetFileError, OSError) as error:
+    except (ConvertError, *sources.ERRORS, OSError) as error:
         results.put(("error", type(error).__name__, str(error)))
     finally:
         for _ in range(workers):
@@ -128,34 +119,24 @@ def _worker(
         os.nice(WORKER_NICENESS)
     except OSError:
         pass
+    pool = Pool(buffers, free.get, free.put)
     while (task := tasks.get()) is not None:
         seq, source, chunk = task
+        row = sources.of(source)
         try:
-            if isinstance(chunk, tuple):
-                index, length = chunk
-                chunk = pgn.decode_chunk(buffers.view(index, length))
-                free.put(index)  # the text is this process's own copy now
-            for n, result in enumerate(_parsed(chunk, settings), start=seq):
+            for n, result in enumerate(row.parse(chunk, pool, settings), start=seq):
                 parts = result.by_split()
                 path = spool / f"{n:09d}.chunk"
                 layout = _spool(path, parts)
                 counts = (parts[0].skipped, parts[0].census, parts[0].damaged)
                 results.put(("chunk", n, source, path, layout, *counts))
-        except (gamearrays.WriteError, parquet.ParquetFileError) as error:  # name their file
+        except (gamearrays.WriteError, *sources.ERRORS) as error:  # they name their file
             results.put(("error", type(error).__name__, str(error)))
             return
-        except Exception as error:  # reported with its chunk; the main process stops
-            results.put(("error", type(error).__name__, f"chunk {seq}: {error!r}"))
+        except Exception as error:  # reported with its place; the main process stops
+            place = row.where(chunk, seq)
+            results.put(("error", type(error).__name__, f"{source}: {place}: {error!r}"))
             return
-
-
-def _parsed(chunk: bytes | str | parquet.Task, settings: Settings) -> Iterator[ChunkResult]:
-    """The results of one chunk: a PGN chunk's (raw or decoded) is one, a Parquet task's one
-    per piece."""
-    if isinstance(chunk, parquet.Task):
-        yield from parquet.parse_task(chunk, settings)
-    else:
-        yield parse_chunk(chunk if isinstance(chunk, str) else pgn.decode_chunk(chunk), settings)
 
 
 _FIELDS = ("ids", "keys", "splits", "tokens", "offsets")
@@ -204,10 +185,7 @@ def _unspool(
 
 
 _ERRORS: dict[str, type[Exception]] = {
-    "ConvertError": ConvertError,
-    "WriteError": gamearrays.WriteError,
-    "PgnFileError": pgn.PgnFileError,
-    "ParquetFileError": parquet.ParquetFileError,
+    error.__name__: error for error in (ConvertError, gamearrays.WriteError, *sources.ERRORS)
 }
 
 
@@ -230,12 +208,9 @@ def chunk_results(
     the reordering buffer.
     """
     if workers <= 1:
-
-        def read(path: Path, digest: Any) -> Iterator[bytes]:
-            return pgn.read_raw_chunks(path, chunk_bytes=CHUNK_BYTES, digest=digest)
-
-        for path, chunk in _chunks(inputs, digests, read):
-            for result in _parsed(chunk, settings):
+        pool = Pool.private(2 * CHUNK_BYTES)  # a chunk is parsed before the next is cut
+        for path, chunk in _chunks(inputs, digests, pool):
+            for result in sources.of(path).parse(chunk, pool, settings):
                 yield path, result.by_split()
         return
     with _Processes(inputs, settings, workers, spool) as processes:

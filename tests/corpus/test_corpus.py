@@ -45,10 +45,10 @@ def test_the_readme_records_each_resources_size_and_hashes(path):
 def test_the_real_datasets_are_configured_on_both_corpora():
     datasets = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]
     real = ["resources/lichess-sample.pgn.zst", "resources/lichess-github.pgn.zst"]
-    assert datasets["real"]["pgn"] == real
+    assert datasets["real"]["inputs"] == real
     for n in (1000, 2000, 4000, 8000):
-        assert datasets[f"real-{n // 1000}k"] == {"pgn": real, "train_games": n}
-    assert datasets["sample"]["pgn"] == real[:1]
+        assert datasets[f"real-{n // 1000}k"] == {"inputs": real, "train_games": n}
+    assert datasets["sample"]["inputs"] == real[:1]
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_a_cap_above_the_train_games_keeps_them_all_and_says_so(tmp_path, caplog
 @pytest.mark.parametrize("value", [0, -5, 1.5, "100", True])
 def test_a_bad_cap_is_one_line_naming_the_key(value):
     with pytest.raises(settings.SettingsError, match=r"^config: datasets\.real\.train_games: "):
-        settings.check_config({"real": {"pgn": ["x.pgn"], "train_games": value}})
+        settings.check_config({"real": {"inputs": ["x.pgn"], "train_games": value}})
     with pytest.raises(settings.SettingsError, match=r"^datasets\.real\.train_games: "):
         settings.Settings.from_config(
             {
@@ -221,5 +221,5 @@ def test_a_bad_cap_is_one_line_naming_the_key(value):
             "datasets.real",
         )
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    error = schema_error(schema, {"datasets": {"real": {"pgn": ["x"], "train_games": value}}})
+    error = schema_error(schema, {"datasets": {"real": {"inputs": ["x"], "train_games": value}}})
     assert error is not None and error.startswith("datasets.real.train_games: ")

@@ -99,7 +99,10 @@ def test_schema_refuses_a_test_split_and_bad_play_keys(play, named):
     from tests.helpers import ROOT
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    config = {"datasets": {"s": {"pgn": ["x.pgn"]}}, "runs": {"r": {"dataset": "s", "play": play}}}
+    config = {
+        "datasets": {"s": {"inputs": ["x.pgn"]}},
+        "runs": {"r": {"dataset": "s", "play": play}},
+    }
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
     assert errors and named in (errors[0].message + str(list(errors[0].absolute_path)))
     good = {**config, "runs": {"r": {"dataset": "s", "play": {"elo": {"ladder": "full"}}}}}

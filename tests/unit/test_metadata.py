@@ -205,7 +205,7 @@ def test_the_lichess_computer_is_known_by_its_name(name, computer):
 )
 def test_bad_filter_settings_name_the_key(setting, message):
     with pytest.raises(filters.FilterError) as error:
-        settings.check_config({"june": {"pgn": ["x.pgn"], "filters": setting}})
+        settings.check_config({"june": {"inputs": ["x.pgn"], "filters": setting}})
     assert str(error.value).startswith("config: datasets.june.")
     assert message in str(error.value)
 
@@ -221,7 +221,7 @@ def test_bad_filter_settings_name_the_key(setting, message):
 )
 def test_the_schema_refuses_filters_out_of_range(setting, where):
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    config = {"datasets": {"june": {"pgn": ["x.pgn"], "filters": setting}}}
+    config = {"datasets": {"june": {"inputs": ["x.pgn"], "filters": setting}}}
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
     assert [list(e.absolute_path) for e in errors] == [["datasets", "june", "filters", *where]]
 

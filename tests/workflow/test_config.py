@@ -55,7 +55,14 @@ REFUSED = [
         "runs: {demo: {dataset: sample, schedule_steps: 10, warmup_steps: 10}}",
         "runs.demo.warmup_steps",
     ),
-    ("datasets: {sample: {pgn: []}}", "pgn"),
+    ("datasets: {sample: {inputs: []}}", "datasets.sample.inputs: [] should be non-empty"),
+    ("datasets: {old: {pgn: []}}", "datasets.old.pgn: [] should be non-empty"),
+    # config.yaml's sample lists inputs: a second file's pgn over it gives both keys
+    (
+        "datasets: {sample: {pgn: [resources/lichess-sample.pgn.zst]}}",
+        "datasets.sample: both inputs and pgn are given (pgn is the old name of inputs",
+    ),
+    ("datasets: {bare: {context: 512}}", "datasets.bare: no inputs (the list of its .pgn,"),
     (
         "datasets: {sample: {filters: {min_elo: 3000, max_elo: 1000}}}",
         "datasets.sample.filters.min_elo",
@@ -107,6 +114,18 @@ def test_bad_config_is_refused_naming_the_key(tmp_path, monkeypatch, extra, name
         chesslm_config.load(merged(extra))
     message = str(refused.value)
     assert message.startswith("config: ") and named in message and "\n" not in message
+
+
+def test_the_old_key_pgn_is_read_as_inputs():
+    """A dataset written with ``pgn:`` (the key's name until 2026-12) is the same dataset as
+    with ``inputs:``: the same files, the same settings."""
+    files = "[resources/lichess-sample.pgn.zst, resources/lichess-github.pgn.zst]"
+    loaded = chesslm_config.load(
+        merged(f"datasets: {{old: {{pgn: {files}}}, new: {{inputs: {files}}}}}")
+    )
+    old, new = loaded.datasets["old"], loaded.datasets["new"]
+    assert old.inputs == new.inputs == tuple(yaml.safe_load(files))
+    assert old.settings == new.settings and old.legality_games == new.legality_games
 
 
 @pytest.mark.slow

@@ -185,7 +185,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, text in config_files().items():  # docs/own-games.md's mine.yaml
         (root / name).write_text(text)
         for dataset in (yaml.safe_load(text).get("datasets") or {}).values():
-            for path in map(Path, dataset.get("pgn", [])):  # the user's games: the sample
+            files = dataset.get("inputs", dataset.get("pgn", []))  # pgn: the key's old name
+            for path in map(Path, files):  # the user's games: the sample
                 if not (root / path).exists():
                     (root / path).parent.mkdir(parents=True, exist_ok=True)
                     (root / path).symlink_to(ROOT / "resources" / "lichess-sample.pgn.zst")

@@ -34,7 +34,7 @@ def clone(root: Path) -> Path:
     for name, text in config_files().items():
         (root / name).write_text(text)
         for dataset in yaml.safe_load(text)["datasets"].values():
-            for path in dataset["pgn"]:
+            for path in dataset["inputs"]:
                 (root / path).parent.mkdir(parents=True, exist_ok=True)
                 (root / path).write_bytes(games)
     return root
@@ -78,7 +78,7 @@ def test_what_the_page_has_a_user_write_is_ignored_by_git(tmp_path: Path) -> Non
     written = [Path(".snakemake/log/x.log"), Path("results/mine/results.json"), Path("logs/x")]
     for name, text in config_files().items():
         written.append(Path(name))
-        written += [Path(p) for d in yaml.safe_load(text)["datasets"].values() for p in d["pgn"]]
+        written += [Path(p) for d in yaml.safe_load(text)["datasets"].values() for p in d["inputs"]]
     for command in (c for c in ALL_COMMANDS if c.where.startswith(PAGE)):
         words = command.words
         written += [

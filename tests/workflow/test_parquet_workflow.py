@@ -23,8 +23,8 @@ SETTINGS = (
 
 
 def _workdir(path: Path) -> Path:
-    """The project's config and resources, and datasets `minipgn` and `miniparquet` of the
-    same 400 games."""
+    """The project's config and resources, and datasets `minipgn` (under the old key `pgn`)
+    and `miniparquet` (under `inputs`) of the same 400 games."""
     (path / "config").mkdir(parents=True)
     shutil.copy(ROOT / "config" / "config.yaml", path / "config" / "config.yaml")
     (path / "resources").symlink_to(ROOT / "resources")
@@ -33,8 +33,8 @@ def _workdir(path: Path) -> Path:
     lichess_parquet.write(pgn.split_games(text), path / "mini.parquet", row_group_games=150)
     (path / "mini.yaml").write_text(
         "datasets:\n"
-        f"  minipgn: {{pgn: [mini.pgn], {SETTINGS}}}\n"
-        f"  miniparquet: {{pgn: [mini.parquet], {SETTINGS}}}\n"
+        f"  minipgn: {{pgn: [mini.pgn], {SETTINGS}}}\n"  # the key's old name, still read
+        f"  miniparquet: {{inputs: [mini.parquet], {SETTINGS}}}\n"
     )
     return path
 
@@ -52,6 +52,8 @@ def test_a_parquet_dataset_builds_to_the_pgn_datasets_cache(tmp_path):
     for key in ("files", "games", "skipped", "census"):
         assert manifests[0][key] == manifests[1][key], key
     assert manifests[1]["inputs"][0]["name"] == "mini.parquet"
+    # one dataset's identity, whichever key lists its files and whatever their format
+    assert manifests[0]["fingerprint"] == manifests[1]["fingerprint"]
     assert manifests[1]["skipped"]["speed"] > 0
     for name in ("train", "validation"):
         for part in ("tokens", "offsets", "ids", "meta.clock"):

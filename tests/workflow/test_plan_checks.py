@@ -26,7 +26,11 @@ REFUSED = [
     ("runs: {demo: {dataset: sample, lr: .nan}}", "runs.demo.lr: nan is not a finite number"),
     ("runs: {demo: {dataset: sample, play: {temperature: .inf}}}", "runs.demo.play.temperature"),
     ("ladders: {small: {seed: -1}}", "ladders.small.seed: -1 is less than the minimum of 0"),
-    ("datasets: {sample: {pgn: [resources]}}", "datasets.sample.pgn[0]: resources is a folder"),
+    (
+        "datasets: {sample: {inputs: [resources]}}",
+        "datasets.sample.inputs[0]: resources is a folder",
+    ),
+    ("datasets: {old: {pgn: [resources]}}", "datasets.old.pgn[0]: resources is a folder"),
 ]
 
 

@@ -28,7 +28,7 @@ def make_workdir(path: Path, pgn_text: str | bytes | None = None, name: str = "m
     data = pgn_text if pgn_text is not None else first_games_pgn(300)
     (path / name).write_bytes(data if isinstance(data, bytes) else data.encode())
     (path / "mini.yaml").write_text(
-        f"datasets:\n  mini:\n    pgn: [{name}]\n    split: {{validation: 0.1, test: 0.1}}\n"
+        f"datasets:\n  mini:\n    inputs: [{name}]\n    split: {{validation: 0.1, test: 0.1}}\n"
         f"    filters: {FILTERS}\n"
     )
     return path
@@ -82,7 +82,7 @@ def test_filters_reach_convert_and_metadata_reaches_the_cache(built):
 def test_a_filter_out_of_range_stops_before_any_job(tmp_path):
     workdir = make_workdir(tmp_path / "w")
     (workdir / "bad.yaml").write_text(
-        "datasets:\n  mini:\n    pgn: [mini.pgn]\n    filters: {min_elo: 2000, max_elo: 1000}\n"
+        "datasets:\n  mini:\n    inputs: [mini.pgn]\n    filters: {min_elo: 2000, max_elo: 1000}\n"
     )
     result = snakemake(workdir, CACHE, "--configfile", "bad.yaml", "-n", check=False)
     assert result.returncode != 0

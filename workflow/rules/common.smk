@@ -125,8 +125,8 @@ def run_dataset(run):
 def get_data_runtime(wildcards):
     """Minutes for a data rule: 15 plus 1 per 300 MB of the dataset's PGN input (convert
     measured >= 10,000 games/s per core, about 3 MB/s of .pgn.zst)."""
-    pgn = SETTINGS.datasets[wildcards.dataset].pgn
-    size_mb = sum(os.path.getsize(p) for p in pgn if os.path.exists(p)) / 2**20
+    inputs = SETTINGS.datasets[wildcards.dataset].inputs
+    size_mb = sum(os.path.getsize(p) for p in inputs if os.path.exists(p)) / 2**20
     return 15 + math.ceil(size_mb / 300)
 
 

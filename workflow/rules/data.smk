@@ -1,10 +1,10 @@
-# Data stages: PGN -> dataset (convert) -> integrity receipt (verify) -> token cache.
+# Data stages: PGN or Parquet -> dataset (convert) -> integrity receipt (verify) -> token cache.
 # Only `convert` (writing) and `verify` (hashing) ever take the test split as input.
 
 
 rule convert:
     input:
-        pgn=of_dataset(lambda d: list(d.pgn)),
+        inputs=of_dataset(lambda d: list(d.inputs)),
     output:
         manifest=DATASET.manifest,
         train=directory(DATASET.split("train")),

@@ -11,7 +11,7 @@ from chesslm.data import convert
 
 with logs.step("convert", snakemake.log[0]) as log:  # noqa: F821
     manifest = convert.convert(
-        [Path(p) for p in snakemake.input.pgn],  # noqa: F821
+        [Path(p) for p in snakemake.input.inputs],  # noqa: F821
         Path(snakemake.output.manifest).parent,  # noqa: F821
         snakemake.params.settings,  # noqa: F821
         workers=snakemake.threads,  # noqa: F821
