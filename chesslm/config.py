@@ -29,11 +29,11 @@ from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.ladder import round_robin as play_ladder
 from chesslm.ladder.players import EngineInfo, find_engine, handshake
 from chesslm.model.presets import config_for
-from chesslm.play.outputs import FILES as PLAY_FILES
-from chesslm.play.outputs import OUTCOME as PLAY_OUTCOME
-from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
-from chesslm.play.outputs import PARTS as PLAY_PARTS
-from chesslm.play.outputs import RECORDS as PLAY_RECORDS
+from chesslm.record.play_files import FILES as PLAY_FILES
+from chesslm.record.play_files import OUTCOME as PLAY_OUTCOME
+from chesslm.record.play_files import OUTPUTS as PLAY_OUTPUTS
+from chesslm.record.play_files import PARTS as PLAY_PARTS
+from chesslm.record.play_files import RECORDS as PLAY_RECORDS
 from chesslm.report.items import ITEMS as REPORT_ITEMS
 from chesslm.train import prefix
 from chesslm.train.settings import SCHEMA, RunSettings, legality_request_error, schema_error

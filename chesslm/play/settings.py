@@ -92,7 +92,7 @@ class PlaySettings:
         return dataclasses.asdict(self)
 
     def part(self, name: str) -> Match | Legality | Elo | Counterfactual:
-        """The settings of part ``name`` of ``chesslm.play.outputs.PARTS``."""
+        """The settings of part ``name`` of ``chesslm.record.play_files.PARTS``."""
         return getattr(self, name)
 
 
