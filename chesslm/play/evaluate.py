@@ -33,8 +33,8 @@ from chesslm.play.elo_games import elo_games
 from chesslm.play.job import Options, Part, open_job, write
 from chesslm.play.legality import legality
 from chesslm.play.move_match import move_matching
-from chesslm.play.settings import PlaySettings
 from chesslm.record import play_files as outputs
+from chesslm.scorer.settings import PlaySettings
 
 PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games,
                           "counterfactual": counterfactual_ratings}  # fmt: skip

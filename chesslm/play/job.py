@@ -20,10 +20,10 @@ from chesslm.layout import RunDir
 from chesslm.match import matching
 from chesslm.model import gpt, weights
 from chesslm.play import workstate
-from chesslm.play.settings import PlaySettings
 from chesslm.progress import EVERY_SECONDS
 from chesslm.record import play_files as outputs
 from chesslm.scorer import prepare, scoring
+from chesslm.scorer.settings import PlaySettings
 from chesslm.scorer.threads import use_threads
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chesslm.play.settings import PlaySettings
+from chesslm.scorer.settings import PlaySettings
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # a field with this metadata enters the checkpoint identity: changing it refuses a resume

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chesslm.compare import scores
 from chesslm.engine import analyse
-from chesslm.play.settings import Match, PlaySettings
+from chesslm.scorer.settings import Match, PlaySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,8 +27,8 @@ from chesslm.ladder import players as anchors
 from chesslm.ladder import round_robin as ladder
 from chesslm.match import protocols
 from chesslm.model.presets import PRESETS
-from chesslm.play import settings as play_settings
 from chesslm.scorer import scoring
+from chesslm.scorer import settings as play_settings
 from chesslm.train.settings import DEVICES, RunSettings
 from tests.helpers import ROOT, snakemake
 from tests.workflow.test_workflow_data import make_workdir

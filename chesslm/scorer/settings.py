@@ -1,8 +1,9 @@
-"""A run's play settings (``runs.NAME.play`` of the config), typed: the same keys, types and
-defaults as the schema (tests/workflow/test_config.py fails if the two disagree). Standard
-library only: the workflow builds them at parse time. Rule play's script types them
-(``from_dict``) and every layer below takes them typed; the work state's identity hashes
-``as_dict``.
+"""A run's play settings (``runs.NAME.play`` of the config): what the scorer is asked to score
+and how (``Match``'s scoring keys are rule score's and the analyser's too), typed: the same
+keys, types and defaults as the schema (tests/workflow/test_config.py fails if the two
+disagree). Standard library only: the workflow builds them at parse time. Rule play's script
+types them (``from_dict``) and every layer below takes them typed; the work state's identity
+hashes ``as_dict``.
 
 >>> PlaySettings.from_dict({"match": {"games": 64}}).match.games
 64
