@@ -14,7 +14,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "chesslm"
 
-
 FLOORS: list[set[str]] = [
     # what every stage shares: files and the atomic writer, paths, seals, commands, logging
     {"files", "layout", "commands", "seal", "watch", "figures", "progress", "logs"},
@@ -31,9 +30,6 @@ FLOORS: list[set[str]] = [
     {"play"},  # the top stage: imported by the workflow's scripts and the tests only
 ]
 """The floors, bottom to top: a room imports its own floor's rooms and those below."""
-
-ALLOWED_UP: set[tuple[str, str]] = set()
-"""Arrows up known and not yet turned (source room, target room): none."""
 
 
 def _room(path: Path) -> str | None:
@@ -125,7 +121,7 @@ def test_no_import_points_up_a_floor() -> None:
     up = sorted(
         f"{path}: {source} (floor {level[source]}) imports {target} (floor {level[target]})"
         for path, source, target in _floor_arrows()
-        if level[target] > level[source] and (source, target) not in ALLOWED_UP
+        if level[target] > level[source]
     )
     assert not up, "imports that point up a floor:\n" + "\n".join(up)
 

@@ -47,7 +47,7 @@ rule play:
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
     # the job's cores (runs.NAME.play.threads, default 1): torch and preparing games (prepare)
-    threads: of_run(lambda s: s.play.threads)
+    threads: of_play(lambda p: p.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,
