@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chesslm import files  # noqa: E402
 from chesslm.data import tokens  # noqa: E402
 from chesslm.model import gpt  # noqa: E402
-from chesslm.play import outputs
+from chesslm.record import play_files as outputs
 from chesslm.scorer import branched, prepare, scoring  # noqa: E402
 from chesslm.scorer.oracle import oracle_scores  # noqa: E402
 

@@ -1,9 +1,9 @@
 """The one front door for settings: ``load`` takes the merged config (every ``--configfile``),
 checks it once against workflow/schemas/config.schema.yaml and the cross-key rules a schema
 cannot express, fills in the schema's defaults, and returns typed settings (``Config``): the
-datasets, the runs (``RunSettings``, with their ``PlaySettings``), the ladders and the
-comparisons. Each refusal is a ``ConfigError`` of one line naming the key (the workflow prints
-it and stops before any job).
+datasets, the runs (``RunSettings``) and their play settings (``PlaySettings``, apart: a run's
+training settings do not carry play's), the ladders and the comparisons. Each refusal is a
+``ConfigError`` of one line naming the key (the workflow prints it and stops before any job).
 
 It imports no torch, pandas, matplotlib nor PGN reader: the workflow loads it at every parse,
 ``-n`` included (tests/workflow/test_config.py checks). The tables the rules name outputs by are
@@ -29,12 +29,13 @@ from chesslm.data.metadata import COLUMNS as META_COLUMNS
 from chesslm.ladder import round_robin as play_ladder
 from chesslm.ladder.players import EngineInfo, find_engine, handshake
 from chesslm.model.presets import config_for
-from chesslm.play.outputs import FILES as PLAY_FILES
-from chesslm.play.outputs import OUTCOME as PLAY_OUTCOME
-from chesslm.play.outputs import OUTPUTS as PLAY_OUTPUTS
-from chesslm.play.outputs import PARTS as PLAY_PARTS
-from chesslm.play.outputs import RECORDS as PLAY_RECORDS
+from chesslm.record.play_files import FILES as PLAY_FILES
+from chesslm.record.play_files import OUTCOME as PLAY_OUTCOME
+from chesslm.record.play_files import OUTPUTS as PLAY_OUTPUTS
+from chesslm.record.play_files import PARTS as PLAY_PARTS
+from chesslm.record.play_files import RECORDS as PLAY_RECORDS
 from chesslm.report.items import ITEMS as REPORT_ITEMS
+from chesslm.scorer.settings import PlaySettings
 from chesslm.train import prefix
 from chesslm.train.settings import SCHEMA, RunSettings, legality_request_error, schema_error
 
@@ -78,16 +79,17 @@ class Config:
 
     datasets: dict[str, Dataset]
     runs: dict[str, RunSettings]
+    plays: dict[str, PlaySettings]  # by run: runs.NAME.play
     ladders: dict[str, Ladder]
     comparisons: dict[str, Comparison]
     warnings: tuple[str, ...] = ()  # one line each, printed when the workflow is parsed
 
     def play_datasets(self, run: str) -> list[str]:
         """The datasets whose validation split run ``run``'s play reads (default: its own)."""
-        return list(self.runs[run].play.datasets) or [self.runs[run].dataset]
+        return list(self.plays[run].datasets) or [self.runs[run].dataset]
 
     def play_device(self, run: str) -> str:
-        return self.runs[run].play.device or self.runs[run].device
+        return self.plays[run].device or self.runs[run].device
 
     def target_error(self, target: str) -> str | None:
         """Why ``target`` (a file under results/) names a run, dataset or comparison that this
@@ -192,22 +194,24 @@ def load(config: dict[str, Any], schema_path: Path | str = SCHEMA) -> Config:
         raise ConfigError(str(error)) from None
     datasets = {name: _dataset(name, raw) for name, raw in config["datasets"].items()}
     runs = _runs(config.get("runs", {}), datasets)
+    plays = {run: PlaySettings.from_dict(raw.get("play", {}))
+             for run, raw in config.get("runs", {}).items()}  # fmt: skip
     for run, settings in runs.items():
         _check_context(run, settings, datasets[settings.dataset])
-    for run, settings in runs.items():
-        _check_play(run, settings, datasets, list(config["ladders"]))
+    for run, play in plays.items():
+        _check_play(run, play, datasets, list(config["ladders"]))
     for run, settings in runs.items():
         _check_legality_request(run, settings, datasets[settings.dataset])
     ladders = {name: _ladder(name, raw) for name, raw in config["ladders"].items()}
     comparisons = {
-        name: _comparison(name, raw, runs, datasets)
+        name: _comparison(name, raw, plays, datasets)
         for name, raw in config.get("comparisons", {}).items()
     }
     warnings = tuple(
         line for run, settings in runs.items() for line in _unused(run, own[run], settings)
     )
-    return Config(datasets=datasets, runs=runs, ladders=ladders, comparisons=comparisons,
-                  warnings=warnings)  # fmt: skip
+    return Config(datasets=datasets, runs=runs, plays=plays, ladders=ladders,
+                  comparisons=comparisons, warnings=warnings)  # fmt: skip
 
 
 def _unused(run: str, own: dict[str, Any], settings: RunSettings) -> list[str]:
@@ -401,16 +405,16 @@ def _check_context(run: str, settings: RunSettings, dataset: Dataset) -> None:
 
 
 def _check_play(
-    run: str, settings: RunSettings, datasets: dict[str, Dataset], ladders: list[str]
+    run: str, play: PlaySettings, datasets: dict[str, Dataset], ladders: list[str]
 ) -> None:
     """The datasets a run's play reads and the ladder its model plays exist."""
-    for name in settings.play.datasets:
+    for name in play.datasets:
         if name not in datasets:
             raise ConfigError(
                 f"config: runs.{run}.play.datasets names {name!r}, which is not a dataset"
                 f" (known: {_known(datasets)})"
             )
-    ladder = settings.play.elo.ladder
+    ladder = play.elo.ladder
     if ladder not in ladders:
         raise ConfigError(
             f"config: runs.{run}.play.elo.ladder is {ladder!r}, which is not a ladder"
@@ -453,14 +457,16 @@ def _check_legality_request(run: str, settings: RunSettings, dataset: Dataset) -
 
 
 def _comparison(
-    name: str, raw: dict[str, Any], runs: dict[str, RunSettings], datasets: dict[str, Dataset]
+    name: str, raw: dict[str, Any], plays: dict[str, PlaySettings], datasets: dict[str, Dataset]
 ) -> Comparison:
     try:
-        comparison = Comparison.from_config(name, raw, runs=sorted(runs), datasets=sorted(datasets))
+        comparison = Comparison.from_config(
+            name, raw, runs=sorted(plays), datasets=sorted(datasets)
+        )
     except ValueError as error:
         raise ConfigError(f"config: {error}") from None
     # rule score scores that many games of each run: a comparison is on the same positions
-    bounds = {run: runs[run].play.match.games for run in comparison.runs}
+    bounds = {run: plays[run].match.games for run in comparison.runs}
     if len(set(bounds.values())) > 1:
         listed = ", ".join(f"{run}: {games}" for run, games in bounds.items())
         raise ConfigError(

@@ -95,7 +95,7 @@ class RunDir(_Folder):
     export = property(lambda self: self._("export"))
 
     def play_file(self, file: str) -> str:
-        """A file of ``chesslm.play.outputs`` under ``play/``."""
+        """A file of ``chesslm.record.play_files`` under ``play/``."""
         return self._(f"play/{file}")
 
     def report_file(self, file: str) -> str:

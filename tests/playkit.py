@@ -21,8 +21,8 @@ from chesslm.ladder import round_robin as ladder
 from chesslm.ladder.players import AnchorSpec
 from chesslm.match import matching, protocols
 from chesslm.model import checkpoint
-from chesslm.play.settings import PlaySettings
 from chesslm.scorer import branched, scoring
+from chesslm.scorer.settings import PlaySettings
 from tests.conftest import SAMPLE, make_cache
 
 typed = PlaySettings.from_dict  # rule play's script types the play settings so

@@ -29,7 +29,7 @@ from chesslm.data.cache import check_validation_only
 from chesslm.layout import RunDir
 from chesslm.match import matching, protocols
 from chesslm.model import weights
-from chesslm.play.settings import Match
+from chesslm.scorer.settings import Match
 from chesslm.scorer.threads import use_threads
 
 logger = logging.getLogger(__name__)

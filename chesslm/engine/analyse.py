@@ -62,8 +62,8 @@ from chesslm.engine.pgnfile import InputError, game_texts, open_text
 from chesslm.export.load import model_at
 from chesslm.match import matching
 from chesslm.model import human_time
-from chesslm.play.settings import Match
 from chesslm.scorer import branched, ratings, scoring, times
+from chesslm.scorer.settings import Match
 
 MOVE_FIELDS = ("game", "ply", "side", "move", "san", "p", "logp", "rank", "legal_moves",
                "top1", "p1", "top2", "p2", "top3", "p3")  # fmt: skip

@@ -1,10 +1,10 @@
 """``README.md`` of an export: a model card saying what the weights are, what data made them
 (fingerprint, filters, licence), how they were trained and how they play, from the run's own
 records (the checkpoint's identity, the dataset manifest and integrity receipt, results.json
-and, when the run has them, its play evaluation's records, read by ``chesslm.play.records`` as
-the summary's play section reads them: the same Elo sentences). A rating-conditioned card
-says how to build the rating prefix in front of a game (``chesslm.data.conditioning``), with
-code that builds it from ``chess-tokenizer.json`` alone.
+and, when the run has them, its play evaluation's records, read by
+``chesslm.record.play_records`` as the summary's play section reads them: the same Elo
+sentences). A rating-conditioned card says how to build the rating prefix in front of a game
+(``chesslm.data.conditioning``), with code that builds it from ``chess-tokenizer.json`` alone.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from chesslm.data import conditioning, tokens
 from chesslm.files import lookup
 from chesslm.match import metrics
-from chesslm.play import records
+from chesslm.record import play_records as records
 
 LICENCE = (
     "The training games come from the Lichess open database (https://database.lichess.org),"

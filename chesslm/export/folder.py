@@ -21,7 +21,7 @@ from chesslm.export import card, gpt2, vocabulary
 from chesslm.model import checkpoint
 from chesslm.model.presets import OUTCOME_CLASSES
 from chesslm.model.weights import model_of
-from chesslm.play import records
+from chesslm.record import play_records as records
 
 FILES = {
     "weights": "model.safetensors",

@@ -17,9 +17,9 @@ from chesslm.ladder import players as anchors
 from chesslm.ladder import round_robin as ladder
 from chesslm.play import plots
 from chesslm.play.job import Job, Result
-from chesslm.play.settings import Elo
 from chesslm.progress import Progress
 from chesslm.scorer import ratings
+from chesslm.scorer.settings import Elo
 
 logger = logging.getLogger(__name__)
 

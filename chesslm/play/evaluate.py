@@ -27,19 +27,20 @@ from typing import Any
 from chesslm import files
 from chesslm.ladder import round_robin as ladder
 from chesslm.layout import RunDir
-from chesslm.play import outputs, workstate
+from chesslm.play import workstate
 from chesslm.play.counterfactual_ratings import counterfactual_ratings
 from chesslm.play.elo_games import elo_games
 from chesslm.play.job import Options, Part, open_job, write
 from chesslm.play.legality import legality
 from chesslm.play.move_match import move_matching
-from chesslm.play.settings import PlaySettings
+from chesslm.record import play_files as outputs
+from chesslm.scorer.settings import PlaySettings
 
 PARTS: dict[str, Part] = {"match": move_matching, "legality": legality, "elo": elo_games,
                           "counterfactual": counterfactual_ratings}  # fmt: skip
 """Each part of ``outputs.PARTS`` (the order they run in) by name."""
 if set(PARTS) != set(outputs.PARTS):
-    raise ImportError(f"evaluate.PARTS {sorted(PARTS)} != chesslm.play.outputs' parts"
+    raise ImportError(f"evaluate.PARTS {sorted(PARTS)} != chesslm.record.play_files' parts"
                       f" {sorted(outputs.PARTS)}")  # fmt: skip
 
 

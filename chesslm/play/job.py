@@ -19,10 +19,11 @@ from chesslm.figures import save_svg
 from chesslm.layout import RunDir
 from chesslm.match import matching
 from chesslm.model import gpt, weights
-from chesslm.play import outputs, workstate
-from chesslm.play.settings import PlaySettings
+from chesslm.play import workstate
 from chesslm.progress import EVERY_SECONDS
+from chesslm.record import play_files as outputs
 from chesslm.scorer import prepare, scoring
+from chesslm.scorer.settings import PlaySettings
 from chesslm.scorer.threads import use_threads
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class Result:
 
 Part = Callable[[Job], Result]
 """One part of the evaluation, bounded by its own ``seconds``; its outputs are the rows of
-``chesslm.play.outputs`` with its name."""
+``chesslm.record.play_files`` with its name."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def write(result: Result, mine: tuple[outputs.Output, ...], out: dict[str, Path]
     for output in mine:
         path = out[output.name]
         if output.file.endswith(".json"):
-            seal.write(path, result.record)  # records.py checks the seal before use
+            seal.write(path, result.record)  # record.play_records checks the seal before use
         elif output.file.endswith(".csv"):
             frame = result.tables[output.name]
             files.write_atomic(path, lambda fh, f=frame: fh.write(f.to_csv(index=False).encode()))

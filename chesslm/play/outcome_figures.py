@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 from chesslm import files
 from chesslm.figures import STYLES, notice_figure, save_svg
 from chesslm.match.outcome import METRICS
-from chesslm.play import records
-from chesslm.play.outputs import OUTCOME
+from chesslm.record import play_records as records
+from chesslm.record.play_files import OUTCOME
 
 COLUMNS = ("dataset", "protocol", "scope", "group", "predictor", "metric", "value", "low",
            "high", "positions", "games", "few_games", "baseline_source")  # fmt: skip

@@ -1,6 +1,6 @@
 """The play section of a run's summary.md, rendered from the records of rule play
-(``results/{run}/play/*.json``, named in ``chesslm.play.outputs``, read by
-``chesslm.play.records`` as the model card reads them): move-matching, free-running legality
+(``results/{run}/play/*.json``, named in ``chesslm.record.play_files``, read by
+``chesslm.record.play_records`` as the model card reads them): move-matching, free-running legality
 and Elo on the ladder, each saying so where it has not been evaluated; and the answers
 summary.md opens with (``answers``), in the same cells. A record that is there but cannot be
 trusted (unreadable, unsealed, edited) is refused, a ``RecordError`` in one line naming the file
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from chesslm.match import metrics
-from chesslm.play import records
-from chesslm.play.outputs import FILES, OUTCOME
+from chesslm.record import play_records as records
+from chesslm.record.play_files import FILES, OUTCOME
 from chesslm.report.cells import md_table, num
 
 

@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chesslm.play.settings import PlaySettings
-
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # a field with this metadata enters the checkpoint identity: changing it refuses a resume
 IDENTITY = {"identity": True}
@@ -40,6 +38,8 @@ def identity_when(name: str) -> dict[str, Any]:
     return {"identity": True, "when": name}
 
 
+# keys of runs.{run} that are not the run's training settings: rule play's (its own object)
+NOT_RUN_KEYS = ("play",)
 # a field with this metadata is not the segment's business: it has no segment flag
 NOT_A_FLAG = {"flag": False}
 DEVICES = ("cpu", "cuda")  # cpu: gloo, cuda: NCCL (the schema's runs.NAME.device)
@@ -81,8 +81,6 @@ class RunSettings:
     # a head predicting the mover's think time (chesslm/train/human_time.py), and its loss weight
     think_time: bool = field(default=False, metadata=identity_when("think_time"))
     think_time_weight: float = field(default=0.2, metadata=identity_when("think_time"))
-    # rule play's settings (chesslm/play reads them; schema runs.{run}.play has the keys)
-    play: PlaySettings = field(default_factory=PlaySettings, metadata=NOT_A_FLAG)
 
     @classmethod
     def from_config(cls, run: dict[str, Any], *, name: str = "run") -> RunSettings:
@@ -101,7 +99,9 @@ class RunSettings:
         """A run's settings from a ``runs.{name}`` entry the schema has already checked (the
         workflow's one check, ``chesslm.config``): the cross-key rules only."""
         check_rules(run, name=name)
-        return cls(**{**run, "play": PlaySettings.from_dict(run.get("play", {}))})
+        # runs.{name}.play is rule play's, not training's: the config types it apart
+        # (chesslm.config, PlaySettings), so the run's settings do not carry it
+        return cls(**{key: value for key, value in run.items() if key not in NOT_RUN_KEYS})
 
     def to_args(self) -> list[str]:
         """The segment's flags for these settings; None (the schema's null) is left out."""

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from chesslm.model import gpt
-from chesslm.play.settings import PlaySettings
 from chesslm.scorer import branched, scoring
+from chesslm.scorer.settings import PlaySettings
 from tests.playkit import (
     sample_pgn_games,
     scorer_input,

@@ -17,9 +17,10 @@ from chesslm.data import conditioning
 from chesslm.data.cache import TokenCache
 from chesslm.match import counterfactual, gaps, matching, metrics, protocols
 from chesslm.model import gpt, weights
-from chesslm.play import evaluate, records
-from chesslm.play.settings import PlaySettings
+from chesslm.play import evaluate
+from chesslm.record import play_records as records
 from chesslm.report.play_section import markdown_section
+from chesslm.scorer.settings import PlaySettings
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
 from tests.unit.test_play_outcome import SETTINGS as OUTCOME_SETTINGS

@@ -15,9 +15,9 @@ import pytest
 from chesslm.data import conditioning, tokens
 from chesslm.ladder import games
 from chesslm.ladder import players as anchors
-from chesslm.play.settings import PlaySettings
 from chesslm.progress import Progress
 from chesslm.scorer.oracle import oracle_scores
+from chesslm.scorer.settings import PlaySettings
 
 typed = PlaySettings.from_dict  # rule play's script types the play settings so
 

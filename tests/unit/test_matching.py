@@ -18,9 +18,9 @@ from chesslm.data import tokens
 from chesslm.match import matching, metrics, protocols
 from chesslm.model import gpt
 from chesslm.play import plots
-from chesslm.play.settings import PlaySettings
 from chesslm.scorer import branched, prepare, scoring
 from chesslm.scorer.oracle import oracle_scores
+from chesslm.scorer.settings import PlaySettings
 from tests.playkit import (
     assert_same_positions,
     cpu_evaluator,

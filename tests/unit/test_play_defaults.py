@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chesslm.compare import scores
 from chesslm.engine import analyse
-from chesslm.play.settings import Match, PlaySettings
+from chesslm.scorer.settings import Match, PlaySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,4 +36,4 @@ def test_the_rules_pass_the_runs_own_match_settings() -> None:
     ):
         text = (ROOT / "workflow" / "rules" / f"{rule}.smk").read_text()
         for key in keys:
-            assert re.search(rf"{key}=of_run\(lambda s: s\.play\.match\.{key}\)", text), (rule, key)
+            assert re.search(rf"{key}=of_play\(lambda p: p\.match\.{key}\)", text), (rule, key)

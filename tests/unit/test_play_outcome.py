@@ -20,11 +20,12 @@ from chesslm.data.cache import TokenCache
 from chesslm.match import outcome
 from chesslm.model import gpt, weights
 from chesslm.model.outcome import positions, side_counts, targets
-from chesslm.play import evaluate, outcome_figures, records
-from chesslm.play.outputs import OUTCOME
-from chesslm.play.settings import PlaySettings
+from chesslm.play import evaluate, outcome_figures
+from chesslm.record import play_records as records
+from chesslm.record.play_files import OUTCOME
 from chesslm.report.play_section import markdown_section
 from chesslm.scorer import branched, scoring
+from chesslm.scorer.settings import PlaySettings
 from tests.conftest import make_cache
 from tests.helpers import model_checkpoint
 from tests.playkit import SETTINGS as PLAY_SETTINGS

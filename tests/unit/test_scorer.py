@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from chesslm.data import conditioning, tokens
-from chesslm.play.settings import PlaySettings
 from chesslm.scorer import branched, scoring
 from chesslm.scorer.oracle import oracle_scores
+from chesslm.scorer.settings import PlaySettings
 from tests.playkit import (
     promotion_aside,
     sample_pgn_games,

@@ -165,7 +165,7 @@ def plays_with_ratings(run_dir: Path, cache: Path) -> None:
     import pandas as pd
 
     from chesslm.play import evaluate
-    from chesslm.play.settings import PlaySettings
+    from chesslm.scorer.settings import PlaySettings
 
     typed = PlaySettings.from_dict
 

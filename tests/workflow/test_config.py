@@ -27,9 +27,9 @@ from chesslm.ladder import players as anchors
 from chesslm.ladder import round_robin as ladder
 from chesslm.match import protocols
 from chesslm.model.presets import PRESETS
-from chesslm.play import settings as play_settings
 from chesslm.scorer import scoring
-from chesslm.train.settings import DEVICES, RunSettings
+from chesslm.scorer import settings as play_settings
+from chesslm.train.settings import DEVICES
 from tests.helpers import ROOT, snakemake
 from tests.workflow.test_workflow_data import make_workdir
 
@@ -174,10 +174,11 @@ def test_the_config_is_typed_with_every_default_filled_in(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     config = merged("comparisons: {c: {runs: [demo], dataset: sample}}")
     settings = chesslm_config.load(config)
-    demo = settings.runs["demo"]
-    assert isinstance(demo.play, play_settings.PlaySettings)
-    assert (demo.play.match.games, demo.play.match.protocols) == (64, ["maia2", "all"])
-    assert config["runs"]["demo"]["play"] == demo.play.as_dict()  # filled in place, as validate
+    demo = settings.plays["demo"]
+    assert isinstance(demo, play_settings.PlaySettings)
+    assert not hasattr(settings.runs["demo"], "play")  # a run's settings do not carry play's
+    assert (demo.match.games, demo.match.protocols) == (64, ["maia2", "all"])
+    assert config["runs"]["demo"]["play"] == demo.as_dict()  # filled in place, as validate
     assert settings.play_datasets("demo") == ["sample"] and settings.play_device("pilot") == "cuda"
     assert settings.comparisons["c"] == Comparison(name="c", runs=("demo",), dataset="sample",
                                                    baseline="demo")  # fmt: skip
@@ -258,7 +259,7 @@ def entry(*path: str) -> dict:
 def test_play_settings_are_the_schemas_play_object() -> None:
     play = entry("runs")["properties"]["play"]
     assert_dataclass_is_schema(play_settings.PlaySettings, play, "runs.*.play")
-    assert RunSettings(dataset="d").play == play_settings.PlaySettings.from_dict({})
+    assert play_settings.PlaySettings() == play_settings.PlaySettings.from_dict({})
 
 
 def test_comparison_and_ladder_defaults_are_the_schemas() -> None:

@@ -26,11 +26,13 @@ def loaded(extra: str) -> chesslm_config.Config:
 
 
 def test_like_demo_is_the_demo_on_other_games_with_its_own_keys_over_it() -> None:
-    runs = loaded("""
+    settings = loaded("""
         runs:
           mine: {like: demo, dataset: real, lr: 1.0e-3, play: {match: {games: 128}}}
-    """).runs
-    mine, demo = dataclasses.asdict(runs["mine"]), dataclasses.asdict(runs["demo"])
+    """)
+    runs, plays = settings.runs, settings.plays
+    mine = {**dataclasses.asdict(runs["mine"]), "play": plays["mine"].as_dict()}
+    demo = {**dataclasses.asdict(runs["demo"]), "play": plays["demo"].as_dict()}
     assert mine["dataset"] == "real" and mine["lr"] == 1.0e-3
     assert mine["play"]["match"]["games"] == 128
     # everything else is the demo's, down into play.match (merged, not replaced)
@@ -38,7 +40,7 @@ def test_like_demo_is_the_demo_on_other_games_with_its_own_keys_over_it() -> Non
         mine.pop(key), demo.pop(key)
     mine["play"]["match"].pop("games"), demo["play"]["match"].pop("games")
     assert mine == demo
-    assert runs["mine"].play.match.chunk_games == 32  # the demo's, not the schema's default
+    assert plays["mine"].match.chunk_games == 32  # the demo's, not the schema's default
 
 
 def test_a_chain_of_likes_resolves_through_each() -> None:

@@ -16,7 +16,7 @@ import torch
 from chesslm.data.cache import TokenCache
 from chesslm.match import outcome
 from chesslm.model import weights
-from chesslm.play.outputs import OUTCOME
+from chesslm.record.play_files import OUTCOME
 from tests.helpers import ROOT, snakemake
 
 pytestmark = pytest.mark.slow

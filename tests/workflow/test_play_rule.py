@@ -24,9 +24,11 @@ from chesslm.ladder import elo
 from chesslm.ladder import round_robin as ladder
 from chesslm.match import matching
 from chesslm.model import weights
-from chesslm.play import elo_games, evaluate, outputs, plots, records, workstate
-from chesslm.play.settings import PlaySettings
+from chesslm.play import elo_games, evaluate, plots, workstate
+from chesslm.record import play_files as outputs
+from chesslm.record import play_records as records
 from chesslm.report.play_section import markdown_section
+from chesslm.scorer.settings import PlaySettings
 from chesslm.scorer.threads import use_threads
 from tests.playkit import (
     SETTINGS,

@@ -20,8 +20,8 @@ from chesslm.export import folder
 from chesslm.ladder import round_robin as ladder
 from chesslm.match import protocols
 from chesslm.model.checkpoint import CheckpointError
-from chesslm.play import records
-from chesslm.play.outputs import FILES
+from chesslm.record import play_records as records
+from chesslm.record.play_files import FILES
 from chesslm.report.play_section import markdown_section
 from tests.conftest import STAGED_ARGS, StagedRun
 from tests.helpers import first_games_pgn, model_checkpoint, snakemake

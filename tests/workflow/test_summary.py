@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from chesslm import seal
 from chesslm.figures import PAD_INCHES, notice_figure, save_svg
 from chesslm.files import digest_json
-from chesslm.play import records
-from chesslm.play.records import RecordError
+from chesslm.record import play_records as records
+from chesslm.record.play_records import RecordError
 from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
@@ -867,7 +867,7 @@ def legality_record(*, complete: bool = True) -> dict:
 def glance(run_dir: Path, **play: dict | str) -> tuple[list[str], str]:
     """summary.md's "At a glance" lines and the whole text, with the records ``play`` (name
     in ``outputs.FILES``: JSON, or text written as it is) in the run's ``play/``."""
-    from chesslm.play.outputs import FILES
+    from chesslm.record.play_files import FILES
 
     for name, record in play.items():
         (run_dir / "play").mkdir(exist_ok=True)

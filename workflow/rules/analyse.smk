@@ -20,12 +20,12 @@ rule analyse:
     log:
         "logs/{run}/analyse/{dataset}.log",
     # torch in the job uses exactly these threads (runs.NAME.play.threads)
-    threads: of_run(lambda s: s.play.threads)
+    threads: of_play(lambda p: p.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,
     params:
         device=get_play_device,
-        batch_tokens=of_run(lambda s: s.play.match.batch_tokens),
+        batch_tokens=of_play(lambda p: p.match.batch_tokens),
     script:
         "../scripts/analyse.py"

@@ -108,6 +108,15 @@ def of_run(value):
     return function
 
 
+def of_play(value):
+    """An input function: ``value`` of the job's run's PlaySettings (runs.NAME.play)."""
+
+    def function(wildcards):
+        return value(SETTINGS.plays[wildcards.run])
+
+    return function
+
+
 def of_dataset(value):
     """An input function: ``value`` of the job's chesslm.config.Dataset."""
 
@@ -233,7 +242,7 @@ def get_play_device(wildcards):
     """
     device = SETTINGS.play_device(wildcards.run)
     if workflow.local_exec and not workflow.dryrun and launch.no_cuda_here(device):
-        key = "play.device" if SETTINGS.runs[wildcards.run].play.device else "device"
+        key = "play.device" if SETTINGS.plays[wildcards.run].device else "device"
         sys.exit(
             f"config: runs.{wildcards.run}.{key} is cuda, but torch sees no CUDA device on"
             " this machine, where the jobs run; use cpu here, or a cluster profile"
@@ -242,8 +251,8 @@ def get_play_device(wildcards):
 
 
 def get_play_settings_json(wildcards):
-    """The run's play object (defaults applied) as the JSON chesslm.play.evaluate reads."""
-    return json.dumps(SETTINGS.runs[wildcards.run].play.as_dict(), sort_keys=True)
+    """The run's play object (defaults applied) as the JSON rule play's script reads."""
+    return json.dumps(SETTINGS.plays[wildcards.run].as_dict(), sort_keys=True)
 
 
 def get_play_caches(wildcards):
@@ -258,7 +267,7 @@ def get_play_cache_files(wildcards):
 
 def get_play_runtime(wildcards):
     """Minutes: every part's budget plus model load, tables and figures."""
-    play = SETTINGS.runs[wildcards.run].play
+    play = SETTINGS.plays[wildcards.run]
     seconds = sum(play.part(part).seconds for part in chesslm_config.PLAY_PARTS)
     return math.ceil((seconds + 300) / 60)
 
@@ -266,7 +275,7 @@ def get_play_runtime(wildcards):
 def get_play_ladder(wildcards):
     """The ladder file whose anchors the run's model plays (none without games): the engine is
     looked up here, when a plan needs the ladder, never at parse time."""
-    elo = SETTINGS.runs[wildcards.run].play.elo
+    elo = SETTINGS.plays[wildcards.run].elo
     if elo.games_per_anchor == 0:
         return []
     try:
@@ -277,7 +286,7 @@ def get_play_ladder(wildcards):
 
 def get_run_play_outputs(wildcards):
     """The play records the run's report and export show (none when play.enabled is false)."""
-    if not SETTINGS.runs[wildcards.run].play.enabled:
+    if not SETTINGS.plays[wildcards.run].enabled:
         return []
     files = chesslm_config.PLAY_FILES
     run = RunDir.of(wildcards.run)
@@ -288,8 +297,8 @@ def get_run_outcome_outputs(wildcards):
     """Rule outcome_figures' files, which the run's summary asks for (so the report shows
     them) when its play evaluation runs and it has an outcome head; none otherwise, so a
     run without the head plans as before."""
-    s = SETTINGS.runs[wildcards.run]
-    if not (s.play.enabled and s.outcome):
+    run = wildcards.run
+    if not (SETTINGS.plays[run].enabled and SETTINGS.runs[run].outcome):
         return []
     return [RunDir.of(wildcards.run).play_file(out.file) for out in PLAY_OUTCOME]
 

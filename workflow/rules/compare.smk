@@ -22,16 +22,16 @@ rule score:
     log:
         "logs/{run}/score/{dataset}.log",
     # torch in the job uses exactly these threads (runs.NAME.play.threads)
-    threads: of_run(lambda s: s.play.threads)
+    threads: of_play(lambda p: p.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,
     params:
         device=get_play_device,
-        batch_tokens=of_run(lambda s: s.play.match.batch_tokens),
-        chunk_games=of_run(lambda s: s.play.match.chunk_games),
+        batch_tokens=of_play(lambda p: p.match.batch_tokens),
+        chunk_games=of_play(lambda p: p.match.chunk_games),
         # the run's move-matching bound (play.match.games) bounds its scores too (None: all)
-        games=of_run(lambda s: s.play.match.games),
+        games=of_play(lambda p: p.match.games),
     script:
         "../scripts/score.py"
 

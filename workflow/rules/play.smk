@@ -6,13 +6,13 @@
 #   plan time: common.smk get_run_checkpoint) + the token caches of the datasets
 #   evaluated (validation splits only) + the ladder of play.elo.ladder (rule ladder; none
 #   without games) -> results/{run}/play/: the files of
-#   chesslm.play.outputs.OUTPUTS (each part's record, tables and figure; those with a caption
+#   chesslm.record.play_files.OUTPUTS (each part's record, tables and figure; those with a caption
 #   are report() items). Bounded by play.*.seconds; after a budget stop the work in progress
 #   stays in results/{run}/play/state/ and the next job (`--forcerun play`) resumes it; any
 #   other job, a forced rerun of a finished evaluation included, measures afresh.
 #
 # rule outcome_figures: results/{run}/play/move-match.json -> results/{run}/play/: the files of
-#   chesslm.play.outputs.OUTCOME (the outcome head's table and two figures, report() items).
+#   chesslm.record.play_files.OUTCOME (the outcome head's table and two figures, report() items).
 #   Only a run with `outcome: true` asks for them (its summary's input): a rule's outputs
 #   cannot differ by run, so they are not rule play's.
 
@@ -47,7 +47,7 @@ rule play:
     wildcard_constraints:
         run=r"[A-Za-z0-9_-]+",
     # the job's cores (runs.NAME.play.threads, default 1): torch and preparing games (prepare)
-    threads: of_run(lambda s: s.play.threads)
+    threads: of_play(lambda p: p.threads)
     resources:
         gpu=get_play_gpus,
         mem_mb=8000,

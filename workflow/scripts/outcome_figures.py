@@ -9,7 +9,7 @@ from pathlib import Path
 
 from chesslm import logs, owner
 from chesslm.play import outcome_figures
-from chesslm.play.outputs import OUTCOME
+from chesslm.record.play_files import OUTCOME
 
 OUT = snakemake.output  # noqa: F821
 # the play folder's lock: rule play's outputs and state live there too

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chesslm import logs, owner
 from chesslm.play import evaluate
-from chesslm.play.settings import PlaySettings
+from chesslm.scorer.settings import PlaySettings
 
 with (
     logs.step("play", snakemake.log[0]) as log,  # noqa: F821

@@ -1,8 +1,9 @@
-"""A run's play settings (``runs.NAME.play`` of the config), typed: the same keys, types and
-defaults as the schema (tests/workflow/test_config.py fails if the two disagree). Standard
-library only: the workflow builds them at parse time. Rule play's script types them
-(``from_dict``) and every layer below takes them typed; the work state's identity hashes
-``as_dict``.
+"""A run's play settings (``runs.NAME.play`` of the config): what the scorer is asked to score
+and how (``Match``'s scoring keys are rule score's and the analyser's too), typed: the same
+keys, types and defaults as the schema (tests/workflow/test_config.py fails if the two
+disagree). Standard library only: the workflow builds them at parse time. Rule play's script
+types them (``from_dict``) and every layer below takes them typed; the work state's identity
+hashes ``as_dict``.
 
 >>> PlaySettings.from_dict({"match": {"games": 64}}).match.games
 64
@@ -92,7 +93,7 @@ class PlaySettings:
         return dataclasses.asdict(self)
 
     def part(self, name: str) -> Match | Legality | Elo | Counterfactual:
-        """The settings of part ``name`` of ``chesslm.play.outputs.PARTS``."""
+        """The settings of part ``name`` of ``chesslm.record.play_files.PARTS``."""
         return getattr(self, name)
 
 

@@ -1,4 +1,4 @@
-"""The records of rule play (``results/{run}/play/*.json``, named in ``chesslm.play.outputs``)
+"""The records of rule play (``results/{run}/play/*.json``, named in ``chesslm.record.play_files``)
 read into typed results: ``MoveMatch``, ``Legality``, ``Elo`` and ``Counterfactual``. The
 summary's play section (``chesslm.report.play_section``) and the model card
 (``chesslm.export.card``) both read through here, so the two cannot drift from the writer
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from chesslm import seal
 from chesslm.match import metrics
-from chesslm.play.outputs import FILES
+from chesslm.record.play_files import FILES
 
 
 class RecordError(ValueError):
