@@ -16,7 +16,9 @@ from typing import Any
 from chesslm.data import conditioning, tokens
 from chesslm.files import lookup
 from chesslm.match import metrics
-from chesslm.record import play_records as records
+from chesslm.record.elo import NOT_PLAYED, Elo
+from chesslm.record.move_match import MatchRow, MoveMatch
+from chesslm.record.play_records import Play
 
 LICENCE = (
     "The training games come from the Lichess open database (https://database.lichess.org),"
@@ -57,7 +59,7 @@ class Facts:
     manifest: dict[str, Any]
     receipt: dict[str, Any]
     results: dict[str, Any]
-    play: records.Play = field(default_factory=records.Play)  # records.read_play's
+    play: Play = field(default_factory=Play)  # read_play's
     weights_sha256: str = ""  # model.safetensors', as SHA256SUMS lists it
     outcome: bool = False  # the checkpoint has the outcome head: outcome_head.safetensors
     time_inputs: bool = False  # it reads the clocks: human_time.safetensors' time embedding
@@ -414,7 +416,7 @@ def evaluation(facts: Facts) -> str:
     return "## Evaluation\n\n" + move_matching(match) + elo_section(elo)
 
 
-def move_matching(match: records.MoveMatch | None) -> str:
+def move_matching(match: MoveMatch | None) -> str:
     if not match:
         return "Move-matching: not evaluated.\n\n"
     lines = []
@@ -439,7 +441,7 @@ def move_matching(match: records.MoveMatch | None) -> str:
     )
 
 
-def _ci(row: records.MatchRow, stat: str) -> str:
+def _ci(row: MatchRow, stat: str) -> str:
     value, low, high = row.interval(stat)
     if value is None:
         return "-"
@@ -448,11 +450,11 @@ def _ci(row: records.MatchRow, stat: str) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def elo_section(elo: records.Elo | None) -> str:
-    """The Elo in the words of the report's play section (``records.Elo``'s sentences): the
+def elo_section(elo: Elo | None) -> str:
+    """The Elo in the words of the report's play section (``Elo``'s sentences): the
     estimate or its bound, the ladder, and whether its games replay."""
     if elo is None:
         return "Elo: not evaluated.\n"
     if not elo.played:
-        return f"Elo: {records.NOT_PLAYED}\n"
+        return f"Elo: {NOT_PLAYED}\n"
     return f"Elo: {elo.sentence()}\n\n{elo.ladder_sentence()}\n\n{elo.reproducibility_sentence()}\n"

@@ -21,7 +21,7 @@ from chesslm.export import card, gpt2, vocabulary
 from chesslm.model import checkpoint
 from chesslm.model.presets import OUTCOME_CLASSES
 from chesslm.model.weights import model_of
-from chesslm.record import play_records as records
+from chesslm.record.play_records import read_play
 
 FILES = {
     "weights": "model.safetensors",
@@ -70,7 +70,7 @@ def export(sources: Sources, out_dir: Path) -> dict[str, Path]:
         manifest=files.read_json(sources.manifest),
         receipt=files.read_json(sources.receipt),
         results=files.read_json(sources.results),
-        play=records.read_play(sources.play.values()),
+        play=read_play(sources.play.values()),
         outcome=bool(head),
         time_inputs=net.config.time_inputs,
         think_time=net.config.think_time,

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from chesslm import files
 from chesslm.figures import STYLES, notice_figure, save_svg
 from chesslm.match.outcome import METRICS
-from chesslm.record import play_records as records
+from chesslm.record.move_match import CalibrationBin, MoveMatch, OutcomeMeasure, read_move_match
 from chesslm.record.play_files import OUTCOME
 
 COLUMNS = ("dataset", "protocol", "scope", "group", "predictor", "metric", "value", "low",
@@ -38,12 +38,12 @@ logger = logging.getLogger(__name__)
 NO_HEAD = "The record holds no outcome head's measure (a checkpoint without the head)."
 
 
-def measures(match: records.MoveMatch) -> dict[str, records.OutcomeMeasure]:
+def measures(match: MoveMatch) -> dict[str, OutcomeMeasure]:
     """Each dataset's outcome measure, in the record's order (datasets without one left out)."""
     return {n: d.outcome for n, d in match.datasets.items() if d.outcome is not None}
 
 
-def table(match: records.MoveMatch) -> pd.DataFrame:
+def table(match: MoveMatch) -> pd.DataFrame:
     """The rows of ``outcome.csv`` (COLUMNS): every metric of every group and predictor, then
     each calibration bin's predicted and observed win frequency."""
     rows: list[dict[str, Any]] = []
@@ -73,7 +73,7 @@ def _panels(count: int, height: float) -> tuple[Figure, list[Any]]:
     return fig, list(np.atleast_1d(fig.subplots(count, 1, squeeze=False)[:, 0]))
 
 
-def calibration_figure(match: records.MoveMatch) -> Figure:
+def calibration_figure(match: MoveMatch) -> Figure:
     """Observed win frequency against the mean predicted win probability per bin, the head and
     the Elo baseline, one marker style per protocol, bars: 95 % intervals over games."""
     title = "Outcome head calibration: predicted win probability of the side to move"
@@ -99,7 +99,7 @@ def calibration_figure(match: records.MoveMatch) -> Figure:
     return fig
 
 
-def _calibration_series(ax: Any, bins: list[records.CalibrationBin], colour: str, style: str,
+def _calibration_series(ax: Any, bins: list[CalibrationBin], colour: str, style: str,
                         label: str) -> None:  # fmt: skip
     if not bins:
         return
@@ -111,7 +111,7 @@ def _calibration_series(ax: Any, bins: list[records.CalibrationBin], colour: str
                 markersize=4, alpha=0.8, label=label)  # fmt: skip
 
 
-def games_figure(match: records.MoveMatch) -> Figure:
+def games_figure(match: MoveMatch) -> Figure:
     """White's predicted win probability at each ply of each game the record keeps, its result
     marked after the last move (White's score: 1, 1/2 or 0)."""
     title = "White's predicted win probability along real validation games"
@@ -136,7 +136,7 @@ def games_figure(match: records.MoveMatch) -> Figure:
 
 def write(record: Path, out: dict[str, Path]) -> dict[str, Path]:
     """The files of ``OUTCOME`` (name -> path in ``out``) from the record ``record``."""
-    match = records.read_move_match(record)
+    match = read_move_match(record)
     if match is None:
         raise FileNotFoundError(f"{record}: no move-matching record (rule play writes it)")
     frame = table(match)

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from chesslm.match import metrics
-from chesslm.record import play_records as records
+from chesslm.record.counterfactual import Counterfactual, GapSweep
+from chesslm.record.elo import NOT_PLAYED, Elo
+from chesslm.record.legality import Legality
+from chesslm.record.move_match import MatchDataset, MatchRow, MoveMatch, OutcomeScores, ThinkScores
 from chesslm.record.play_files import FILES, OUTCOME
+from chesslm.record.play_records import READERS
 from chesslm.report.cells import md_table, num
 
 
@@ -22,7 +26,7 @@ def _pct(value: Any) -> str:
     return num(value, ".1%")
 
 
-def _interval(row: records.MatchRow, stat: str, fmt: Any = None) -> str:
+def _interval(row: MatchRow, stat: str, fmt: Any = None) -> str:
     fmt = fmt or _format(stat)
     value, low, high = row.interval(stat)
     if row.few_games:
@@ -40,11 +44,11 @@ def _format(stat: str) -> Any:
 
 
 def read_records(play_dir: Path) -> dict[str, Any]:
-    """Each play record by its name in ``records.READERS``: the record, or ``None`` where its
+    """Each play record by its name in ``READERS``: the record, or ``None`` where its
     file is absent.
 
-    :raises records.RecordError: for a file that is there but cannot be trusted."""
-    return {name: read(play_dir / FILES[name]) for name, read in records.READERS.items()}
+    :raises RecordError: for a file that is there but cannot be trusted."""
+    return {name: read(play_dir / FILES[name]) for name, read in READERS.items()}
 
 
 def markdown_section(play_dir: Path | str) -> str:
@@ -70,13 +74,13 @@ def answers(play_dir: Path | None) -> list[str]:
     """List items: top-1 under the headline protocol per dataset, the Elo and free-running
     legality, each with its interval or why it has none, and saying so where it is not
     evaluated yet or partial (``play_dir`` ``None``: the run has not played)."""
-    found = read_records(play_dir) if play_dir is not None else dict.fromkeys(records.READERS)
+    found = read_records(play_dir) if play_dir is not None else dict.fromkeys(READERS)
     parts = [
         ("move_match", "Top-1 agreement with the move played [95 % interval]", top1_answer),
         (
             "elo",
             "Engine Elo against the ladder's anchors (not a human rating)",
-            records.Elo.estimate_line,
+            Elo.estimate_line,
         ),
         ("legality", "Free-running legality (self-play, no legality mask)", legality_answer),
     ]
@@ -91,7 +95,7 @@ def answers(play_dir: Path | None) -> list[str]:
     return out
 
 
-def top1_answer(match: records.MoveMatch) -> str:
+def top1_answer(match: MoveMatch) -> str:
     """Each dataset's overall top-1 under the first protocol (the headline), in the table's
     cell below, with its positions and games."""
     headline = next(iter(match.protocols), "?")
@@ -100,7 +104,7 @@ def top1_answer(match: records.MoveMatch) -> str:
     return "; ".join(said) or "no dataset"
 
 
-def _top1(name: str, d: records.MatchDataset, protocol: str, fewer: Any) -> str:
+def _top1(name: str, d: MatchDataset, protocol: str, fewer: Any) -> str:
     overall = [r for r in d.table if r.grouping == "overall"]
     row = next((r for r in overall if r.protocol == protocol), None)
     games = f"{d.games_evaluated} of {d.validation_games} validation games scored"
@@ -119,7 +123,7 @@ def _top1(name: str, d: records.MatchDataset, protocol: str, fewer: Any) -> str:
 FAR_FEWER = 0.5
 
 
-def _rests_on(row: records.MatchRow, overall: list[records.MatchRow], fewer: Any) -> str:
+def _rests_on(row: MatchRow, overall: list[MatchRow], fewer: Any) -> str:
     """When the headline row has no interval (too few games) or far fewer games than another
     protocol's, how much it rests on and the protocol's figure with the most games (with its
     interval) beside it: the first answer never rests silently on a handful of games."""
@@ -137,7 +141,7 @@ def _rests_on(row: records.MatchRow, overall: list[records.MatchRow], fewer: Any
     )
 
 
-def _top1_cell(row: records.MatchRow, fewer: Any) -> str:
+def _top1_cell(row: MatchRow, fewer: Any) -> str:
     """The table's top-1 cell, and why it has no interval where it has none."""
     why = f" ({_games(row.games)}: fewer than {fewer})" if row.few_games else ""
     return f"**{_interval(row, 'top1')}**{why}"
@@ -147,7 +151,7 @@ def _games(n: int) -> str:
     return f"{n} game" if n == 1 else f"{n} games"
 
 
-def legality_answer(legality: records.Legality) -> str:
+def legality_answer(legality: Legality) -> str:
     """Each mode's share of illegal proposals, in the table's cell below."""
     said = [
         f"`{mode}` **{_pct(r.illegal_share)}** of {r.proposals} proposals illegal"
@@ -157,7 +161,7 @@ def legality_answer(legality: records.Legality) -> str:
     return "; ".join(said) or "no mode played"
 
 
-def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
+def counterfactual_section(result: Counterfactual | None) -> list[str]:
     """A conditioned model's predictions at its games' true ratings and at counterfactual
     ones (overall, per protocol); one line for a model without conditioning."""
     lines = ["### Counterfactual ratings", ""]
@@ -189,7 +193,7 @@ def counterfactual_section(result: records.Counterfactual | None) -> list[str]:
     ] + gap_section(result.gap_sweep)  # fmt: skip
 
 
-def gap_section(sweep: records.GapSweep | None) -> list[str]:
+def gap_section(sweep: GapSweep | None) -> list[str]:
     """The rating-gap sweep of a model with the outcome head (none without): White's
     predicted result by the gap, against the Elo expectation."""
     if sweep is None:
@@ -208,7 +212,7 @@ def gap_section(sweep: records.GapSweep | None) -> list[str]:
             *md_table(header, rows)]  # fmt: skip
 
 
-def match_section(match: records.MoveMatch) -> list[str]:
+def match_section(match: MoveMatch) -> list[str]:
     """The checkpoint, the protocols, and each dataset's move-matching table."""
     model = match.model
     lines = [
@@ -231,7 +235,7 @@ OUTCOME_PREDICTORS = (("model", "outcome head"), ("frequency", "result frequenci
                       ("elo", "Elo expectation"))  # fmt: skip
 
 
-def _scored(scores: records.OutcomeScores, stat: str, few: bool, fmt: Any) -> str:
+def _scored(scores: OutcomeScores, stat: str, few: bool, fmt: Any) -> str:
     value = getattr(scores, stat)
     if few:
         return f"{fmt(value)} (no interval)"
@@ -239,7 +243,7 @@ def _scored(scores: records.OutcomeScores, stat: str, few: bool, fmt: Any) -> st
     return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
 
 
-def outcome_section(match: records.MoveMatch) -> list[str]:
+def outcome_section(match: MoveMatch) -> list[str]:
     """An outcome checkpoint's overall row per dataset: the head against both baselines
     (nothing for a checkpoint without the head)."""
     measured = {n: d.outcome for n, d in match.datasets.items() if d.outcome is not None}
@@ -272,7 +276,7 @@ THINK_PREDICTORS = (("model", "think-time head"), ("median_time", "median time (
                     ("clock_rule", "clock rule"))  # fmt: skip
 
 
-def think_time_section(match: records.MoveMatch) -> list[str]:
+def think_time_section(match: MoveMatch) -> list[str]:
     """A think-time checkpoint's table per dataset: the head against both baselines, overall,
     by rating band, time-control class and ply bucket (nothing for a checkpoint without it)."""
     measured = {n: d.think_time for n, d in match.datasets.items() if d.think_time is not None}
@@ -298,11 +302,11 @@ def think_time_section(match: records.MoveMatch) -> list[str]:
 THINK_METRICS = ("nll", "mae_log", "pearson", "spearman")
 
 
-def _think_scored(scores: records.ThinkScores, stat: str, few: bool) -> str:
+def _think_scored(scores: ThinkScores, stat: str, few: bool) -> str:
     return _scored(scores, stat, few, _nll) if getattr(scores, stat) is not None else "-"
 
 
-def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:
+def _match_dataset(name: str, d: MatchDataset, fewer: Any) -> list[str]:
     state = "complete" if d.complete else "stopped by its time budget (partial)"
     kept = ", ".join(f"{n} under {k}" for k, n in d.per_protocol.items())
     lines = [
@@ -333,13 +337,13 @@ def _match_dataset(name: str, d: records.MatchDataset, fewer: Any) -> list[str]:
     return lines + [f"Per 100-Elo bin: `play/{FILES['move_match_table']}` and the figure.", ""]
 
 
-def _selection(d: records.MatchDataset) -> str:
+def _selection(d: MatchDataset) -> str:
     """Why fewer games than the split were chosen, where so (the evaluator's own words)."""
     selected = d.validation_games if d.games_selected is None else d.games_selected
     return f"; selected: {d.selection}" if selected < d.validation_games else ""
 
 
-def legality_section(legality: records.Legality | None) -> list[str]:
+def legality_section(legality: Legality | None) -> list[str]:
     """Free-running legality per mode (greedy, temperature 1)."""
     lines = ["### Free-running legality", ""]
     if not legality:
@@ -358,13 +362,13 @@ def legality_section(legality: records.Legality | None) -> list[str]:
     )  # fmt: skip
 
 
-def elo_section(result: records.Elo | None) -> list[str]:
+def elo_section(result: Elo | None) -> list[str]:
     """The ladder (anchors, ratings, intervals, games), the model's scores against it, its
-    Elo on the ladder's scale (``records.Elo.sentence``, the model card's too), and what of it
+    Elo on the ladder's scale (``Elo.sentence``, the model card's too), and what of it
     is reproducible."""
     lines = ["### Elo against Stockfish and the ladder's anchors", ""]
     if result is None or not result.played:
-        return lines + [records.NOT_PLAYED, ""]
+        return lines + [NOT_PLAYED, ""]
     lines += [result.sentence(), "", result.ladder_sentence(), "",
               result.reproducibility_sentence(), ""]  # fmt: skip
     rows = [

@@ -40,7 +40,7 @@ from chesslm.data.tokens import PHASES
 from chesslm.files import write_atomic
 from chesslm.layout import RunDir
 from chesslm.record.play_files import FILES
-from chesslm.record.play_records import RecordError
+from chesslm.record.reader import RecordError
 from chesslm.report import markdown, plots, sample_games
 from chesslm.report.items import OUTPUT_FILES
 from chesslm.report.run_reader import RunRecords, RunState, load_run

@@ -18,7 +18,7 @@ from chesslm.data.cache import TokenCache
 from chesslm.match import counterfactual, gaps, matching, metrics, protocols
 from chesslm.model import gpt, weights
 from chesslm.play import evaluate
-from chesslm.record import play_records as records
+from chesslm.record.counterfactual import read_counterfactual
 from chesslm.report.play_section import markdown_section
 from chesslm.scorer.settings import PlaySettings
 from tests.conftest import make_cache
@@ -169,7 +169,7 @@ def test_the_gap_rows_are_whites_chances_beside_the_elo_expectation(cache_dir, t
     total = settings[["p_win", "p_draw", "p_loss"]].sum(axis=1)
     np.testing.assert_allclose(total, 1, atol=1e-6)
     assert (settings[settings["setting"] != "true"]["elo_expectation"] == 0.5).all()
-    read = records.read_counterfactual(out["counterfactual"])
+    read = read_counterfactual(out["counterfactual"])
     assert len(read.gap_sweep.rows) == 2 * len(GAPS) and read.summary_rows[-1].p_win is not None
     section = markdown_section(run_dir / "play")
     assert "Rating-gap sweep around 1500" in section and "| 1900 / 1100 |" in section

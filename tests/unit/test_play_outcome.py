@@ -21,7 +21,7 @@ from chesslm.match import outcome
 from chesslm.model import gpt, weights
 from chesslm.model.outcome import positions, side_counts, targets
 from chesslm.play import evaluate, outcome_figures
-from chesslm.record import play_records as records
+from chesslm.record.move_match import read_move_match
 from chesslm.record.play_files import OUTCOME
 from chesslm.report.play_section import markdown_section
 from chesslm.scorer import branched, scoring
@@ -159,7 +159,7 @@ def test_the_measure_is_that_of_a_plain_pass_beside_both_baselines(tmp_path, cac
     for predictor in outcome.CALIBRATED:
         bins = [r for r in d["calibration"] if r["predictor"] == predictor]
         assert sum(r["positions"] for r in bins) == len(y)
-    parsed = records.read_move_match(run_dir / "play/move-match.json")
+    parsed = read_move_match(run_dir / "play/move-match.json")
     assert parsed.datasets["sample"].outcome.overall.scores["model"].nll == s["model"]["nll"]
     section = markdown_section(run_dir / "play")
     assert "### Outcome head" in section and f"{s['elo']['nll']:.3f}" in section
@@ -168,9 +168,7 @@ def test_the_measure_is_that_of_a_plain_pass_beside_both_baselines(tmp_path, cac
 def test_a_checkpoint_without_the_head_measures_nothing_new(tmp_path, cache_dir):
     run_dir, record = _run(tmp_path, cache_dir, head=False)
     assert "outcome_definition" not in record and "outcome" not in record["datasets"]["sample"]
-    assert (
-        records.read_move_match(run_dir / "play/move-match.json").datasets["sample"].outcome is None
-    )
+    assert read_move_match(run_dir / "play/move-match.json").datasets["sample"].outcome is None
     assert "### Outcome head" not in markdown_section(run_dir / "play")
     # rule outcome_figures is not planned for such a run; given its record, it says why
     out = {o.name: tmp_path / o.file for o in OUTCOME}

@@ -26,7 +26,9 @@ from chesslm.match import matching
 from chesslm.model import weights
 from chesslm.play import elo_games, evaluate, plots, workstate
 from chesslm.record import play_files as outputs
-from chesslm.record import play_records as records
+from chesslm.record.elo import NOT_PLAYED
+from chesslm.record.play_records import READERS, Play, read_play
+from chesslm.record.reader import RecordError
 from chesslm.report.play_section import markdown_section
 from chesslm.scorer.settings import PlaySettings
 from chesslm.scorer.threads import use_threads
@@ -105,11 +107,11 @@ def test_evaluation_writes_tables_figures_and_section_and_keeps_no_state(
     assert not (run_dir / "play/state").exists()
 
 
-def _play_records(out: dict[str, Path]) -> records.Play:
-    return records.read_play(out[name] for name in records.READERS)
+def _play_records(out: dict[str, Path]) -> Play:
+    return read_play(out[name] for name in READERS)
 
 
-def _card(play: records.Play) -> str:
+def _card(play: Play) -> str:
     """The model card of a run that played (only its play records: the rest not recorded)."""
     return card.render(card.Facts("t", {}, {}, {}, {}, {}, play=play))
 
@@ -134,9 +136,9 @@ def _card_and_report_agree(play_dir: Path, out: dict[str, Path], stored: dict) -
     del record["fit"]["games"]
     seal.write(out["elo"], record)  # sealed as written, but not what the reader needs
     said = f"{out['elo']}: no key 'fit.games'"
-    with pytest.raises(records.RecordError, match=re.escape(said)):
+    with pytest.raises(RecordError, match=re.escape(said)):
         _play_records(out)
-    with pytest.raises(records.RecordError, match=re.escape(said)):
+    with pytest.raises(RecordError, match=re.escape(said)):
         markdown_section(play_dir)
 
 
@@ -194,8 +196,8 @@ def test_a_model_without_conditioning_says_so_in_the_counterfactual_part(tmp_pat
     # games_per_anchor: 0 writes fit: null; the card and the report say so alike
     play = _play_records(out)
     assert json.loads(out["elo"].read_text())["fit"] is None and not play.elo.played
-    assert f"Elo: {records.NOT_PLAYED}" in _card(play)
-    assert records.NOT_PLAYED in markdown_section(run_dir / "play")
+    assert f"Elo: {NOT_PLAYED}" in _card(play)
+    assert NOT_PLAYED in markdown_section(run_dir / "play")
 
 
 def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play_cache):
@@ -215,9 +217,9 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
              "key 'model.step' is \"7\", not an integer": text_step}  # fmt: skip
     for said, broken in cases.items():
         seal.write(out["move_match"], broken)
-        with pytest.raises(records.RecordError, match=re.escape(f"{out['move_match']}: {said}")):
+        with pytest.raises(RecordError, match=re.escape(f"{out['move_match']}: {said}")):
             _play_records(out)
-        with pytest.raises(records.RecordError, match=re.escape(f"{out['move_match']}: {said}")):
+        with pytest.raises(RecordError, match=re.escape(f"{out['move_match']}: {said}")):
             markdown_section(run_dir / "play")
     older = json.loads(json.dumps(match))  # written before the metric table had top-5
     for row in older["datasets"]["sample"]["table"]:
@@ -228,7 +230,7 @@ def test_a_broken_record_is_one_line_naming_its_file_and_key(tmp_path, net, play
     assert "n/a" in markdown_section(run_dir / "play")
     seal.write(out["move_match"], match)
     out["legality"].write_text('{"modes": ')
-    with pytest.raises(records.RecordError, match=re.escape(f"{out['legality']}: not JSON")):
+    with pytest.raises(RecordError, match=re.escape(f"{out['legality']}: not JSON")):
         markdown_section(run_dir / "play")
 
 

@@ -20,8 +20,10 @@ from chesslm.export import folder
 from chesslm.ladder import round_robin as ladder
 from chesslm.match import protocols
 from chesslm.model.checkpoint import CheckpointError
-from chesslm.record import play_records as records
+from chesslm.record.counterfactual import read_counterfactual
 from chesslm.record.play_files import FILES
+from chesslm.record.play_records import READERS
+from chesslm.record.reader import RecordError
 from chesslm.report.play_section import markdown_section
 from tests.conftest import STAGED_ARGS, StagedRun
 from tests.helpers import first_games_pgn, model_checkpoint, snakemake
@@ -77,18 +79,18 @@ def test_each_play_record_refuses_a_flipped_byte_an_edit_a_truncation_and_no_sea
     for name, (record, number, edited) in written.items():
         path = tmp_path / FILES[name]
         seal.write(path, record)
-        assert records.READERS[name](path) is not None
+        assert READERS[name](path) is not None
         for how, data in damage(path, number, edited).items():
             path.write_bytes(data)
-            with pytest.raises(records.RecordError) as error:
-                records.READERS[name](path)
+            with pytest.raises(RecordError) as error:
+                READERS[name](path)
             text = refused(error.value, path, path, "play")
             why = {"truncated": "not JSON", "unsealed": seal.UNSEALED}.get(how, seal.DAMAGED)
             assert why in text, (name, how, text)
         path.unlink()
     path.symlink_to(tmp_path / "gone")  # there but unreadable: refused, not taken as absent
-    with pytest.raises(records.RecordError, match=r"counterfactual.json: missing; rebuild"):
-        records.read_counterfactual(path)
+    with pytest.raises(RecordError, match=r"counterfactual.json: missing; rebuild"):
+        read_counterfactual(path)
     empty = tmp_path / "results/demo/play"
     empty.mkdir(parents=True)
     assert f"No play evaluation yet (`{empty}/` has no move-match.json)." in markdown_section(empty)

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from chesslm import seal
 from chesslm.figures import PAD_INCHES, notice_figure, save_svg
 from chesslm.files import digest_json
-from chesslm.record import play_records as records
-from chesslm.record.play_records import RecordError
+from chesslm.record.elo import NOT_PLAYED
+from chesslm.record.reader import RecordError
 from chesslm.report import items, summary
 from chesslm.train.state import TERMINAL
 
@@ -938,7 +938,7 @@ def test_the_answers_say_what_is_not_evaluated_yet(tmp_path):
 def test_the_answers_say_no_fit_and_a_bound(tmp_path):
     """``games_per_anchor: 0`` (fit null) and a model that lost every game (a bound)."""
     lines, _ = glance(make_run(tmp_path / "none"), elo=elo_record(None))
-    assert answer(lines, "Engine Elo").endswith(f": {records.NOT_PLAYED}")
+    assert answer(lines, "Engine Elo").endswith(f": {NOT_PLAYED}")
     below = {"elo": None, "low": None, "high": 812.0, "bound": "below", "score": 0.0,
              "text": "below 812 (95 %; no game won or drawn)"}  # fmt: skip
     lines, _ = glance(make_run(tmp_path / "bound"), elo=elo_record(below))
