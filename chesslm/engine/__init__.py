@@ -1,6 +1,7 @@
 """The hand-over: ``uci`` the UCI engine (``chesslm-uci``, lichess-bot and GUIs: the protocol,
 answering ``uci`` before torch is imported), ``options`` what it declares, ``session`` its model
-side (loaded in a thread), ``kvcache`` its game's keys and values kept between ``go``
+side (loaded in a thread), ``commands`` what it reads from a ``position`` or ``go`` command's
+words, ``kvcache`` its game's keys and values kept between ``go``
 commands, ``wdl`` its score from an outcome checkpoint's head, ``think`` its
 clocks from ``go`` and how long ``HumanTime`` waits, ``timeman`` the bound on that wait from
 the clock, ``lines`` its input read as bytes, line by

@@ -1,8 +1,9 @@
 """The engine's model side: one UCI session over a loaded model (``Engine``), what
 ``chesslm-uci`` (``chesslm.engine.uci``) hands every command but ``uci`` and ``quit`` to once
-the model is loaded, and the scoring pass its moves come from (``position_scores``). The
-protocol, the options and the behaviour are documented in ``chesslm.engine.uci``; this module
-imports torch, so the engine imports it in its loading thread, after ``uci`` can be answered.
+the model is loaded, and the scoring pass its moves come from (``position_scores``); a
+command's words are read by ``chesslm.engine.commands``. The protocol, the options and the
+behaviour are documented in ``chesslm.engine.uci``; this module imports torch, so the engine
+imports it in its loading thread, after ``uci`` can be answered.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from chesslm.data import tokens
 from chesslm.engine import kvcache, options, think, timeman, wdl
+from chesslm.engine.commands import parse_go, parse_position, unencodable_start
 from chesslm.export.load import model_at
 from chesslm.model import gpt
 from chesslm.model.checkpoint import CheckpointError
@@ -32,75 +34,6 @@ NO_OUTCOME_HEAD = (
     " true trains it); UCI_ShowWDL is accepted and ignored"
 )
 Ranked = tuple[chess.Move, float]  # a legal move and the model's probability of it
-GO_NUMBERS = ("movetime", "nodes", "wtime", "btime", "winc", "binc", "movestogo", "depth", "mate")
-GO_WORDS = (*GO_NUMBERS, "infinite", "ponder", "searchmoves")
-
-
-def unencodable_start(board: chess.Board) -> str | None:
-    """Why the model cannot read a game from this starting board, or None for the standard
-    start (move counters aside: they do not change the position)."""
-    if board.epd() == chess.Board().epd():
-        return None
-    return (
-        "the model reads games from the standard start position and this FEN is not it"
-        " (its move history is unknown)"
-    )
-
-
-def parse_position(args: list[str]) -> tuple[chess.Board, list[str]]:
-    """The board of a ``position`` command's arguments and the complaints about them (an
-    illegal move ends the moves there; a bad FEN leaves the start position)."""
-    words = list(args)
-    moves = words[words.index("moves") + 1 :] if "moves" in words else []
-    head = words[: words.index("moves")] if "moves" in words else words
-    complaints = []
-    board = chess.Board()
-    if head[:1] == ["fen"]:
-        fen = " ".join(head[1:])
-        try:
-            board = chess.Board(fen)
-        except ValueError as error:
-            complaints.append(f"invalid FEN {fen!r} ({error}); using the start position")
-    elif head != ["startpos"]:
-        complaints.append(f"position needs startpos or fen, got {' '.join(head)!r}; using startpos")
-    for i, text in enumerate(moves):
-        try:
-            move = board.parse_uci(text)
-            if not move:  # 0000: a null move has no tokens
-                raise ValueError(text)
-            board.push(move)
-        except ValueError:
-            complaints.append(
-                f"illegal move {text!r} at move {i + 1} of the position's moves; position taken"
-                f" up to the move before it ({len(board.move_stack)} moves)"
-            )
-            break
-    return board, complaints
-
-
-def parse_go(args: list[str]) -> tuple[set[str], dict[str, int], list[str]]:
-    """``go``'s flags (``infinite``, ``ponder``), its numbers (the clocks read; no limit bounds
-    the search: one forward pass is the whole of it) and complaints about its words."""
-    flags, numbers, complaints = set(), {}, []
-    i = 0
-    while i < len(args):
-        word = args[i]
-        if word in ("infinite", "ponder"):
-            flags.add(word)
-        elif word in GO_NUMBERS and i + 1 < len(args):
-            try:
-                numbers[word] = int(args[i + 1])
-            except ValueError:
-                complaints.append(f"go {word}: not an integer: {args[i + 1]!r}; ignored")
-            i += 1
-        elif word == "searchmoves":
-            complaints.append("go searchmoves is not supported: every legal move is considered")
-            while i + 1 < len(args) and args[i + 1] not in GO_WORDS:
-                i += 1
-        else:
-            complaints.append(f"go: ignored {word!r}")
-        i += 1
-    return flags, numbers, complaints
 
 
 class Engine:
