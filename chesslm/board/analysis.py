@@ -14,6 +14,7 @@ from typing import Any
 import chess
 import torch
 
+from chesslm.board import curve
 from chesslm.engine import analyse
 from chesslm.engine.pgnfile import InputError
 from chesslm.scorer import ratings
@@ -39,6 +40,9 @@ def analyse_text(
     plies = analyse.score_games(net, [chosen], analyse.BATCH_TOKENS["cpu"])[0]
     rows = analyse.move_rows(chosen, plies)
     records = ply_records(chosen, plies, rows)
+    curves = curve.by_rating(net, chosen)
+    for record, values in zip(records, curves or [], strict=False):
+        record["by_rating"] = values
     return {
         "game": game,
         "headers": dict(chosen.game.headers),
@@ -47,6 +51,7 @@ def analyse_text(
         "final_fen": final_fen(records[-1]),
         "outcome": bool(net.config.outcome),
         "think_time": bool(net.config.think_time),
+        "ratings": list(curve.RATINGS) if curves is not None else None,
     }
 
 

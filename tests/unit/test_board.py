@@ -27,6 +27,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "plain": model_checkpoint(tmp / "best.pt", spread=0.3),
         "outcome": model_checkpoint(tmp / "outcome.pt", spread=0.3, outcome=True),
+        "elo": model_checkpoint(tmp / "elo.pt", spread=0.3, conditioning="elo"),
         "pgn": tmp / "games.pgn",
         "dir": tmp,
     }
@@ -38,11 +39,13 @@ def board(files: dict[str, Path]):
         yield url
 
 
-def csv_rows(files: dict[str, Path], checkpoint: Path, name: str) -> list[dict[str, str]]:
+def csv_rows(
+    files: dict[str, Path], checkpoint: Path, name: str, *options: str
+) -> list[dict[str, str]]:
     """chesslm-analyse's own CSV of the --pgn file (its command line, in this process)."""
     out = files["dir"] / f"{name}.csv"
     assert analyse.main([str(files["pgn"]), "--checkpoint", str(checkpoint), "--csv",
-                         str(out)]) == 0  # fmt: skip
+                         str(out), *options]) == 0  # fmt: skip
     return list(csv.DictReader(open(out)))
 
 
@@ -79,6 +82,23 @@ def test_an_outcome_checkpoints_win_draw_loss_is_the_csvs(files: dict[str, Path]
         status, answer = call(url, "/api/analyse", {"pgn": files["pgn"].read_text()})
     assert status == 200 and answer["outcome"], answer
     assert_the_csvs(answer["plies"], rows)
+
+
+def test_the_rating_curve_is_chesslm_analyse_at_those_ratings(
+    board: str, files: dict[str, Path]
+) -> None:
+    with running(files["elo"]) as url:
+        status, answer = call(url, "/api/analyse", {"pgn": files["pgn"].read_text()})
+    assert status == 200, answer
+    assert answer["ratings"] == list(range(800, 2401, 200))
+    for elo in (1200, 2000):
+        rows = [r for r in csv_rows(files, files["elo"], f"elo{elo}", "--ratings", f"{elo},{elo}")
+                if r["game"] == "1"]  # fmt: skip
+        column = answer["ratings"].index(elo)
+        assert [p["by_rating"][column] for p in answer["plies"]] == [r["p"] for r in rows]
+    assert any(len(set(p["by_rating"])) > 1 for p in answer["plies"])  # the ratings matter
+    status, plain = call(board, "/api/analyse", {"file_game": 1})
+    assert plain["ratings"] is None and "by_rating" not in plain["plies"][0]
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,29 @@ def test_a_ply_shows_the_apis_figures_and_arrows(browser: Browser, board: tuple)
     assert light > 20_000 and dark > 20_000, (light, dark, shot)  # 32 squares of 60 px each
 
 
+def test_a_conditioned_checkpoint_draws_the_rating_curve(browser: Browser, tmp_path: Path) -> None:
+    (tmp_path / "games.pgn").write_text(first_games_pgn(1))
+    ckpt = model_checkpoint(tmp_path / "elo.pt", spread=0.3, conditioning="elo")
+    with running(ckpt, tmp_path / "games.pgn") as url:
+        status, game = call(url, "/api/analyse", {"file_game": 1})
+        browser.open(url + "/", viewport=(1200, 800))
+        assert browser.wait_for(READY), browser.evaluate(
+            "document.getElementById('error').textContent")  # fmt: skip
+        key(browser, "ArrowRight", 39)
+        assert browser.wait_for(
+            "document.getElementById('where').textContent.startsWith('position 1')")  # fmt: skip
+        dots = browser.evaluate(
+            "[...document.querySelectorAll('#curve svg circle')]"
+            ".map(c => [Number(c.dataset.elo), c.dataset.p, Number(c.getAttribute('cy'))])"
+        )
+    ply = game["plies"][1]
+    expected = [[elo, p] for elo, p in zip(game["ratings"], ply["by_rating"], strict=True)]
+    assert [[elo, p] for elo, p, _ in dots] == expected
+    heights = [cy for *_, cy in dots]  # the more probable, the higher (smaller y)
+    order = sorted(range(len(dots)), key=lambda i: float(ply["by_rating"][i]))
+    assert [heights[i] for i in order] == sorted(heights, reverse=True)
+
+
 def test_a_malformed_pgn_is_one_line_on_the_page(browser: Browser, board: tuple) -> None:
     url, _ = board
     browser.open(url + "/", viewport=(1200, 800))
