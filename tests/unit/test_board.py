@@ -84,6 +84,19 @@ def test_an_outcome_checkpoints_win_draw_loss_is_the_csvs(files: dict[str, Path]
     assert_the_csvs(answer["plies"], rows)
 
 
+def test_the_disagreements_are_the_three_least_likely_moves(
+    board: str, files: dict[str, Path]
+) -> None:
+    rows = [r for r in csv_rows(files, files["plain"], "plain") if r["game"] == "3"]
+    status, answer = call(board, "/api/analyse", {"file_game": 3})
+    assert status == 200, answer
+    marked = answer["disagreements"]
+    assert len(marked) == 3 and marked == sorted(marked)
+    highest_marked = max(float(rows[ply - 1]["logp"]) for ply in marked)
+    others = [float(r["logp"]) for r in rows if int(r["ply"]) not in marked]
+    assert all(logp >= highest_marked for logp in others)
+
+
 def test_the_rating_curve_is_chesslm_analyse_at_those_ratings(
     board: str, files: dict[str, Path]
 ) -> None:

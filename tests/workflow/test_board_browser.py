@@ -78,6 +78,10 @@ def test_a_ply_shows_the_apis_figures_and_arrows(browser: Browser, board: tuple)
         f" return l.length === {len(ply['top']) + 1} ? l.length : 0 }})()"
     )
     assert lines == len(ply["top"]) + 1
+    marked = browser.evaluate(
+        "[...document.querySelectorAll('#moves span.odd')].map(s => Number(s.dataset.at) + 1)"
+    )
+    assert marked == game["disagreements"]  # the move list marks the API's plies
     shot = browser.screenshot(tmp / "board.png")
     light, dark = board_colours(shot)
     assert light > 20_000 and dark > 20_000, (light, dark, shot)  # 32 squares of 60 px each
