@@ -14,10 +14,13 @@ import pytest
 
 from chesslm.board import cli, server
 from chesslm.engine import analyse
+from chesslm.engine.session import Engine
+from chesslm.export.load import model_at
 from tests.boardkit import call, running
 from tests.helpers import first_games_pgn, model_checkpoint
 
 ILLEGAL_GAME = '[Event "x"]\n\n1. e4 e5 2. Ke3 *\n'
+AFTER_E4 = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2"  # 1. e4 e5
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +153,11 @@ def test_a_body_over_the_limit_is_refused_unread(board: str) -> None:
         ("/api/play", {"moves": ["e2e4", "e7e4"]}, "move 2: illegal move e7e4"),
         ("/api/play", {"moves": "e2e4"}, "a list of at most"),
         ("/api/analyse", None, "not JSON"),
+        ("/api/play", {"fen": "no fen at all"}, "not a position: FEN 'no fen at all'"),
+        ("/api/play", {"fen": "8/8/8/8/8/8/8/8 w - - 0 1"}, "not a legal position"),
+        ("/api/play", {"fen": AFTER_E4, "moves": ["e2e4"]}, "move 1: illegal move e2e4"),
+        ("/api/play", {"moves": [], "self_elo": 99999}, "SelfElo: a whole number 0..4000"),
+        ("/api/play", {"moves": [], "oppo_elo": "1500"}, "OppoElo: a whole number"),
     ],
 )
 def test_bad_requests_are_one_line(board: str, path: str, body: dict | None, words: str) -> None:
@@ -180,6 +188,44 @@ def test_the_engine_answers_a_legal_move(board: str) -> None:
         assert answer["fen"] == position.fen()
         moves = [*moves, answer["reply"], answer["legal"][0]]
     assert answer["pgn"].count(".") >= 3
+
+
+def test_play_at_chosen_ratings_is_the_engines_move_at_those_options(
+    files: dict[str, Path],
+) -> None:
+    net = model_at(files["elo"], "cpu")
+    answers = {}
+    with running(files["elo"]) as url:
+        for self_elo, oppo_elo in ((900, 2100), (2300, 1000)):
+            status, answer = call(url, "/api/play", {"moves": ["e2e4"], "self_elo": self_elo,
+                                                     "oppo_elo": oppo_elo})  # fmt: skip
+            assert status == 200, answer
+            said: list[str] = []
+            engine = Engine(net, said.append)  # what chesslm-uci answers at those options
+            for line in (f"setoption name SelfElo value {self_elo}",
+                         f"setoption name OppoElo value {oppo_elo}",
+                         "position startpos moves e2e4", "go"):  # fmt: skip
+                engine.handle(line)
+            assert f"bestmove {answer['reply']}" in said
+            assert f"pv {answer['reply']} string p={answer['p']}" in said[-3]
+            assert f"White {oppo_elo} Black {self_elo}" in answer["how"]
+            answers[self_elo] = answer["p"]
+    assert answers[900] != answers[2300]  # the ratings reach the model
+
+
+def test_play_from_a_fen_answers_a_legal_move_and_says_how(board: str) -> None:
+    status, answer = call(board, "/api/play", {"fen": AFTER_E4, "moves": ["g1f3"]})
+    assert status == 200, answer
+    position = chess.Board(AFTER_E4)
+    position.push_uci("g1f3")
+    assert chess.Move.from_uci(answer["reply"]) in position.legal_moves
+    position.push_uci(answer["reply"])
+    assert answer["fen"] == position.fen() and set(answer["legal"]) == {
+        m.uci() for m in position.legal_moves}  # fmt: skip
+    assert "standard start position" in answer["how"] and answer["p"] is None
+    assert f'[FEN "{AFTER_E4}"]' in answer["pgn"] and "2. Nf3" in answer["pgn"]
+    status, first = call(board, "/api/play", {"fen": AFTER_E4, "moves": [], "reply": False})
+    assert status == 200 and first["reply"] is None and first["fen"] == AFTER_E4
 
 
 def test_many_requests_at_once_are_answered_or_told_busy(board: str, files: dict) -> None:
