@@ -14,12 +14,14 @@ from typing import Any
 import chess
 import torch
 
+from chesslm.board import curve
 from chesslm.engine import analyse
 from chesslm.engine.pgnfile import InputError
 from chesslm.scorer import ratings
 
 PASTED = Path("pasted PGN")  # what an error line names for text sent by the page
 MAX_GAME_NUMBER = 10_000  # a game further into a text than this is not looked for
+DISAGREEMENTS = 3  # the plies the move list marks: where the model and the player differ most
 
 
 class BoardError(ValueError):
@@ -39,14 +41,19 @@ def analyse_text(
     plies = analyse.score_games(net, [chosen], analyse.BATCH_TOKENS["cpu"])[0]
     rows = analyse.move_rows(chosen, plies)
     records = ply_records(chosen, plies, rows)
+    curves = curve.by_rating(net, chosen)
+    for record, values in zip(records, curves or [], strict=False):
+        record["by_rating"] = values
     return {
         "game": game,
         "headers": dict(chosen.game.headers),
         "elo": list(chosen.elo),
         "plies": records,
+        "disagreements": disagreements(plies),
         "final_fen": final_fen(records[-1]),
         "outcome": bool(net.config.outcome),
         "think_time": bool(net.config.think_time),
+        "ratings": list(curve.RATINGS) if curves is not None else None,
     }
 
 
@@ -70,6 +77,13 @@ def read_one(
     if mine:
         raise BoardError(f"{source}: {mine[0]}")
     raise BoardError(f"{source}: no game {game} in it (it holds fewer games)")
+
+
+def disagreements(plies: list[analyse.Ply]) -> list[int]:
+    """The (1-based) plies of the ``DISAGREEMENTS`` moves the model found least likely, in the
+    game's order: the played move's lowest probabilities (the earlier ply first on a tie)."""
+    lowest = sorted(range(len(plies)), key=lambda i: (plies[i].logp, i))[:DISAGREEMENTS]
+    return sorted(i + 1 for i in lowest)
 
 
 def ply_records(

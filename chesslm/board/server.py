@@ -7,7 +7,8 @@ dependency, and a page for one person on their own machine needs no more), servi
 - ``POST /api/analyse`` ``{"pgn": TEXT, "game": N}`` or ``{"file_game": N}``: one game scored
   (``chesslm.board.analysis``); ``POST /api/board`` ``{"fen", "arrows": [[UCI, p], ...],
   "played", "last", "flipped"}``: the SVG (``chesslm.board.drawing``); ``POST /api/play``
-  ``{"moves": [UCI, ...], "reply": true}``: the engine's reply (``chesslm.board.play``).
+  ``{"moves": [UCI, ...], "reply": true}`` (optional ``"fen"``, ``"self_elo"``,
+  ``"oppo_elo"``): the engine's reply (``chesslm.board.play``).
 
 Safe and sturdy: no request names a path (the only files read are the checkpoint and the
 ``--pgn`` file of the command line, read once at the start); a body over ``MAX_BODY_BYTES`` or
@@ -89,8 +90,10 @@ class App:
 
     def play(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.model():
-            return play.reply(self.net, body.get("moves", []), answer_it=body.get("reply", True)
-                              is not False)  # fmt: skip
+            return play.reply(self.net, body.get("moves", []),
+                              answer_it=body.get("reply", True) is not False,
+                              fen=body.get("fen"), self_elo=body.get("self_elo"),
+                              oppo_elo=body.get("oppo_elo"))  # fmt: skip
 
     def model(self) -> ModelTurn:
         return ModelTurn(self)

@@ -14,10 +14,13 @@ import pytest
 
 from chesslm.board import cli, server
 from chesslm.engine import analyse
+from chesslm.engine.session import Engine
+from chesslm.export.load import model_at
 from tests.boardkit import call, running
 from tests.helpers import first_games_pgn, model_checkpoint
 
 ILLEGAL_GAME = '[Event "x"]\n\n1. e4 e5 2. Ke3 *\n'
+AFTER_E4 = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2"  # 1. e4 e5
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +30,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "plain": model_checkpoint(tmp / "best.pt", spread=0.3),
         "outcome": model_checkpoint(tmp / "outcome.pt", spread=0.3, outcome=True),
+        "elo": model_checkpoint(tmp / "elo.pt", spread=0.3, conditioning="elo"),
         "pgn": tmp / "games.pgn",
         "dir": tmp,
     }
@@ -38,11 +42,13 @@ def board(files: dict[str, Path]):
         yield url
 
 
-def csv_rows(files: dict[str, Path], checkpoint: Path, name: str) -> list[dict[str, str]]:
+def csv_rows(
+    files: dict[str, Path], checkpoint: Path, name: str, *options: str
+) -> list[dict[str, str]]:
     """chesslm-analyse's own CSV of the --pgn file (its command line, in this process)."""
     out = files["dir"] / f"{name}.csv"
     assert analyse.main([str(files["pgn"]), "--checkpoint", str(checkpoint), "--csv",
-                         str(out)]) == 0  # fmt: skip
+                         str(out), *options]) == 0  # fmt: skip
     return list(csv.DictReader(open(out)))
 
 
@@ -81,6 +87,36 @@ def test_an_outcome_checkpoints_win_draw_loss_is_the_csvs(files: dict[str, Path]
     assert_the_csvs(answer["plies"], rows)
 
 
+def test_the_disagreements_are_the_three_least_likely_moves(
+    board: str, files: dict[str, Path]
+) -> None:
+    rows = [r for r in csv_rows(files, files["plain"], "plain") if r["game"] == "3"]
+    status, answer = call(board, "/api/analyse", {"file_game": 3})
+    assert status == 200, answer
+    marked = answer["disagreements"]
+    assert len(marked) == 3 and marked == sorted(marked)
+    highest_marked = max(float(rows[ply - 1]["logp"]) for ply in marked)
+    others = [float(r["logp"]) for r in rows if int(r["ply"]) not in marked]
+    assert all(logp >= highest_marked for logp in others)
+
+
+def test_the_rating_curve_is_chesslm_analyse_at_those_ratings(
+    board: str, files: dict[str, Path]
+) -> None:
+    with running(files["elo"]) as url:
+        status, answer = call(url, "/api/analyse", {"pgn": files["pgn"].read_text()})
+    assert status == 200, answer
+    assert answer["ratings"] == list(range(800, 2401, 200))
+    for elo in (1200, 2000):
+        rows = [r for r in csv_rows(files, files["elo"], f"elo{elo}", "--ratings", f"{elo},{elo}")
+                if r["game"] == "1"]  # fmt: skip
+        column = answer["ratings"].index(elo)
+        assert [p["by_rating"][column] for p in answer["plies"]] == [r["p"] for r in rows]
+    assert any(len(set(p["by_rating"])) > 1 for p in answer["plies"])  # the ratings matter
+    status, plain = call(board, "/api/analyse", {"file_game": 1})
+    assert plain["ratings"] is None and "by_rating" not in plain["plies"][0]
+
+
 @pytest.mark.parametrize(
     ("body", "words"),
     [
@@ -117,6 +153,11 @@ def test_a_body_over_the_limit_is_refused_unread(board: str) -> None:
         ("/api/play", {"moves": ["e2e4", "e7e4"]}, "move 2: illegal move e7e4"),
         ("/api/play", {"moves": "e2e4"}, "a list of at most"),
         ("/api/analyse", None, "not JSON"),
+        ("/api/play", {"fen": "no fen at all"}, "not a position: FEN 'no fen at all'"),
+        ("/api/play", {"fen": "8/8/8/8/8/8/8/8 w - - 0 1"}, "not a legal position"),
+        ("/api/play", {"fen": AFTER_E4, "moves": ["e2e4"]}, "move 1: illegal move e2e4"),
+        ("/api/play", {"moves": [], "self_elo": 99999}, "SelfElo: a whole number 0..4000"),
+        ("/api/play", {"moves": [], "oppo_elo": "1500"}, "OppoElo: a whole number"),
     ],
 )
 def test_bad_requests_are_one_line(board: str, path: str, body: dict | None, words: str) -> None:
@@ -147,6 +188,44 @@ def test_the_engine_answers_a_legal_move(board: str) -> None:
         assert answer["fen"] == position.fen()
         moves = [*moves, answer["reply"], answer["legal"][0]]
     assert answer["pgn"].count(".") >= 3
+
+
+def test_play_at_chosen_ratings_is_the_engines_move_at_those_options(
+    files: dict[str, Path],
+) -> None:
+    net = model_at(files["elo"], "cpu")
+    answers = {}
+    with running(files["elo"]) as url:
+        for self_elo, oppo_elo in ((900, 2100), (2300, 1000)):
+            status, answer = call(url, "/api/play", {"moves": ["e2e4"], "self_elo": self_elo,
+                                                     "oppo_elo": oppo_elo})  # fmt: skip
+            assert status == 200, answer
+            said: list[str] = []
+            engine = Engine(net, said.append)  # what chesslm-uci answers at those options
+            for line in (f"setoption name SelfElo value {self_elo}",
+                         f"setoption name OppoElo value {oppo_elo}",
+                         "position startpos moves e2e4", "go"):  # fmt: skip
+                engine.handle(line)
+            assert f"bestmove {answer['reply']}" in said
+            assert f"pv {answer['reply']} string p={answer['p']}" in said[-3]
+            assert f"White {oppo_elo} Black {self_elo}" in answer["how"]
+            answers[self_elo] = answer["p"]
+    assert answers[900] != answers[2300]  # the ratings reach the model
+
+
+def test_play_from_a_fen_answers_a_legal_move_and_says_how(board: str) -> None:
+    status, answer = call(board, "/api/play", {"fen": AFTER_E4, "moves": ["g1f3"]})
+    assert status == 200, answer
+    position = chess.Board(AFTER_E4)
+    position.push_uci("g1f3")
+    assert chess.Move.from_uci(answer["reply"]) in position.legal_moves
+    position.push_uci(answer["reply"])
+    assert answer["fen"] == position.fen() and set(answer["legal"]) == {
+        m.uci() for m in position.legal_moves}  # fmt: skip
+    assert "standard start position" in answer["how"] and answer["p"] is None
+    assert f'[FEN "{AFTER_E4}"]' in answer["pgn"] and "2. Nf3" in answer["pgn"]
+    status, first = call(board, "/api/play", {"fen": AFTER_E4, "moves": [], "reply": False})
+    assert status == 200 and first["reply"] is None and first["fen"] == AFTER_E4
 
 
 def test_many_requests_at_once_are_answered_or_told_busy(board: str, files: dict) -> None:
