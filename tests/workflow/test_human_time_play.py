@@ -241,6 +241,13 @@ def test_the_summarys_think_time_section_shows_the_time_table(measured: dict, tm
         value = r["scores"]["time_table"]["pearson"]
         last = cell.strip("| ").split(" | ")[-1]  # the time table's column
         assert last.startswith("-" if value is None else f"{value:.3f}"), (cell, value)
+    # a record from before the table: no time-table row, no within-class table, no error
+    before = {k: v for k, v in section.items() if k != "class_floor"}
+    before["table"] = [{**r, "scores": {k: v for k, v in r["scores"].items() if k != "time_table"}}
+                       for r in section["table"]]  # fmt: skip
+    lines = think_time_section(_sealed_record(tmp_path, before, "before.json"))
+    assert "| think-time head |" in "\n".join(lines) and "time table" not in "\n".join(lines)
+    assert not any(x.startswith("Pearson r of ln") for x in lines)
 
 
 def test_spearman_ranks_share_ties() -> None:
