@@ -328,7 +328,7 @@ DEFINITION = (
     f" fewer than {MIN_CELL} train targets; clock_rule = clock_rule_share x the mover's time"
     " left + the increment (the share with the least train MAE); time_table = the mean"
     " ln(1 + seconds) of the train moves in the position's (time-control class, 10-ply bucket)"
-    f" cell, falling back to the 10-ply bucket, then to every move, for cells of fewer than"
+    " cell, falling back to the 10-ply bucket, then to every move, for cells of fewer than"
     f" {think_table.MIN_CELL}. Groups: overall, the"
     " mover's rating band, the speed class, ply buckets 0-19, 20-39, 40-79, 80+"
 )
