@@ -170,17 +170,19 @@ def make_cache(
 def _save_clocks(
     prefix: Path, games: list[np.ndarray], tags: list[tuple[list[float], str]]
 ) -> None:
-    """The clock, base and increment columns of ``games`` (cut to their plies) from their
-    sample games' readings and TimeControl tags."""
-    per_ply, base, increment = [], [], []
+    """The clock, base, increment and speed columns of ``games`` (cut to their plies) from
+    their sample games' readings and TimeControl tags."""
+    per_ply, base, increment, speed = [], [], [], []
     for k, (game, (clocks, control)) in enumerate(zip(games, tags, strict=True)):
         plies = (len(game) - 2) // 3
         per_ply += clocks[:plies] if k % 5 else [-1.0] * plies
-        b, i, _ = metadata.speed_index(control)
+        b, i, s = metadata.speed_index(control)
         base.append(b)
         increment.append(i)
+        speed.append(s)
     columns = {"clock": metadata.clock_column(np.array(per_ply, dtype=np.float64))}
-    columns |= {"base_seconds": np.array(base), "increment_seconds": np.array(increment)}
+    columns |= {"base_seconds": np.array(base), "increment_seconds": np.array(increment),
+                "speed": np.array(speed)}  # fmt: skip
     for name, values in columns.items():
         dtype = metadata.COLUMNS[name].dtype
         gamearrays.save_npy(metadata.column_path(prefix, name), values.astype(dtype))

@@ -2,7 +2,7 @@
 scored position whose time spent is known (``chesslm.data.clocks``: the clock rule; games with
 clocks, each side's first move and an increment game's last move left out), the head's
 distribution over the think-time bins (``chesslm.model.human_time``) against the time the
-mover took, beside two baselines fitted on the train split:
+mover took, beside three baselines fitted on the train split:
 
 * **median_time**: the train split's think times in the position's cell, (time control, ply
   bucket): the exact base+increment pair, or where it has fewer than ``MIN_CELL`` train
@@ -11,6 +11,9 @@ mover took, beside two baselines fitted on the train split:
   median;
 * **clock_rule**: a fixed share of the mover's time left plus the increment, the share fitted
   on the train split (the ``SHARES`` candidate with the least MAE of log-seconds): a point
+  prediction, no NLL;
+* **time_table**: the mean ln(1 + seconds) of the train split's moves in the position's
+  (time-control class, 10-ply bucket) cell (``chesslm.match.think_table``): a point
   prediction, no NLL.
 
 Metrics, per position: NLL over the bins (-ln p of the bin of the time taken), MAE of
@@ -18,7 +21,10 @@ log-seconds (|ln(1 + predicted) - ln(1 + taken)|, the prediction the distributio
 ``human_time.median_seconds``), and Pearson's r of ln(1 + predicted) against ln(1 + taken) and
 Spearman's rho of predicted against taken, overall, by the mover's rating band, by time-control
 class (Lichess's speed) and by ply bucket (``outcome.PLY_BUCKETS``), with 95 % percentile
-bootstrap intervals over games (the outcome measure's resampling). Spearman's ranks are taken
+bootstrap intervals over games (the outcome measure's resampling). A time-control class of at
+least ``CLASS_FLOOR`` scored moves is one whose within-class r the report shows (fewer say
+little: at r = 0.4 the standard error of r on 500 independent moves is already 0.04, and a
+game's moves are not independent). Spearman's ranks are taken
 once per group over all its positions; a replicate reuses them (an approximation of the rank
 correlation of the resample that keeps the bootstrap a sum over games). NumPy only.
 
@@ -36,10 +42,12 @@ import numpy as np
 
 from chesslm.data import clocks, metadata
 from chesslm.data.cache import TokenCache
-from chesslm.match import outcome
+from chesslm.match import outcome, think_table
 from chesslm.model import human_time
 
-PREDICTORS = ("model", "median_time", "clock_rule")
+PREDICTORS = ("model", "median_time", "clock_rule", "time_table")
+POINT_ONLY = ("clock_rule", "time_table")  # point predictions: no distribution, no NLL
+CLASS_FLOOR = 500  # scored moves a time-control class needs for the report's within-class r
 METRICS = ("nll", "mae_log", "pearson", "spearman")
 MIN_CELL = 20  # train targets a (time control, ply bucket) cell needs to stand on its own
 SHARES = tuple(1.0 / d for d in (5, 10, 15, 20, 25, 30, 40, 50, 60, 80, 100, 150, 200))
@@ -86,12 +94,13 @@ def _cell_keys(base: np.ndarray, increment: np.ndarray, speed: np.ndarray, ply: 
 
 class TrainFit:
     """The baselines fitted on a split's clocks (a pass over its games, a block at a time):
-    the think-time histograms of each cell and the clock rule's share."""
+    the think-time histograms of each cell, the clock rule's share and the time table."""
 
     def __init__(self, split_dir: Path, offsets: np.ndarray) -> None:
         meta = metadata.Metadata(split_dir, offsets)
         ply_offsets = meta.ply_offsets
         self.histograms: list[dict[int, np.ndarray]] = [{}, {}, {}]
+        self.table = think_table.TimeTable()
         errors = np.zeros(len(SHARES))
         self.targets = 0
         for g in range(0, len(ply_offsets) - 1, human_time.BLOCK_GAMES):
@@ -112,6 +121,7 @@ class TrainFit:
                 _add_counts(histograms, key, bins)
             predicted = np.outer(left, SHARES) + np.maximum(increment[game], 0)[:, None]
             actual = human_time.log_seconds(took[known])[:, None]
+            self.table.add(speed, ply, actual[:, 0])
             errors += np.abs(human_time.log_seconds(predicted) - actual).sum(axis=0)
             self.targets += int(known.sum())
         self.share = float(SHARES[int(np.argmin(errors))]) if self.targets else SHARES[0]
@@ -171,10 +181,12 @@ def predictions(
     base, inc = meta["base_seconds"][g], meta["increment_seconds"][g]
     cells, _ = fit.distributions(base, inc, meta["speed"][g], ply)
     rule = fit.share * left + np.maximum(inc, 0)
+    table = np.expm1(fit.table.predict(meta["speed"][g], ply))  # seconds: ln(1 + s) its mean
     return {
         "model": (model, human_time.median_seconds(model)),
         "median_time": (cells, human_time.median_seconds(cells)),
         "clock_rule": (None, rule),
+        "time_table": (None, table),
     }
 
 
@@ -204,7 +216,7 @@ def _stats(total: np.ndarray, n: float) -> dict[str, dict[str, float | None]]:
         plain = np.array([n, s["x"], s["y"], s["xx"], s["yy"], s["xy"]])
         ranked = np.array([n, s["rx"], s["ry"], s["rxrx"], s["ryry"], s["rxry"]])
         out[p] = {
-            "nll": float(s["nll"] / n) if n and p != "clock_rule" else None,
+            "nll": float(s["nll"] / n) if n and p not in POINT_ONLY else None,
             "mae_log": float(s["abs"] / n) if n else None,
             "pearson": pearson(plain) if n else None,
             "spearman": pearson(ranked) if n else None,
@@ -297,6 +309,7 @@ def section(
         "baseline_source": "train",
         "train_targets": fit.targets,
         "clock_rule_share": fit.share,
+        "class_floor": CLASS_FLOOR,
         "table": tables(pos, taken, preds, columns, **boot),
     }
 
@@ -313,6 +326,9 @@ DEFINITION = (
     " (time control, ply bucket) cell (its histogram, add-one smoothed, for the NLL; its"
     " median), falling back to (speed class, ply bucket), then the ply bucket, for cells of"
     f" fewer than {MIN_CELL} train targets; clock_rule = clock_rule_share x the mover's time"
-    " left + the increment (the share with the least train MAE). Groups: overall, the"
+    " left + the increment (the share with the least train MAE); time_table = the mean"
+    " ln(1 + seconds) of the train moves in the position's (time-control class, 10-ply bucket)"
+    " cell, falling back to the 10-ply bucket, then to every move, for cells of fewer than"
+    f" {think_table.MIN_CELL}. Groups: overall, the"
     " mover's rating band, the speed class, ply buckets 0-19, 20-39, 40-79, 80+"
 )

@@ -156,7 +156,8 @@ class ThinkScores:
 @dataclass(frozen=True)
 class ThinkRow:
     """One (protocol, grouping, group) row of the think-time measure: the head's and the
-    baselines' (``model``, ``median_time``, ``clock_rule``) scores."""
+    baselines' (``model``, ``median_time``, ``clock_rule``, ``time_table``: none in a record
+    from before it) scores."""
 
     protocol: str
     grouping: str
@@ -178,6 +179,7 @@ class ThinkMeasure:
     train_targets: int
     clock_rule_share: float
     table: list[ThinkRow]
+    class_floor: int | None = None  # moves a class needs for its within-class r (none before)
 
     @property
     def overall(self) -> ThinkRow | None:

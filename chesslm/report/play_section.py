@@ -16,7 +16,14 @@ from chesslm.match import metrics
 from chesslm.record.counterfactual import Counterfactual, GapSweep
 from chesslm.record.elo import NOT_PLAYED, Elo
 from chesslm.record.legality import Legality
-from chesslm.record.move_match import MatchDataset, MatchRow, MoveMatch, OutcomeScores, ThinkScores
+from chesslm.record.move_match import (
+    MatchDataset,
+    MatchRow,
+    MoveMatch,
+    OutcomeScores,
+    ThinkMeasure,
+    ThinkScores,
+)
 from chesslm.record.play_files import FILES, OUTCOME
 from chesslm.record.play_records import READERS
 from chesslm.report.cells import md_table, num
@@ -273,12 +280,14 @@ def outcome_section(match: MoveMatch) -> list[str]:
 
 
 THINK_PREDICTORS = (("model", "think-time head"), ("median_time", "median time (train)"),
-                    ("clock_rule", "clock rule"))  # fmt: skip
+                    ("clock_rule", "clock rule"),
+                    ("time_table", "time table: class x 10 plies (train)"))  # fmt: skip
 
 
 def think_time_section(match: MoveMatch) -> list[str]:
-    """A think-time checkpoint's table per dataset: the head against both baselines, overall,
-    by rating band, time-control class and ply bucket (nothing for a checkpoint without it)."""
+    """A think-time checkpoint's table per dataset: the head against its baselines, overall,
+    by rating band, time-control class and ply bucket, then Pearson's r within each class of
+    enough moves (nothing for a checkpoint without the head)."""
     measured = {n: d.think_time for n, d in match.datasets.items() if d.think_time is not None}
     if not measured:
         return []
@@ -287,6 +296,8 @@ def think_time_section(match: MoveMatch) -> list[str]:
     for name, t in measured.items():
         for row in t.table:
             for key, label in THINK_PREDICTORS:
+                if key not in row.scores:  # a record from before this baseline
+                    continue
                 cells = [_think_scored(row.scores[key], m, row.few_games) for m in THINK_METRICS]
                 head = [name, row.protocol, row.grouping, row.group, label]
                 rows.append([*head, row.positions, row.games, *cells])
@@ -295,8 +306,35 @@ def think_time_section(match: MoveMatch) -> list[str]:
     fits = "; ".join(f"`{n}`: {t.train_targets} train targets, clock rule share"
                      f" {t.clock_rule_share:.3f}, {t.positions} positions of {t.games} games"
                      for n, t in measured.items())  # fmt: skip
-    return lines + [f"Baselines fitted on the train split: {fits}. In"
-                    f" `play/{FILES['move_match']}` (`think_time`).", ""]  # fmt: skip
+    lines += [f"Baselines fitted on the train split: {fits}. In"
+              f" `play/{FILES['move_match']}` (`think_time`).", ""]  # fmt: skip
+    return lines + _within_class(measured)
+
+
+def _within_class(measured: dict[str, ThinkMeasure]) -> list[str]:
+    """Pearson's r of each predictor within each time-control class of at least the measure's
+    floor of moves, under its first protocol: what the head adds beyond the time control."""
+    rows = []
+    floors = {t.class_floor for t in measured.values() if t.class_floor is not None}
+    for name, t in measured.items():
+        if t.class_floor is None:  # a record from before the floor
+            continue
+        first = t.table[0].protocol if t.table else None
+        for row in t.table:
+            if (row.protocol, row.grouping) == (first, "speed") and row.positions >= t.class_floor:
+                r = [_think_scored(row.scores[k], "pearson", row.few_games) if k in row.scores
+                     else "-" for k, _ in THINK_PREDICTORS]  # fmt: skip
+                rows.append([name, row.protocol, row.group, row.positions, *r])
+    if not floors:
+        return []
+    floor = " / ".join(f"{f:,}" for f in sorted(floors))
+    lines = [f"Pearson r of ln(1 + s) within each time-control class of at least {floor} timed"
+             " moves (fewer say little):", ""]  # fmt: skip
+    if not rows:
+        return [*lines, f"No time-control class has {floor} timed moves.", ""]
+    header = ["dataset", "protocol", "class", "positions", *(label for _, label in
+                                                             THINK_PREDICTORS)]  # fmt: skip
+    return lines + md_table(header, rows)
 
 
 THINK_METRICS = ("nll", "mae_log", "pearson", "spearman")

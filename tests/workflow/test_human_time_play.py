@@ -1,21 +1,26 @@
 """Human time in play (issue 48 item 3): the scorer feeds a timed model each validation game's
 clocks (its one branched pass equals the oracle's plain passes with the same rows), reads the
 think-time head at each position, games without clocks are fed "unknown" (scorer, decoder and
-plain passes alike), and the think-time measure against its two baselines, each checked
-against a direct computation."""
+plain passes alike), and the think-time measure against its three baselines, each checked
+against a direct computation (the time table against a pandas groupby of the train moves), and
+summary.md's think-time section read back from the sealed record."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from chesslm import seal
 from chesslm.data import clocks, metadata, tokens
 from chesslm.data.cache import TokenCache
-from chesslm.match import matching, outcome, think_time
+from chesslm.match import matching, outcome, think_table, think_time
 from chesslm.model import gpt, human_time
+from chesslm.record.move_match import MoveMatch, read_move_match
+from chesslm.report.play_section import think_time_section
 from chesslm.scorer import branched, decode, prepare, scoring, times
 from chesslm.scorer.oracle import oracle_scores
 from tests.playkit import cpu_evaluator
@@ -147,6 +152,102 @@ def test_the_measure_is_the_direct_computation_beside_both_baselines(
     assert fit.targets == section["train_targets"] > 0
     groups = {r["grouping"] for r in section["table"]}
     assert {"overall", "band", "speed", "ply"} <= groups
+
+
+def _train_moves(cache_dir: Path) -> pd.DataFrame:
+    """Every timed move of the train split, game by game by the clock rule: class, ply, y."""
+    meta = TokenCache(cache_dir).metadata("train")
+    rows = []
+    for g in range(len(meta.ply_offsets) - 1):
+        base, inc = int(meta["base_seconds"][g]), int(meta["increment_seconds"][g])
+        took = clocks.spent(meta.clocks(g), base=base, increment=inc)[:-1]
+        for ply in np.flatnonzero(took >= 0):  # NaN (unknown) compares False
+            rows.append((int(meta["speed"][g]), int(ply), float(np.log1p(took[ply]))))
+    return pd.DataFrame(rows, columns=["speed", "ply", "y"])
+
+
+def test_the_time_table_is_a_groupby_of_the_train_moves(measured: dict, clocked_cache) -> None:
+    """The table's cells are the train moves' mean ln(1 + s) by (class, ply // 10); its
+    predictions at the validation positions (fallbacks included) give the section's r and MAE."""
+    moves = _train_moves(clocked_cache)
+    moves["bucket"] = moves["ply"] // think_table.PLY_STEP
+    cells = moves.groupby(["speed", "bucket"])["y"].agg(["mean", "count"])
+    fit = think_time.TrainFit(clocked_cache / "train", TokenCache(clocked_cache).train.offsets)
+    got = fit.table.means()
+    assert set(got) == set(cells.index) and fit.targets == len(moves)
+    for key, (mean, n) in got.items():
+        assert mean == pytest.approx(cells.loc[key, "mean"], rel=1e-12)
+        assert n == cells.loc[key, "count"]
+    floor = think_table.MIN_CELL
+    assert moves["speed"].nunique() > 1  # the sample's real classes, not one "unknown"
+    by_bucket = moves.groupby("bucket")["y"].agg(["mean", "count"])
+    pos, meta, section = measured["pos"], measured["meta"], measured["section"]
+    taken = think_time.positions_taken(pos, meta)["taken"]
+    known = ~np.isnan(taken)
+    expect = []
+    for g, ply in zip(pos["game"][known], pos["ply"][known], strict=True):
+        key, bucket = (int(meta["speed"][g]), int(ply) // 10), int(ply) // 10
+        if key in cells.index and cells.loc[key, "count"] >= floor:
+            expect.append(cells.loc[key, "mean"])
+        elif bucket in by_bucket.index and by_bucket.loc[bucket, "count"] >= floor:
+            expect.append(by_bucket.loc[bucket, "mean"])
+        else:
+            expect.append(moves["y"].mean())
+    # the fallbacks: a class the train split lacks (correspondence), a ply no train game has
+    absent = metadata.SPEEDS.index("correspondence")
+    assert absent not in set(moves["speed"]) and by_bucket.loc[0, "count"] >= floor
+    fallback = fit.table.predict(np.array([absent, absent]), np.array([5, 10_000]))
+    assert fallback.tolist() == pytest.approx([by_bucket.loc[0, "mean"], moves["y"].mean()])
+    y = np.log1p(taken[known])
+    scores = next(r for r in section["table"] if r["grouping"] == "overall")["scores"]
+    table = scores["time_table"]
+    assert table["pearson"] == pytest.approx(np.corrcoef(expect, y)[0, 1], rel=1e-6)
+    assert table["mae_log"] == pytest.approx(np.abs(np.array(expect) - y).mean(), rel=1e-6)
+    assert table["nll"] is None  # a point prediction
+
+
+def _sealed_record(tmp_path: Path, section: dict, name: str) -> MoveMatch:
+    """A move-match.json holding ``section`` as a dataset's think-time entry, read back."""
+    record = {
+        "model": {"checkpoint": "best.pt", "step": 1, "preset": "tiny"},
+        "definition": "move-matching", "protocols": {"all": "every position"},
+        "interval": "95 %", "think_time_definition": think_time.DEFINITION,
+        "datasets": {"sample": {"positions": section["positions_scored"], "complete": True,
+                                "validation_games": 6, "games_evaluated": 6,
+                                "metadata": "present", "table": [], "think_time": section}},
+    }  # fmt: skip
+    seal.write(tmp_path / name, record)
+    return read_move_match(tmp_path / name)
+
+
+def test_the_summarys_think_time_section_shows_the_time_table(measured: dict, tmp_path) -> None:
+    section = measured["section"]
+    lines = think_time_section(_sealed_record(tmp_path, section, "move-match.json"))
+    text = "\n".join(lines)
+    overall = next(r for r in section["table"] if r["grouping"] == "overall")
+    row = next(line for line in lines if "| overall | all | time table" in line)
+    assert f"{overall['scores']['time_table']['pearson']:.3f}" in row
+    assert f"at least {think_time.CLASS_FLOOR:,} timed moves" in text
+    assert section["class_floor"] == think_time.CLASS_FLOOR
+    # a class of at least the floor's moves gets its r; the sample's classes are below 500
+    speeds = [r for r in section["table"] if r["grouping"] == "speed"]
+    assert speeds and all(r["positions"] < think_time.CLASS_FLOOR for r in speeds)
+    assert f"No time-control class has {think_time.CLASS_FLOOR:,} timed moves." in text
+    low = {**section, "class_floor": min(r["positions"] for r in speeds)}
+    lines = think_time_section(_sealed_record(tmp_path, low, "low.json"))
+    within = lines[lines.index(next(x for x in lines if x.startswith("Pearson r of ln"))) :]
+    for r in speeds:
+        cell = next(x for x in within if x.startswith(f"| sample | all | {r['group']} |"))
+        value = r["scores"]["time_table"]["pearson"]
+        last = cell.strip("| ").split(" | ")[-1]  # the time table's column
+        assert last.startswith("-" if value is None else f"{value:.3f}"), (cell, value)
+    # a record from before the table: no time-table row, no within-class table, no error
+    before = {k: v for k, v in section.items() if k != "class_floor"}
+    before["table"] = [{**r, "scores": {k: v for k, v in r["scores"].items() if k != "time_table"}}
+                       for r in section["table"]]  # fmt: skip
+    lines = think_time_section(_sealed_record(tmp_path, before, "before.json"))
+    assert "| think-time head |" in "\n".join(lines) and "time table" not in "\n".join(lines)
+    assert not any(x.startswith("Pearson r of ln") for x in lines)
 
 
 def test_spearman_ranks_share_ties() -> None:
