@@ -98,7 +98,8 @@ def test_dataset_settings_defaults_are_the_schemas() -> None:
         return {
             key: defaults(spec["properties"]) if spec.get("type") == "object" else spec["default"]
             for key, spec in properties.items()
-            if key not in ("pgn", "legality_games")  # the inputs; the token cache's own setting
+            # the inputs (and their old key); the token cache's own setting
+            if key not in ("inputs", "pgn", "legality_games")
         }
 
     assert Settings().as_dict() == defaults(entry)
