@@ -79,7 +79,8 @@ for line in sys.stdin:
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
-            for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
+            os.dup2(os.open(request.get("stdin", os.devnull), os.O_RDONLY), 0)
+            for fd, name in ((1, request["stdout"]), (2, request["stderr"])):
                 os.dup2(os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC), fd)
             sys.argv = [{program!r}, *request["args"]]
             {main}(request["args"])
@@ -134,13 +135,18 @@ def run(
     cwd: Path,
     env: dict[str, str],
     timeout: float | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``program *args`` in ``cwd`` with exactly ``env``; its exit status and output."""
+    """``program *args`` in ``cwd`` with exactly ``env``; its exit status and output.
+    ``stdin``: what it reads on its standard input, then the input's end (None: nothing)."""
     server = _started(program, env)
     assert server.stdin is not None
     with tempfile.TemporaryDirectory() as scratch:
         out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
         request = {"args": args, "cwd": str(cwd), "env": env, "stdout": str(out)}
+        if stdin is not None:  # a file: the whole text is there before the child reads
+            Path(scratch, "stdin").write_text(stdin)
+            request["stdin"] = str(Path(scratch, "stdin"))
         server.stdin.write(json.dumps({**request, "stderr": str(err)}) + "\n")
         server.stdin.flush()
         pid = _reply(server, 60)["pid"]
