@@ -9,8 +9,9 @@ interpreter; so do most of the project's commands (``python benchmarks/*.py --he
 its 1.6 s). The child is the program's own ``main`` with the given arguments, working
 directory, environment and output files: what the command runs, minus the imports. ``start``
 leaves a command running and gives its pid, for a test that signals it
-(tests/workflow/test_orphans.py); tests/workflow/test_recovery.py and
-tests/workflow/test_launch.py start their commands themselves. A fault to inject
+(tests/workflow/test_orphans.py, tests/workflow/test_recovery.py: but its two snakemakes at once,
+the server running one at a time); tests/workflow/test_launch.py starts its commands itself.
+``run`` gives a command its standard input (tests/workflow/test_uci.py's engine). A fault to inject
 (tests/fault_injection/) is read by the forking process's sitecustomize, one process per
 fault."""
 
@@ -79,8 +80,14 @@ for line in sys.stdin:
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
-            for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
-                os.dup2(os.open(name, os.O_RDWR | os.O_CREAT | os.O_TRUNC), fd)
+            if request.get("setsid"):
+                os.setsid()
+            os.dup2(os.open(request.get("stdin", os.devnull), os.O_RDONLY), 0)
+            os.dup2(os.open(request["stdout"], os.O_RDWR | os.O_CREAT | os.O_TRUNC), 1)
+            if request["stderr"] == request["stdout"]:  # one offset, as stderr=STDOUT
+                os.dup2(1, 2)
+            else:
+                os.dup2(os.open(request["stderr"], os.O_RDWR | os.O_CREAT | os.O_TRUNC), 2)
             sys.argv = [{program!r}, *request["args"]]
             {main}(request["args"])
         code = helpers["exit_status"](child)
@@ -134,13 +141,18 @@ def run(
     cwd: Path,
     env: dict[str, str],
     timeout: float | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``program *args`` in ``cwd`` with exactly ``env``; its exit status and output."""
+    """``program *args`` in ``cwd`` with exactly ``env``; its exit status and output.
+    ``stdin``: what it reads on its standard input, then the input's end (None: nothing)."""
     server = _started(program, env)
     assert server.stdin is not None
     with tempfile.TemporaryDirectory() as scratch:
         out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
         request = {"args": args, "cwd": str(cwd), "env": env, "stdout": str(out)}
+        if stdin is not None:  # a file: the whole text is there before the child reads
+            Path(scratch, "stdin").write_text(stdin)
+            request["stdin"] = str(Path(scratch, "stdin"))
         server.stdin.write(json.dumps({**request, "stderr": str(err)}) + "\n")
         server.stdin.flush()
         pid = _reply(server, 60)["pid"]
@@ -155,17 +167,25 @@ def run(
 
 
 def start(
-    program: str, args: list[str], *, cwd: Path, env: dict[str, str]
-) -> tuple[int, Callable[[], int]]:
-    """``program *args`` started, its output dropped: its pid, and a function that waits for
-    its exit status (call it before the next command: the server runs one at a time)."""
+    program: str,
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    console: Path | None = None,
+    new_session: bool = False,
+) -> tuple[int, Callable[..., int]]:
+    """``program *args`` started, its stdout and stderr to ``console`` (None: dropped), in a
+    session of its own if ``new_session`` (as Popen's ``start_new_session``): its pid, and a
+    function that waits up to ``timeout`` seconds (default 900) for its exit status, or raises
+    TimeoutError (call it before the next command: the server runs one at a time)."""
     server = _started(program, env)
     assert server.stdin is not None
-    request = {"args": args, "cwd": str(cwd), "env": env}
-    streams = {"stdout": os.devnull, "stderr": os.devnull}
+    request = {"args": args, "cwd": str(cwd), "env": env, "setsid": new_session}
+    streams = {"stdout": str(console or os.devnull), "stderr": str(console or os.devnull)}
     server.stdin.write(json.dumps({**request, **streams}) + "\n")
     server.stdin.flush()
-    return _reply(server, 60)["pid"], lambda: _reply(server, 900)["rc"]
+    return _reply(server, 60)["pid"], lambda timeout=900: _reply(server, timeout)["rc"]
 
 
 # a rank's command as torchrun's agent starts it (``python -u -m MODULE ...``)

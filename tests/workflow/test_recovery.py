@@ -5,6 +5,7 @@ the unbroken run (tests/conftest.py's ``staged_run``), bit for bit."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -21,6 +22,7 @@ import torch
 
 from chesslm.model import checkpoint
 from chesslm.train.segment import ERROR_PREFIX
+from tests import forked
 from tests.conftest import StagedRun, copy_tree
 from tests.helpers import ROOT, alive, descendants, snakemake
 
@@ -50,8 +52,35 @@ def copy_of(template: Path, tmp_path: Path) -> Path:
     return copy_tree(template, tmp_path / "work")
 
 
+class Forked:
+    """snakemake on ``TARGET`` forked from a process that imported it (tests/forked.py; its
+    imports were 2.3 CPU s a start), in a session of its own; Popen's ``pid``, ``poll`` and
+    ``wait``. One at a time: the fork server waits for it before the next command."""
+
+    def __init__(self, work: Path, console: Path | None = None) -> None:
+        command = ["--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.pid, self._wait = forked.start(
+            "snakemake", [*command, TARGET, *ARGS, "--cores", "2"], cwd=work, env=env,
+            console=console, new_session=True,
+        )  # fmt: skip
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                self.returncode = self._wait(0)
+        return self.returncode
+
+    def wait(self, timeout: float = 900) -> int:
+        if self.returncode is None:
+            self.returncode = self._wait(timeout)
+        return self.returncode
+
+
 def start_snakemake(work: Path, *args: str, console: Path | None = None) -> subprocess.Popen:
-    """snakemake on ``TARGET``; its stdout and stderr go to ``console`` (None: nowhere)."""
+    """snakemake on ``TARGET`` as its own process (two at once: the fork server runs one at a
+    time); its stdout and stderr go to ``console`` (None: nowhere)."""
     exe = Path(sys.executable).parent / "snakemake"
     command = [str(exe), "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work)]
     with open(console or os.devnull, "w") as out:  # the child keeps its own copy
@@ -65,7 +94,7 @@ def start_snakemake(work: Path, *args: str, console: Path | None = None) -> subp
         )
 
 
-def wait_for(path: Path, process: subprocess.Popen, timeout: float = 240) -> None:
+def wait_for(path: Path, process: Forked | subprocess.Popen, timeout: float = 240) -> None:
     give_up = time.monotonic() + timeout
     while not path.exists():
         assert process.poll() is None, f"snakemake ended before {path} appeared"
@@ -161,7 +190,7 @@ def test_snakemake_killed_alone_mid_segment_then_unlock_and_rerun_at_once(
     and workers must stop by themselves (they watch snakemake), and the rerun at once must
     reach the terminal status within 60 s of the kill."""
     work = copy_of(after_segment_0, tmp_path)
-    main = start_snakemake(work)
+    main = Forked(work)
     try:
         wait_for(work / "logs/mini/train_segment/1.log", main)
         give_up = time.monotonic() + 240
@@ -195,7 +224,7 @@ def test_a_kill_at_the_probes_moment_then_readmes_recovery_trains_to_the_end(
     "done" after the probe."""
     work = copy_of(after_segment_0, tmp_path)
     shutil.rmtree(work / RUN)  # the data stays
-    main = start_snakemake(work)
+    main = Forked(work)
     wait_for(work / RUN / "probe-results.json", main)
     os.killpg(main.pid, signal.SIGKILL)
     main.wait()

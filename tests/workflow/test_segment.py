@@ -17,6 +17,7 @@ from chesslm.files import sha256_file
 from chesslm.model import checkpoint
 from chesslm.train.segment import ERROR_PREFIX, REFUSED_PREFIX
 from chesslm.train.state import WALL_PARTS, TrainState
+from tests import forked
 from tests.conftest import ROOT, run_segment, segment_args
 
 pytestmark = pytest.mark.slow
@@ -164,11 +165,12 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
     assert results["last_checkpoint_sha256"] == sha256_file(run_dir / "train/last.pt")
     assert [h["step"] for h in results["history"]] == [1, 2, 3, 4, 5, 6]
 
-    # resuming a terminal run is a no-op with a receipt (no torchrun needed for a world of 1)
+    # resuming a terminal run is a no-op with a receipt (no torchrun needed for a world of 1;
+    # forked from a process that imported torch: tests/forked.py)
     before = sha256_file(run_dir / "train/last.pt")
-    noop = subprocess.run(
+    noop = forked.run(
+        "python",
         [
-            sys.executable,
             "-m",
             "chesslm.train.segment",
             "train",
@@ -180,9 +182,8 @@ def test_resume_is_bitwise_identical_to_uninterrupted_even_after_a_sigkill(
             "--workers=1",
             *HYPER,
         ],
-        capture_output=True,
-        text=True,
         cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     ok(noop)
     receipt = status(run_dir, 3)

@@ -16,6 +16,7 @@ import chess.engine
 import pytest
 
 from chesslm.engine import options, uci
+from tests import forked
 from tests.helpers import LICHESS_BOT_OPTIONS, ROOT, SOMEBOT, EngineTalk, model_checkpoint
 
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
@@ -36,11 +37,11 @@ def popen(ckpt: Path) -> chess.engine.SimpleEngine:
 
 def raw(ckpt: Path, text: str, *, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """The engine given ``text`` and the input's end, which ends it once all is answered (a
-    ``quit`` read while the model loads would end it first, unanswered)."""
-    command = [*ENGINE, "--checkpoint", str(ckpt)]
-    return subprocess.run(
-        command, input=text, capture_output=True, text=True, env=ENV, timeout=timeout
-    )
+    ``quit`` read while the model loads would end it first, unanswered). Forked from a process
+    that imported torch (tests/forked.py): a fresh interpreter's imports were about a second
+    of CPU each time; ``popen`` starts it as a match runner does, a fresh interpreter."""
+    args = [*ENGINE[1:], "--checkpoint", str(ckpt)]
+    return forked.run("python", args, cwd=Path.cwd(), env=ENV, timeout=timeout, stdin=text)
 
 
 def play_game(engine: chess.engine.SimpleEngine, limits: list[chess.engine.Limit]) -> chess.Board:
