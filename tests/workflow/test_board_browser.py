@@ -62,6 +62,19 @@ def click_square(browser: Browser, square: str) -> None:
                      sessionId=browser.session)  # fmt: skip
 
 
+def select_square(browser: Browser, square: str) -> None:
+    """Click ``square`` until the page has drawn it selected. The page redraws the board after
+    each click and sets the selection's highlight once the new board is in: a click before that
+    lands on no square (the old board is gone) and is lost, so the move's click waits for it."""
+    selected = (f"document.querySelector('#play-board rect.square.{square}')"
+                "?.getAttribute('fill') === '#ffe08a'")  # fmt: skip
+    for _ in range(3):  # the page may still be laying the view out at the first click
+        click_square(browser, square)
+        if browser.wait_for(selected, timeout=5):
+            return
+    raise AssertionError(f"{square} not drawn selected: {browser.evaluate('JSON.stringify(play)')}")
+
+
 def board_colours(shot: Path) -> tuple[int, int]:
     """How many pixels of the screenshot are chess.svg's light and dark squares."""
     image = Image.open(shot).convert("RGB")
@@ -133,11 +146,7 @@ def test_a_move_played_gets_a_legal_reply(browser: Browser, board: tuple) -> Non
     assert browser.wait_for(READY)
     browser.evaluate("document.getElementById('tab-play').click()")
     assert browser.wait_for("document.querySelector('#play-board rect.square.e2') !== null")
-    for _ in range(3):  # the page may still be laying the new view out at the first click
-        click_square(browser, "e2")
-        if browser.wait_for("play.from === 'e2'", timeout=5):
-            break
-    assert browser.evaluate("play.from") == "e2", browser.evaluate("JSON.stringify(play)")
+    select_square(browser, "e2")
     click_square(browser, "e4")
     status = browser.wait_for(
         "(t => t.startsWith('The model played') ? t : '')"
@@ -190,10 +199,7 @@ def test_play_from_a_fen_and_at_chosen_ratings(browser: Browser, elo_board: str)
     browser.evaluate("document.getElementById('new-game').click()")
     assert browser.wait_for(f"play.start === {json.dumps(AFTER_E4)} && play.moves.length === 0")
     assert browser.evaluate("document.getElementById('error').textContent") == ""
-    for _ in range(3):  # the board may still be drawing at the first click
-        click_square(browser, "g1")
-        if browser.wait_for("play.from === 'g1'", timeout=5):
-            break
+    select_square(browser, "g1")
     click_square(browser, "f3")
     assert browser.wait_for("play.moves.length === 2"), browser.evaluate("JSON.stringify(play)")
     moves = browser.evaluate("play.moves")
