@@ -9,7 +9,7 @@ either the old file or the new one, never a torn one. A write that runs out of s
 A temporary's name is its writer's own (``.NAME.PID.RANDOM.tmp``): two writers of one file at
 once (two ``--nolock`` snakemakes) never write, rename or remove each other's temporary, and
 ``stale_temporaries`` tells a dead writer's leftovers from a live writer's file. A command
-that writes calls ``unwind_on_sigterm`` first, so that a SIGTERM (a user's ``kill``, a
+that writes calls ``unwind_on_signals`` first, so that a SIGTERM (a user's ``kill``, a
 scheduler's, snakemake's own stop) removes its temporaries as Ctrl-C's KeyboardInterrupt does;
 a SIGKILL leaves them to the next run's sweep (``remove_stale_temporaries``). A long loop calls
 ``stop_if_signalled`` once a unit of work: the exception a signal raises is lost when it lands
@@ -111,7 +111,7 @@ def remove_stale_temporaries(directory: Path, name: str | None = None) -> list[P
 _signalled: list[int] = []  # the SIGTERM or SIGINT received, for stop_if_signalled
 
 
-def unwind_on_sigterm() -> None:
+def unwind_on_signals() -> None:
     """SIGTERM raises ``SystemExit`` (status 143, as the signal's own) in the main thread: the
     process unwinds, each ``open_atomic`` removing its temporary, instead of dying where it
     stands; SIGINT raises ``KeyboardInterrupt`` as Python's own handler does. Both are kept

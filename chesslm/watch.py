@@ -53,7 +53,7 @@ def guard(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:
     if watched not in ancestors(job):
         _say(f"snakemake (pid {watched}) that started this job is gone: job {job} stops")
         os._exit(1)
-    files.unwind_on_sigterm()  # snakemake's stop or a user's kill: no temporary left behind
+    files.unwind_on_signals()  # snakemake's stop or a user's kill: no temporary left behind
     fds = [_pidfd(watched), _pidfd(job)]
     _subreaper()
     if os.fork() == 0:

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--games", type=int, default=None, help="evenly spaced validation games")
     a = p.parse_args(argv)
-    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
+    files.unwind_on_signals()  # a kill leaves no temporary beside the outputs
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     score(a.run_dir, a.run or a.run_dir.name, a.dataset, a.cache, a.out, device=a.device,
           threads=a.threads, games=a.games)  # fmt: skip

@@ -422,7 +422,7 @@ def write(
         for path in outputs.values():
             if path is not None:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-                # a SIGKILLed run's (SIGTERM and Ctrl-C unwind: unwind_on_sigterm)
+                # a SIGKILLed run's (SIGTERM and Ctrl-C unwind: unwind_on_signals)
                 files.remove_stale_temporaries(Path(path).parent, Path(path).name)
         text = {name: stack.enter_context(files.open_atomic(path, "w", encoding="utf-8",
                                                             newline=""))
@@ -525,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         help="tokens scored in one pass (default: 8192 on cpu, 32768 on cuda)",
     )
     args = parser.parse_args(argv)
-    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
+    files.unwind_on_signals()  # a kill leaves no temporary beside the outputs
     if not args.games.is_file():
         parser.exit(1, f"chesslm-analyse: {args.games}: no such file\n")
     from chesslm.model import checkpoint

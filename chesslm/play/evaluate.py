@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--ladder", type=Path, help="the ladder file (rule ladder's output)")
     args = parser.parse_args(argv)
-    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
+    files.unwind_on_signals()  # a kill leaves no temporary beside the outputs
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     caches = dict(c.split("=", 1) for c in args.cache)
     run(

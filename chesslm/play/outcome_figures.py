@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("record", type=Path, help="results/RUN/play/move-match.json")
     args = parser.parse_args(argv)
-    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
+    files.unwind_on_signals()  # a kill leaves no temporary beside the outputs
     write(args.record, {o.name: args.record.parent / o.file for o in OUTCOME})
     return 0
 

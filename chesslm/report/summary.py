@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the run's runs.{run}.max_segments, so the summary says segment N of at most M",
     )
     args = parser.parse_args(argv)
-    files.unwind_on_sigterm()  # a kill leaves no temporary beside the outputs
+    files.unwind_on_signals()  # a kill leaves no temporary beside the outputs
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.run_dir.is_dir():
         parser.error(f"not a directory: {str(args.run_dir)!r}")

@@ -1,5 +1,5 @@
 """A job that is sent SIGTERM (snakemake's stop, a scheduler's, a user's ``kill``) unwinds:
-each atomic write in progress removes its temporary (``files.unwind_on_sigterm``, installed by
+each atomic write in progress removes its temporary (``files.unwind_on_signals``, installed by
 ``watch.guard`` in every workflow script and by each command's ``main``)."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_a_guarded_job_sent_sigterm_removes_its_temporary(tmp_path: Path) -> Non
 LOST = """
 import os, signal, sys
 from chesslm import files
-files.unwind_on_sigterm()
+files.unwind_on_signals()
 
 class Finalized:
     def __del__(self):  # the signal's handler runs here, and CPython swallows what it raises
