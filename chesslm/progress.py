@@ -1,15 +1,11 @@
 """Progress lines of the play evaluation: ``what: done/total unit`` on the log, at the start,
-then whenever ``every`` seconds have passed since the last line, and at the end. Each
-``update`` is also where a long loop stops for a SIGTERM or Ctrl-C whose exception a
-finalizer swallowed (``files.stop_if_signalled``)."""
+then whenever ``every`` seconds have passed since the last line, and at the end."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-
-from chesslm import files
 
 logger = logging.getLogger("chesslm.play")
 
@@ -38,7 +34,6 @@ class Progress:
         self._line("")
 
     def update(self, done: int, detail: str = "") -> None:
-        files.stop_if_signalled()
         self.done = done
         now = self.clock()
         if now - self.last >= self.every:
